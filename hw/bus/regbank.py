@@ -1,0 +1,181 @@
+"""AXI4-Lite register bank generated from a :class:`model.regmap.RegisterMap`.
+
+Ports
+-----
+``s_axil``: ``In(AXI4LiteSignature(addr_width=..., data_width=32))``.
+
+``regs``: one member per register, one sub-member per field, named after the declaration, so the
+block's logic writes ``bank.regs.ctrl.enable.data``. What each field offers the logic:
+
+========  =============================================================================
+``R``     ``r_data`` (in): the value reads return.
+``RW``    ``data`` (out): the stored value.
+``W``     ``data`` (out): the stored value (reads return 0).
+``RW1C``  ``data`` (out): the stored bits; ``set`` (in): bits to raise this cycle.
+``W1P``   ``pulse`` (out): high for one cycle for each bit written as 1.
+``RWS``   ``r_data`` (in): the value reads return; ``w_data`` (out): the last value written.
+========  =============================================================================
+
+and each register has ``wr_stb`` (out) and ``rd_stb`` (out).
+
+Timing
+------
+- A write takes effect at the clock edge after the bank has both the address and the data (they may
+  arrive in either order or together). In the cycle after that edge, ``data``/``w_data`` show the
+  new value, ``pulse`` and ``wr_stb`` are high, and ``bvalid`` rises. With ``bready`` held high the
+  bank takes one write per cycle.
+- A read samples ``r_data`` and the stored values in the cycle of the AR handshake; ``rd_stb`` is
+  high in that same cycle, so logic behind an ``RWS`` field (a memory window with auto-increment)
+  can advance on it. ``rvalid`` rises in the next cycle; ``arready`` is low while ``rvalid`` is
+  high, so consecutive reads are at least two cycles apart, which gives a synchronous memory read
+  port one cycle to present the next word.
+- Reads and writes proceed independently. A read in the same cycle as a write to the same register
+  returns the value from before the write.
+- Byte strobes apply bit for bit: RW/W/RWS bits take the new value only in strobed bytes, RW1C bits
+  are cleared and W1P bits pulsed only in strobed bytes.
+- Errors: an access to an address with no register answers SLVERR (reads return 0) and changes
+  nothing. Writes to ``R`` fields, and writes of 0 to ``RW1C``/``W1P`` bits, are ignored.
+- A ``set`` and a software clear of the same RW1C bit in one cycle leave the bit set, so no event
+  is lost.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from model.regmap import Access, RegisterMap
+
+from .axi import AXI4LiteSignature, Resp
+
+__all__ = ["RegisterBank", "field_signature", "regs_signature"]
+
+
+def field_signature(f):
+    """The logic-side members of one field (bank's view)."""
+    w = f.width
+    members = {
+        Access.R: {"r_data": In(w)},
+        Access.RW: {"data": Out(w, init=f.reset)},
+        Access.W: {"data": Out(w, init=f.reset)},
+        Access.RW1C: {"data": Out(w, init=f.reset), "set": In(w)},
+        Access.W1P: {"pulse": Out(w)},
+        Access.RWS: {"r_data": In(w), "w_data": Out(w)},
+    }[f.access]
+    return wiring.Signature(members)
+
+
+def regs_signature(regmap):
+    """The logic-side members of a whole map (bank's view)."""
+    return wiring.Signature({
+        r.name: Out(wiring.Signature({
+            **{f.name: Out(field_signature(f)) for f in r.fields},
+            "wr_stb": Out(1), "rd_stb": Out(1),
+        })) for r in regmap
+    })
+
+
+class RegisterBank(wiring.Component):
+    """An AXI4-Lite subordinate holding the registers of ``regmap``.
+
+    Parameters
+    ----------
+    regmap : RegisterMap
+        The declaration.
+    addr_width : int, optional
+        Width of ``s_axil.awaddr``/``araddr``. Every bit is decoded, so addresses above the map
+        answer SLVERR rather than aliasing. Defaults to the fewest bits that reach every register.
+    """
+
+    def __init__(self, regmap, *, addr_width=None):
+        if not isinstance(regmap, RegisterMap):
+            raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
+        if addr_width is None:
+            addr_width = max(3, regmap.addr_width)
+        if not isinstance(addr_width, int) or not regmap.addr_width <= addr_width <= 64:
+            raise ValueError(f"addr_width must be an integer from {regmap.addr_width} (to reach "
+                             f"offset 0x{regmap.registers[-1].offset:x}) to 64, not {addr_width!r}")
+        self.regmap = regmap
+        self.addr_width = addr_width
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
+            "regs": Out(regs_signature(regmap)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axil
+
+        # -- write: address and data are captured independently, then committed together --------
+        aw_full = Signal()
+        aw_addr = Signal(self.addr_width)
+        w_full = Signal()
+        w_data = Signal(32)
+        w_strb = Signal(4)
+        commit = Signal()
+        m.d.comb += [
+            commit.eq(aw_full & w_full & (~bus.bvalid | bus.bready)),
+            bus.awready.eq(~aw_full | commit),
+            bus.wready.eq(~w_full | commit),
+        ]
+        with m.If(commit):
+            m.d.sync += [aw_full.eq(0), w_full.eq(0)]
+        with m.If(bus.awvalid & bus.awready):
+            m.d.sync += [aw_full.eq(1), aw_addr.eq(bus.awaddr)]
+        with m.If(bus.wvalid & bus.wready):
+            m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+
+        bit_en = Cat(*(w_strb[i].replicate(8) for i in range(4)))
+        w_word = aw_addr[2:]
+        w_any = Signal()
+        hits = []
+        for r in self.regmap:
+            port = getattr(self.regs, r.name)
+            hit = Signal(name=f"w_hit_{r.name}")
+            m.d.comb += hit.eq(commit & (w_word == r.offset >> 2))
+            hits.append(hit)
+            m.d.sync += port.wr_stb.eq(hit)
+            for f in r.fields:
+                fp = getattr(port, f.name)
+                sl = slice(f.offset, f.offset + f.width)
+                en, val = bit_en[sl], w_data[sl]
+                if f.access in (Access.RW, Access.W, Access.RWS):
+                    store = fp.w_data if f.access is Access.RWS else fp.data
+                    with m.If(hit):
+                        m.d.sync += store.eq((store & ~en) | (val & en))
+                elif f.access is Access.RW1C:
+                    m.d.sync += fp.data.eq((fp.data & ~Mux(hit, val & en, 0)) | fp.set)
+                elif f.access is Access.W1P:
+                    m.d.sync += fp.pulse.eq(Mux(hit, val & en, 0))
+        m.d.comb += w_any.eq(Cat(*hits).any())
+
+        with m.If(bus.bvalid & bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
+        with m.If(commit):
+            m.d.sync += [bus.bvalid.eq(1),
+                         bus.bresp.eq(Mux(w_any, Resp.OKAY, Resp.SLVERR))]
+
+        # -- read ------------------------------------------------------------------------------
+        ar_hs = Signal()
+        m.d.comb += [bus.arready.eq(~bus.rvalid), ar_hs.eq(bus.arvalid & bus.arready)]
+        r_word = bus.araddr[2:]
+        rd_word = Signal(32)
+        rd_hit = Signal()
+        with m.Switch(r_word):
+            for r in self.regmap:
+                port = getattr(self.regs, r.name)
+                with m.Case(r.offset >> 2):
+                    parts = Const(0, 32)
+                    for f in r.fields:
+                        fp = getattr(port, f.name)
+                        src = {Access.R: "r_data", Access.RWS: "r_data",
+                               Access.RW: "data", Access.RW1C: "data"}.get(f.access)
+                        if src is not None:
+                            parts = parts | (getattr(fp, src).as_unsigned() << f.offset)
+                    m.d.comb += [rd_word.eq(parts), rd_hit.eq(1), port.rd_stb.eq(ar_hs)]
+
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+        with m.If(ar_hs):
+            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(rd_word),
+                         bus.rresp.eq(Mux(rd_hit, Resp.OKAY, Resp.SLVERR))]
+        return m

@@ -1,0 +1,1 @@
+"""atomcube's golden model and software: pure Python and numpy, no HDL imports."""

@@ -1,0 +1,1 @@
+"""cocotb benches, the runner that builds them, and the regression driver (``python -m sim``)."""

