@@ -12,8 +12,8 @@ list, so adding a bench here adds it to both. To add a block's bench:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .runner import SIMULATORS
 
@@ -41,8 +41,7 @@ class Bench:
 
 def _regbank_top(**params):
     from hw.bus.regbank import RegisterBank
-
-    from .regbank.selftest import SELFTEST
+    from model.registers import SELFTEST
 
     return RegisterBank(SELFTEST, **params)
 

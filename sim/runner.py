@@ -185,7 +185,8 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
                 runner.test(
                     test_module=bench.module, hdl_toplevel=toplevel, build_dir=build_dir,
                     test_dir=build_dir, waves=waves, seed=seed, extra_env=extra_env,
-                    testcase=testcase, timescale=("1ns", "1ps"), log_file=log.with_suffix(".sim.log"),
+                    testcase=testcase, timescale=("1ns", "1ps"),
+                    log_file=log.with_suffix(".sim.log"),
                 )
     except SimulatorMissing:
         raise

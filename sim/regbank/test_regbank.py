@@ -10,11 +10,10 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiResp
 
-from model.regmap import Access, BusError, RegisterBankModel, strobe_mask
-from sim.harness import (axil_driver, axil_master, reset, rng, set_axil_pauses, start_clock)
+from model.registers import SELFTEST
+from model.regmap import Access, BusError, RegisterBankModel
+from sim.harness import axil_driver, axil_master, reset, rng, set_axil_pauses, start_clock
 from sim.runner import CLOCK_PERIOD_NS, params
-
-from .selftest import SELFTEST
 
 BACKPRESSURE = [False, True]
 TIMEOUT = dict(timeout_time=2, timeout_unit="ms")
@@ -81,7 +80,8 @@ class TB:
                 self.port(win_reg, win_field, "r_data").value = mem["data"][last_addr % 64]
                 last_addr = mem["addr"]
                 if self.port_reg(win_reg, "wr_stb"):
-                    mem["data"][mem["addr"] % 64] = int(self.port(win_reg, win_field, "w_data").value)
+                    written = int(self.port(win_reg, win_field, "w_data").value)
+                    mem["data"][mem["addr"] % 64] = written
                     mem["addr"] += 1
                 if self.port_reg(win_reg, "rd_stb"):
                     mem["addr"] += 1
@@ -197,7 +197,8 @@ async def test_access_types(dut, backpressure):
     await tb.write(m["cmd"].offset, (0).to_bytes(4, "little"))
     assert (await tb.read(m["cmd"].offset)) == 0
     await ClockCycles(dut.clk, 2)
-    assert tb.pulses == [("cmd", "start", 1), ("cmd", "abort", 1), ("cmd", "kick", 0xABC)], tb.pulses
+    want = [("cmd", "start", 1), ("cmd", "abort", 1), ("cmd", "kick", 0xABC)]
+    assert tb.pulses == want, tb.pulses
     tb.check_outputs("end")
     tb.check_logs()
 
@@ -286,13 +287,13 @@ async def test_back_to_back(dut, backpressure):
     writes = [(tb.rng.choice(regs), tb.rng.getrandbits(32)) for _ in range(64)]
     tasks = [cocotb.start_soon(tb.master.write(r.offset, v.to_bytes(4, "little")))
              for r, v in writes]
-    for (r, v), t in zip(writes, tasks):
+    for (r, v), t in zip(writes, tasks, strict=True):
         resp = await t
         assert resp.resp == AxiResp.OKAY
         tb.model.bus_write(r.offset, v)
     reads = [tb.rng.choice(regs) for _ in range(64)]
     tasks = [cocotb.start_soon(tb.master.read(r.offset, 4)) for r in reads]
-    for r, t in zip(reads, tasks):
+    for r, t in zip(reads, tasks, strict=True):
         resp = await t
         want, _ = tb.model.bus_read(r.offset)
         assert int.from_bytes(resp.data, "little") == want, f"{r.name}: 0x{want:08x} expected"
@@ -310,7 +311,7 @@ async def test_simultaneous_read_write(dut, backpressure):
     tb = TB(dut, backpressure, salt=6)
     await tb.reset()
     scratch, ctrl = SELFTEST["scratch"], SELFTEST["ctrl"]
-    for i in range(40):
+    for _ in range(40):
         old = tb.model.peek(scratch.offset)[0]
         new = tb.rng.getrandbits(32)
         await RisingEdge(dut.clk)

@@ -1,5 +1,6 @@
-"""The register map the register bank bench runs on: every access type, fields that span byte
-lanes, non-zero reset values, and a hole in the map (0x18 to 0x1f) that must answer SLVERR."""
+"""The register map the register bank bench runs on. It belongs to no block; it exercises the
+bank: every access type, fields that span byte lanes, non-zero reset values, and a hole in the
+map (0x18 to 0x1f) that must answer SLVERR."""
 
 from model.regmap import Field, reg, regmap
 

@@ -1,0 +1,58 @@
+# atomcube: every target sets up .venv on first use (pip only; see README).
+#   make sim       cocotb regression of every block, summary table    (SIM=icarus, WAVES=1)
+#   make test      the whole pytest suite (model, gateware, cocotb on both simulators)
+#   make verilog   every block's Verilog into build/verilog/
+#   make lint      ruff, and verilator --lint-only on the emitted Verilog
+#   make regs      regenerate docs/registers/ (Markdown maps and C headers)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+SIM    ?= verilator
+JOBS   ?= auto
+export SIM WAVES
+
+.PHONY: help setup sim test verilog lint regs clean distclean
+
+help:
+	@sed -n '2,7p' Makefile | sed 's/^# //'
+
+# Reinstall only when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[sim]'
+	@touch $@
+
+setup: $(STAMP)
+
+sim: $(STAMP)
+	$(PY) -m sim --simulator $(SIM)
+
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS)
+
+verilog: $(STAMP)
+	$(PY) -m hw.catalog build/verilog
+
+# Verilator's lint on Amaranth's output: -Wall, less what generated Verilog always raises:
+# unused/undriven bits of ports by design, file names, Amaranth's width idioms, and register
+# initialisers (Amaranth writes every register's init value into its declaration: PROCASSINIT).
+VLINT_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-UNUSEDPARAM -Wno-WIDTHEXPAND \
+               -Wno-WIDTHTRUNC -Wno-CASEINCOMPLETE -Wno-UNDRIVEN -Wno-PROCASSINIT
+lint: verilog
+	$(VENV)/bin/ruff check hw model sim tests
+	@for f in build/verilog/*.v; do \
+	  echo "verilator --lint-only $$f"; \
+	  $(PY) -m sim.lint $$f $(VLINT_WAIVE) || exit 1; \
+	done
+
+regs: $(STAMP)
+	$(VENV)/bin/atomcube regs --out docs/registers
+
+clean:
+	rm -rf build sim_build .pytest_cache
+
+distclean: clean
+	rm -rf $(VENV)

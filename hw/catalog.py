@@ -1,0 +1,59 @@
+"""Every block that has gateware, with the parameters ``make verilog`` and ``make lint`` build it
+with. ``python -m hw.catalog [OUTDIR]`` writes one Verilog file per entry (default
+``build/verilog``).
+
+A block adds itself here with a function that builds the component and the module name to emit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _regbank_selftest():
+    from model.registers import SELFTEST
+
+    from .bus.regbank import RegisterBank
+
+    return RegisterBank(SELFTEST)
+
+
+# name -> (factory, one-line description)
+BLOCKS = {
+    "regbank_selftest": (_regbank_selftest,
+                         "AXI4-Lite register bank on the selftest map (every access type)"),
+}
+
+
+def write_verilog(outdir: Path, names=None) -> list[Path]:
+    """Emit the Verilog of the named blocks (all by default); returns the files written."""
+    from amaranth.back import verilog
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names or BLOCKS:
+        if name not in BLOCKS:
+            raise KeyError(f"no block named {name!r} (blocks: {', '.join(BLOCKS)})")
+        factory, _ = BLOCKS[name]
+        path = outdir / f"atomcube_{name}.v"
+        path.write_text(verilog.convert(factory(), name=f"atomcube_{name}", emit_src=False))
+        written.append(path)
+    return written
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hw.catalog", description=__doc__.split("\n")[0])
+    ap.add_argument("outdir", nargs="?", type=Path, default=ROOT / "build" / "verilog")
+    ap.add_argument("--block", action="append", help="only this block (repeatable)")
+    args = ap.parse_args(argv)
+    for path in write_verilog(args.outdir, args.block):
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

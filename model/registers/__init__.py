@@ -1,0 +1,8 @@
+"""Every block's register map, by name. ``atomcube regs`` writes their C headers and Markdown maps
+(``docs/registers/``) from here; a block adds its map to :data:`MAPS`."""
+
+from .selftest import SELFTEST
+
+MAPS = {m.name: m for m in (SELFTEST,)}
+
+__all__ = ["MAPS", "SELFTEST"]
