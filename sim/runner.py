@@ -164,6 +164,8 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     build_dir = BUILD / "sim" / bench.name / case.name / simulator
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / "run.log"
+    xml = build_dir / "results.xml"    # absolute: the same name under pytest and under make sim
+    xml.unlink(missing_ok=True)
     result = Result(bench.name, case.name, simulator, dict(case.params), log=log)
     toplevel = bench.toplevel_name
     t0 = time.monotonic()
@@ -174,7 +176,7 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
         with _patched_environ(env), open(log, "w") as logf, \
                 contextlib.redirect_stdout(logf), contextlib.redirect_stderr(logf):
             runner.build(
-                verilog_sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
+                sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
                 build_args=BUILD_ARGS[simulator], timescale=("1ns", "1ps"), waves=waves,
                 log_file=build_dir / "build.log",
             )
@@ -186,7 +188,7 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
                     test_module=bench.module, hdl_toplevel=toplevel, build_dir=build_dir,
                     test_dir=build_dir, waves=waves, seed=seed, extra_env=extra_env,
                     testcase=testcase, timescale=("1ns", "1ps"),
-                    log_file=log.with_suffix(".sim.log"),
+                    log_file=log.with_suffix(".sim.log"), results_xml=str(xml),
                 )
     except SimulatorMissing:
         raise
@@ -201,7 +203,6 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     sim_log = log.with_suffix(".sim.log")
     if sim_log.exists():
         result.log = sim_log
-    xml = build_dir / "results.xml"
     if not xml.exists():
         result.error = "the simulation ended without writing results.xml (crashed?)"
         return result

@@ -1,0 +1,26 @@
+"""The cocotb benches, launched from pytest: one node per bench, parameter set and simulator.
+
+Nodes come from sim/benches.py (the same list `make sim` runs); add a bench there, not here.
+Icarus nodes skip, with the one-line reason, where Icarus is not installed. Select with -k, e.g.
+``pytest tests/test_cocotb.py -k "regbank and icarus"``.
+"""
+
+import pytest
+
+from sim import benches, runner
+
+NODES = benches.nodes()
+
+
+@pytest.mark.parametrize("bench, case, simulator", NODES,
+                         ids=[f"{b.name}-{c.name}-{s}" for b, c, s in NODES])
+def test_cocotb(bench, case, simulator):
+    try:
+        result = runner.run(bench, case, simulator)
+    except runner.SimulatorMissing as e:
+        if simulator == "icarus":
+            pytest.skip(str(e))
+        raise
+    print(f"{bench.name}/{case.name}/{simulator}: {result.tests} tests, {result.cycles} cycles, "
+          f"seed {result.seed}, {result.wall_s:.1f} s")
+    assert result.passed, result.describe_failure()
