@@ -1,5 +1,5 @@
 # atomcube: every target sets up .venv on first use (pip only; see README).
-#   make sim       cocotb regression of every block, summary table    (SIM=icarus, WAVES=1)
+#   make sim       cocotb regression of every block, summary table  (SIM=icarus WAVES=1 SEED=n)
 #   make test      the whole pytest suite (model, gateware, cocotb on both simulators)
 #   make verilog   every block's Verilog into build/verilog/
 #   make lint      ruff, and verilator --lint-only on the emitted Verilog
@@ -11,7 +11,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 JOBS   ?= auto
-export SIM WAVES
+export SIM WAVES SEED
 
 .PHONY: help setup sim test verilog lint regs clean distclean
 

