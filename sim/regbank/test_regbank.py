@@ -51,9 +51,18 @@ class TB:
     def port(self, r, f, member):
         return getattr(self.dut, f"regs__{r.name}__{f.name}__{member}")
 
-    async def reset(self):
-        await reset(self.dut)
-        cocotb.start_soon(self._monitor())
+    @classmethod
+    async def start(cls, dut, backpressure: bool, salt: int = 0) -> "TB":
+        """A bench out of reset, with its monitor running."""
+        tb = cls(dut, backpressure, salt)
+        await reset(dut)
+        cocotb.start_soon(tb._monitor())
+        return tb
+
+    async def finish(self):
+        """Let the last pulses and strobes land, then compare them all with the model."""
+        await ClockCycles(self.dut.clk, 2)
+        self.check_logs()
 
     async def _monitor(self):
         """Record pulses and strobes, and play the memory behind ``window`` if there is one."""
@@ -152,8 +161,7 @@ class TB:
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_reset_values(dut, backpressure):
     """After reset every field holds its declared reset value; R fields read the logic."""
-    tb = TB(dut, backpressure)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure)
     tb.check_outputs("after reset")
     for r in SELFTEST:
         assert tb.model.peek(r.offset)[0] == r.reset
@@ -168,8 +176,7 @@ async def test_reset_values(dut, backpressure):
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_access_types(dut, backpressure):
     """Directed: each access type's rule, one at a time."""
-    tb = TB(dut, backpressure, salt=1)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=1)
     m = SELFTEST
     # RW keeps what is written; writes to the R field beside it are ignored.
     await tb.write(m["ctrl"].offset, (0xFFFF_FFFF).to_bytes(4, "little"))
@@ -207,8 +214,7 @@ async def test_access_types(dut, backpressure):
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_byte_strobes(dut, backpressure):
     """Every byte lane alone, every pair, and three-byte writes, on fields that span lanes."""
-    tb = TB(dut, backpressure, salt=2)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=2)
     patterns = [(o, n) for n in (1, 2, 3) for o in range(4 - n + 1)]
     for name in ("ctrl", "data", "scratch", "status", "cmd", "window"):
         r = SELFTEST[name]
@@ -219,16 +225,14 @@ async def test_byte_strobes(dut, backpressure):
             await tb.write(r.offset + off, data)
             tb.check_outputs(f"{name} +{off} len {n}")
             await tb.read(r.offset)
-    await ClockCycles(dut.clk, 2)
-    tb.check_logs()
+    await tb.finish()
 
 
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_unmapped(dut, backpressure):
     """Holes and addresses past the map answer SLVERR, read 0 and change nothing."""
-    tb = TB(dut, backpressure, salt=3)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=3)
     tb.randomise_inputs()
     addrs = tb.unmapped_addresses()
     assert addrs, "no unmapped address to test"
@@ -245,16 +249,14 @@ async def test_unmapped(dut, backpressure):
         raise AssertionError("a read of an unmapped address did not raise BusError")
     for r in SELFTEST:
         await tb.read(r.offset)
-    await ClockCycles(dut.clk, 2)
-    tb.check_logs()
+    await tb.finish()
 
 
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_random_accesses(dut, backpressure):
     """Random reads, partial writes, events and input changes, all against the model."""
-    tb = TB(dut, backpressure, salt=4)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=4)
     dut._log.info("random accesses, seed %d", cocotb.RANDOM_SEED)
     addrs = [r.offset for r in SELFTEST] + tb.unmapped_addresses()
     rw1c = tb._fields(Access.RW1C)
@@ -273,16 +275,14 @@ async def test_random_accesses(dut, backpressure):
         else:
             tb.randomise_inputs()
         tb.check_outputs(f"step {i}")
-    await ClockCycles(dut.clk, 2)
-    tb.check_logs()
+    await tb.finish()
 
 
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_back_to_back(dut, backpressure):
     """Queued writes, then queued reads, issued as fast as the bank takes them."""
-    tb = TB(dut, backpressure, salt=5)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=5)
     regs = [SELFTEST[n] for n in ("scratch", "ctrl", "data", "window")]
     writes = [(tb.rng.choice(regs), tb.rng.getrandbits(32)) for _ in range(64)]
     tasks = [cocotb.start_soon(tb.master.write(r.offset, v.to_bytes(4, "little")))
@@ -298,8 +298,7 @@ async def test_back_to_back(dut, backpressure):
         want, _ = tb.model.bus_read(r.offset)
         assert int.from_bytes(resp.data, "little") == want, f"{r.name}: 0x{want:08x} expected"
     tb.check_outputs("after back-to-back")
-    await ClockCycles(dut.clk, 2)
-    tb.check_logs()
+    await tb.finish()
 
 
 @cocotb.test(**TIMEOUT)
@@ -308,8 +307,7 @@ async def test_simultaneous_read_write(dut, backpressure):
     """A read and a write issued in the same cycle: to the same register the read sees either
     the old or the new value (without stalls, always the old one), to different registers both
     are exact."""
-    tb = TB(dut, backpressure, salt=6)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=6)
     scratch, ctrl = SELFTEST["scratch"], SELFTEST["ctrl"]
     for _ in range(40):
         old = tb.model.peek(scratch.offset)[0]
@@ -345,8 +343,7 @@ async def test_simultaneous_read_write(dut, backpressure):
 async def test_rw1c_set_wins(dut, backpressure):
     """A one-cycle set swept across a clearing write: the bit ends up set exactly when the set
     comes in or after the cycle that commits the clear (the same cycle included: set wins)."""
-    tb = TB(dut, backpressure, salt=7)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure, salt=7)
     st = SELFTEST["status"]
     done = st.field("done")
     same_cycle = 0
@@ -382,9 +379,8 @@ async def test_rw1c_set_wins(dut, backpressure):
 async def test_window_side_effects(dut, backpressure):
     """An RWS field in front of a synchronous memory with auto-increment: back-to-back writes
     then back-to-back reads return the words written, in order (the read timing promise)."""
-    tb = TB(dut, backpressure, salt=8)
+    tb = await TB.start(dut, backpressure, salt=8)
     tb.window = {"data": [0] * 64, "addr": 0}
-    await tb.reset()
     win = SELFTEST["window"]
     words = [tb.rng.getrandbits(32) for _ in range(24)]
     tasks = [cocotb.start_soon(tb.drv.window.write(word=w)) for w in words]
@@ -404,8 +400,7 @@ async def test_window_side_effects(dut, backpressure):
 @cocotb.test(**TIMEOUT)
 async def test_driver(dut):
     """The named-register driver over AXI4-Lite: write, modify, read, errors."""
-    tb = TB(dut, backpressure=True, salt=9)
-    await tb.reset()
+    tb = await TB.start(dut, backpressure=True, salt=9)
     drv = tb.drv
     await drv.ctrl.write(mode=3, threshold=0x123)           # enable takes its reset value, 1
     v = await drv.ctrl.read()
