@@ -296,8 +296,9 @@ def _table_out(x, table, cfg, flavor, index, frac, state):
         bias = 1 << cfg.le_index_offset
     start = getattr(cfg, f"{name}_start")
     ref = np.where(under, start + bias, getattr(cfg, f"{name}_end"))
-    scale = np.where(under, getattr(cfg, f"{name}_uflow_scale"), getattr(cfg, f"{name}_oflow_scale"))
-    shift = np.where(under, getattr(cfg, f"{name}_uflow_shift"), getattr(cfg, f"{name}_oflow_shift"))
+    side = {k: np.where(under, getattr(cfg, f"{name}_uflow_{k}"), getattr(cfg, f"{name}_oflow_{k}"))
+            for k in ("scale", "shift")}
+    scale, shift = side["scale"], side["shift"]
     term = _slope((x - ref) * scale, shift, flavor)
     if flavor == "sdp":
         oor = _sat(edge + _sat(term, 32), 32)

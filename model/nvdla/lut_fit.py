@@ -30,11 +30,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lut import (FLAVORS, INPUT_BITS, LE, LE_ENTRIES, LO, LO_ENTRIES, LeFunction, LutConfig,
-                  evaluate)
+from .lut import (
+    FLAVORS,
+    INPUT_BITS,
+    LE,
+    LE_ENTRIES,
+    LO,
+    LO_ENTRIES,
+    LeFunction,
+    LutConfig,
+    evaluate,
+)
 
 __all__ = ["FUNCTIONS", "Formats", "TableGeom", "FitResult", "ErrorReport", "fit", "fit_geometry",
-           "nvdla_baseline", "measure", "sweep", "encode_slope", "resolve_function"]
+           "lrn", "nvdla_baseline", "measure", "sweep", "encode_slope", "resolve_function"]
 
 
 # -- functions ---------------------------------------------------------------------------------
@@ -326,7 +335,7 @@ def _coarse_sweep(fmt, domain, ranges):
     return sweep(fmt, domain, ranges, dense_bits=min(16, fmt.in_frac + 6), log_points=1 << 13)
 
 
-def fit(f, fmt: Formats, *, layout: str = "nested", raw: str = "lo", le_mode: str = "linear",
+def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str = "linear",
         domain=None, progress: Callable[[str], None] | None = None) -> FitResult:
     """Fit a LUT to ``f``.
 
@@ -336,7 +345,8 @@ def fit(f, fmt: Formats, *, layout: str = "nested", raw: str = "lo", le_mode: st
         A name from :data:`FUNCTIONS` (or ``"lrn"``), or a numpy-vectorised callable on real
         inputs.
     fmt : Formats
-    layout : {"nested", "split"}
+    layout : {"auto", "nested", "split"}
+        ``auto`` fits both and keeps the one with the smaller worst error.
     raw : {"lo", "le"}
         Which table is the raw (wide) one; the other is the density table.
     le_mode : {"linear", "exp"}
@@ -352,8 +362,23 @@ def fit(f, fmt: Formats, *, layout: str = "nested", raw: str = "lo", le_mode: st
         f, dmin, dmax = resolve_function(f)
         domain = domain or (dmin, dmax)
     domain = tuple(domain or (-math.inf, math.inf))
+    if layout == "auto":
+        say = progress or (lambda s: None)
+        results = []
+        for lay in ("nested", "split"):
+            say(f"layout {lay}:")
+            try:
+                results.append(fit(f, fmt, layout=lay, raw=raw, le_mode=le_mode, domain=domain,
+                                   progress=progress))
+            except _NoFit as e:
+                say(f"  {e}")
+        if not results:
+            raise ValueError("neither layout fits this function and format")
+        best = min(results, key=lambda r: (r.report.max_lsb, r.report.mean_lsb))
+        say(f"chose {best.layout}: max error {best.report.max_lsb:.3f} LSB")
+        return best
     if layout not in ("nested", "split"):
-        raise ValueError(f"layout must be 'nested' or 'split', not {layout!r}")
+        raise ValueError(f"layout must be 'auto', 'nested' or 'split', not {layout!r}")
     if raw not in ("lo", "le"):
         raise ValueError(f"raw must be 'lo' or 'le', not {raw!r}")
     if le_mode not in ("linear", "exp"):
@@ -365,6 +390,7 @@ def fit(f, fmt: Formats, *, layout: str = "nested", raw: str = "lo", le_mode: st
                          "START (give domain=(x_min, x_max))")
     a, b = _active_range(f, fmt, domain)
     say(f"active range [{a:.6g}, {b:.6g}]")
+    _check_entry_range(f, fmt, domain, a, b)
     scale = 2.0 ** fmt.in_frac
     raw_id = LE if raw == "le" else LO
     raw_n = LE_ENTRIES if raw_id == LE else LO_ENTRIES
@@ -417,24 +443,34 @@ def fit(f, fmt: Formats, *, layout: str = "nested", raw: str = "lo", le_mode: st
                                  "oflow_priority": raw_id})[0]
         out = evaluate(x_search, cfg_raw, fmt.flavor).out
         err = np.abs(out - np.clip(target(f, fmt, x_search, domain), fmt.out_lo, fmt.out_hi))
-        order = np.argsort(-err)[:64]
-        hot = x_search[order]
-        centres = np.unique(np.concatenate([hot, [x_search[order[0]]], [(a + b) / 2 * scale]]))
+        order = np.argsort(-err)
         prio = _priorities(raw_id, "nested")
         sel0 = raw_g.select if raw_mode == "linear" else int(math.log2(max(
             (b - a) * scale, 1) / (raw_n - 1)))
-        for sel in range(sel0 - 1, sel0 - 9, -1):
-            cover = (den_n - 1) * 2.0 ** sel
-            for c in np.unique(np.concatenate([centres, [np.median(hot)]])):
-                start = int(math.floor(max(c - cover / 2, lo_r * scale - 1)))
-                if den_mode == "exp":
-                    continue
-                g = TableGeom("linear", start, select=sel)
-                le_g, lo_g = (raw_g, g) if raw_id == LE else (g, raw_g)
-                cfg, rep = evaluate_pair(le_g, lo_g, prio)
-                if best_pair is None or (rep.max_lsb, rep.mean_lsb) < (
-                        best_pair[3].max_lsb, best_pair[3].mean_lsb):
-                    best_pair = (le_g, lo_g, prio, rep)
+        # Beside a linear raw table, steps a little finer than its own; beside an exponential
+        # one, whose octaves grow without bound, any step.
+        sels = (range(sel0 - 1, sel0 - 8, -1) if raw_mode == "linear"
+                else range(INPUT_BITS[fmt.flavor] - 8, -5, -1))
+        if den_mode == "exp":
+            # An exponential density table resolves octaves just above its START and overflows
+            # at START + 2^(offset + 64): search START and the top octave.
+            starts = [int(math.floor(lo_r * scale)) - 1] + [int(p) - 1 for p in _peaks(
+                x_search, order, scale, 6)]
+            geoms = [TableGeom("exp", s, offset=top - (den_n - 1)) for s in starts
+                     for top in range(2, INPUT_BITS[fmt.flavor])]
+        else:
+            geoms = []
+            for sel in sels:
+                cover = (den_n - 1) * 2.0 ** sel
+                for c in _peaks(x_search, order, cover / 4, 8) + [(a + b) / 2 * scale]:
+                    start = int(math.floor(max(c - cover / 2, lo_r * scale - 1)))
+                    geoms.append(TableGeom("linear", start, select=sel))
+        for g in geoms:
+            le_g, lo_g = (raw_g, g) if raw_id == LE else (g, raw_g)
+            cfg, rep = evaluate_pair(le_g, lo_g, prio)
+            if best_pair is None or (rep.max_lsb, rep.mean_lsb) < (
+                    best_pair[3].max_lsb, best_pair[3].mean_lsb):
+                best_pair = (le_g, lo_g, prio, rep)
     else:
         # split: density table from the domain's (or active range's) start; raw from its end.
         base = max(lo_r, a) * scale
@@ -452,10 +488,43 @@ def fit(f, fmt: Formats, *, layout: str = "nested", raw: str = "lo", le_mode: st
                         best_pair[3].max_lsb, best_pair[3].mean_lsb):
                     best_pair = (le_g, lo_g, prio, rep)
     if best_pair is None:
-        raise ValueError(f"no {layout} arrangement fits this function and format")
+        raise _NoFit(f"no {layout} arrangement fits this function and format")
     le_g, lo_g, prio, rep = best_pair
     say(f"with density table: LE {le_g}, LO {lo_g}, max error {rep.max_lsb:.3f} LSB")
     return fit_geometry(f, fmt, le_g, lo_g, prio, domain=domain, layout=layout, progress=say)
+
+
+class _NoFit(ValueError):
+    pass
+
+
+def _check_entry_range(f, fmt, domain, a, b):
+    """Refuse formats whose outputs over the active range do not fit int16 table entries (a
+    hair over, like sigmoid's 1.0 in Q0.15, is allowed: the entries saturate by one LSB)."""
+    xs = np.concatenate([np.linspace(a, b, 4097), np.clip(np.geomspace(
+        max(abs(a), 2.0 ** -fmt.in_frac), max(abs(b), 2.0 ** -fmt.in_frac), 2048) * np.sign(
+        b), a, b)])
+    with np.errstate(all="ignore"):
+        y = np.asarray(f(np.clip(xs, domain[0], domain[1])), float) * 2.0 ** fmt.out_frac
+    peak = float(np.nanmax(np.abs(y[np.isfinite(y)]))) if np.isfinite(y).any() else 0.0
+    if peak > 32768 * 1.001:
+        fits = fmt.out_frac - math.ceil(math.log2(peak / 32767))
+        raise ValueError(f"f reaches {peak:.0f} output units (out_frac {fmt.out_frac}) over "
+                         f"[{a:.4g}, {b:.4g}], beyond the int16 table entries: use out_frac "
+                         f"{fits} or less, or narrow the domain")
+
+
+def _peaks(x, order, spacing, count):
+    """Up to ``count`` inputs of largest error (``order``: indices by falling error) that lie at
+    least ``spacing`` apart: distinct places where a density table could go."""
+    chosen: list[float] = []
+    for i in order[:4096]:
+        xi = float(x[i])
+        if all(abs(xi - c) >= spacing for c in chosen):
+            chosen.append(xi)
+            if len(chosen) == count:
+                break
+    return chosen
 
 
 def _split_raw(mode, n, start, far, fmt):
@@ -481,10 +550,12 @@ def fit_geometry(f, fmt: Formats, le: TableGeom, lo: TableGeom, priorities: dict
     say = progress or (lambda s: None)
     ranges = [(g.start, g.end(n)) for g, n in ((le, LE_ENTRIES), (lo, LO_ENTRIES))
               if g.start < fmt.x_hi]
-    x = sweep(fmt, domain, ranges)
+    # Slopes are chosen on a coarse sweep; the report comes from the full one.
+    xc = _coarse_sweep(fmt, domain, ranges)
     cfg = build_config(f, fmt, le, lo, priorities, domain)
-    rep = measure(cfg, f, fmt, x, domain)
-    cfg, rep = _improve_slopes(f, fmt, le, lo, priorities, domain, x, cfg, rep)
+    cfg, _ = _improve_slopes(f, fmt, le, lo, priorities, domain, xc, cfg,
+                             measure(cfg, f, fmt, xc, domain))
+    rep = measure(cfg, f, fmt, sweep(fmt, domain, ranges), domain)
     say(f"final: max error {rep.max_lsb:.3f} LSB over {rep.samples:,} inputs")
     return FitResult(cfg, fmt, layout, le, lo, rep, domain)
 
@@ -515,3 +586,60 @@ def nvdla_baseline(name: str, fmt: Formats) -> FitResult:
     x = sweep(fmt, (dmin, dmax), [(lo.start, lo.end(LO_ENTRIES))])
     rep = measure(cfg, f, fmt, x, (dmin, dmax))
     return FitResult(cfg, fmt, "nvdla", TableGeom("linear", fmt.x_hi), lo, rep, (dmin, dmax))
+
+
+# -- report --------------------------------------------------------------------------------------
+
+def plot(result: FitResult, f, path, baseline: FitResult | None = None) -> None:
+    """Function, approximation, error and each table's coverage, to a PNG."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RuntimeError("plotting needs matplotlib: pip install matplotlib") from None
+    if isinstance(f, str):
+        f = resolve_function(f)[0]
+    fmt, cfg = result.formats, result.config
+    scale = 2.0 ** fmt.in_frac
+    spans = []
+    for g, n in ((result.le, LE_ENTRIES), (result.lo, LO_ENTRIES)):
+        if g.start < fmt.x_hi:
+            spans.append((g.start / scale, min(g.end(n), fmt.x_hi) / scale))
+    lo = min(s[0] for s in spans)
+    hi = max(s[1] for s in spans)
+    margin = 0.1 * (hi - lo)
+    lo, hi = max(lo - margin, result.domain[0]), min(hi + margin, result.domain[1])
+    x = np.unique(np.linspace(lo * scale, hi * scale, 20001).round().astype(np.int64))
+    x = x[(x >= fmt.x_lo) & (x <= fmt.x_hi)]
+    res = evaluate(x, cfg, fmt.flavor)
+    want = np.clip(target(f, fmt, x, result.domain), fmt.out_lo, fmt.out_hi)
+    xr = x / scale
+    fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(9, 9), sharex=True,
+                                     gridspec_kw={"height_ratios": [3, 3, 1]})
+    a1.plot(xr, want / 2.0 ** fmt.out_frac, label="f", lw=2, color="0.6")
+    a1.plot(xr, res.out / 2.0 ** fmt.out_frac, label="LUT", lw=1, color="C0")
+    a1.set_ylabel("output")
+    a1.legend()
+    a2.plot(xr, res.out - want, lw=0.8, label=f"atomcube ({result.report.max_lsb:.2f} LSB max)")
+    if baseline is not None:
+        b = evaluate(x, baseline.config, fmt.flavor).out
+        a2.plot(xr, b - want, lw=0.8, color="C3", alpha=0.7,
+                label=f"NVDLA tables ({baseline.report.max_lsb:.2f} LSB max)")
+    a2.set_ylabel("error (output LSB)")
+    a2.legend()
+    for row, (name, g, n, colour) in enumerate((("LE", result.le, LE_ENTRIES, "C1"),
+                                                ("LO", result.lo, LO_ENTRIES, "C2"))):
+        if g.start < fmt.x_hi:
+            s, e = g.start / scale, min(g.end(n), fmt.x_hi) / scale
+            a3.barh(row, e - s, left=s, color=colour, height=0.6)
+            mode = "exp" if g.mode == "exp" else f"step 2^{g.select - fmt.in_frac}"
+            a3.text(s, row, f" {name} ({mode})", va="center", fontsize=8)
+    a3.set_yticks([0, 1], ["LE", "LO"])
+    a3.set_xlabel("input")
+    a3.set_xlim(lo, hi)
+    fig.suptitle(f"{result.layout} LUT, input Q.{fmt.in_frac}, output Q.{fmt.out_frac} "
+                 f"({fmt.flavor.upper()})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

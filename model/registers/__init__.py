@@ -1,8 +1,9 @@
 """Every block's register map, by name. ``atomcube regs`` writes their C headers and Markdown maps
 (``docs/registers/``) from here; a block adds its map to :data:`MAPS`."""
 
+from .lut import LUT_CDP, LUT_SDP
 from .selftest import SELFTEST
 
-MAPS = {m.name: m for m in (SELFTEST,)}
+MAPS = {m.name: m for m in (SELFTEST, LUT_SDP, LUT_CDP)}
 
-__all__ = ["MAPS", "SELFTEST"]
+__all__ = ["MAPS", "SELFTEST", "LUT_SDP", "LUT_CDP"]

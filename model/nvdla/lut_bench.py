@@ -1,0 +1,47 @@
+"""Accuracy benchmark: atomcube's fitted LUTs against NVDLA's own compiler tables.
+
+``python -m model.nvdla.lut_bench`` (``make bench-model``) fits sigmoid (input Q19.12, output
+Q0.15) and tanh (Q19.12 -> Q1.14), evaluates both through the bit-exact model over the same sweep
+of the whole int32 input range, and prints the errors side by side with the goals: at most 4 LSB,
+and at most 60 % of NVDLA's max error. Exit status 1 if a goal is missed.
+"""
+
+import sys
+import time
+
+from .lut_fit import Formats, fit, nvdla_baseline
+
+CASES = {"sigmoid": Formats(12, 15), "tanh": Formats(12, 14)}
+GOAL_LSB = 4.0
+GOAL_RATIO = 0.60
+
+
+def main() -> int:
+    rows = []
+    for name, fmt in CASES.items():
+        t0 = time.monotonic()
+        print(f"fitting {name} ...", flush=True)
+        base = nvdla_baseline(name, fmt)
+        ours = fit(name, fmt)
+        rows.append((name, fmt, base.report, ours.report, time.monotonic() - t0))
+    head = ("function", "formats", "NVDLA max", "ours max", "ratio", "NVDLA mean", "ours mean",
+            "samples", "goal", "fit time")
+    body = []
+    ok = True
+    for name, fmt, b, o, dt in rows:
+        ratio = o.max_lsb / b.max_lsb
+        good = o.max_lsb <= GOAL_LSB and ratio <= GOAL_RATIO
+        ok &= good
+        body.append((name, f"Q.{fmt.in_frac} -> Q.{fmt.out_frac}", f"{b.max_lsb:.3f} LSB",
+                     f"{o.max_lsb:.3f} LSB", f"{ratio:.0%}", f"{b.mean_lsb:.4f}",
+                     f"{o.mean_lsb:.4f}", f"{o.samples:,}", "met" if good else "MISSED",
+                     f"{dt:.1f} s"))
+    widths = [max(len(str(r[i])) for r in (head, *body)) for i in range(len(head))]
+    for r in (head, tuple("-" * w for w in widths), *body):
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(f"\ngoals: max error <= {GOAL_LSB:g} LSB and <= {GOAL_RATIO:.0%} of NVDLA's")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
