@@ -4,6 +4,7 @@
 #   make verilog   every block's Verilog into build/verilog/
 #   make lint      ruff, and verilator --lint-only on the emitted Verilog
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
+#   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,10 +14,10 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup sim test verilog lint regs clean distclean
+.PHONY: help setup sim test verilog lint regs bench-model clean distclean
 
 help:
-	@sed -n '2,7p' Makefile | sed 's/^# //'
+	@sed -n '2,8p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -50,6 +51,9 @@ lint: verilog
 
 regs: $(STAMP)
 	$(VENV)/bin/atomcube regs --out docs/registers
+
+bench-model: $(STAMP)
+	$(PY) -m model.nvdla.lut_bench
 
 clean:
 	rm -rf build sim_build .pytest_cache

@@ -11,14 +11,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.nvdla.lut import (COUNTERS, HIT, LE, LO, OFLOW, UFLOW, LutAccess, LutConfig,
-                             add_counters, evaluate, round_shift)
+from model.nvdla.lut import (
+    COUNTERS,
+    HIT,
+    LE,
+    LO,
+    OFLOW,
+    UFLOW,
+    LutAccess,
+    LutConfig,
+    add_counters,
+    evaluate,
+    round_shift,
+)
 
 BITS = {"sdp": 32, "cdp": 38}
 FB = {"sdp": 35, "cdp": 16}
 
 
-# -- the reference ---------------------------------------------------------------------------------
+# -- the reference -----------------------------------------------------------------------------
 
 def rtl_round(v: int, k: int) -> int:
     """v / 2^k the way the spec describes the RTL's rounding shift."""
@@ -156,7 +167,7 @@ def test_model_matches_reference(flavor, data):
     check_against_reference(inputs_near(cfg, flavor, data), cfg, flavor)
 
 
-# -- directed cases at the spec's boundaries -------------------------------------------------------
+# -- directed cases at the spec's boundaries ---------------------------------------------------
 
 def lo_only(flavor="sdp", **kw):
     """LO table hits decide; LE parked above every input so it always underflows."""
@@ -266,7 +277,7 @@ def test_counters_sdp_and_cdp():
     assert add_counters(big, sdp)["oflow"] == (1 << 32) - 1             # saturates, no wrap
 
 
-# -- properties -----------------------------------------------------------------------------------
+# -- properties --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flavor", ["sdp", "cdp"])
 @settings(max_examples=60, deadline=None)
@@ -298,7 +309,7 @@ def test_interpolation_between_neighbours(flavor, table, s, start):
     assert ((r.out >= lo_n) & (r.out <= hi_n)).all()
 
 
-# -- invalid configurations and inputs -------------------------------------------------------------
+# -- invalid configurations and inputs ---------------------------------------------------------
 
 @pytest.mark.parametrize("kw, exc, msg", [
     (dict(le_table=np.zeros(64)), ValueError, "le_table must have 65 entries"),
@@ -339,7 +350,7 @@ def test_config_round_trips_through_dict():
     assert LutConfig.from_dict(cfg.to_dict()).to_dict() == cfg.to_dict()
 
 
-# -- the access registers ----------------------------------------------------------------------------
+# -- the access registers ----------------------------------------------------------------------
 
 def test_access_protocol():
     a = LutAccess()
