@@ -145,8 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-frac", type=int, required=True, help="fraction bits of the input")
     p.add_argument("--out-frac", type=int, required=True, help="fraction bits of the output")
     p.add_argument("--flavor", choices=("sdp", "cdp"), default="sdp")
-    p.add_argument("--layout", choices=("nested", "split"), default="nested",
-                   help="density table inside the raw one, or beside it (default nested)")
+    p.add_argument("--layout", choices=("auto", "nested", "split"), default="auto",
+                   help="density table inside the raw one, beside it, or whichever measures "
+                        "better (default auto)")
     p.add_argument("--raw", choices=("lo", "le"), default="lo",
                    help="which table is the raw (wide) one (default LO)")
     p.add_argument("--le-mode", choices=("linear", "exp"), default="linear")
