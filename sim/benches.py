@@ -46,10 +46,24 @@ def _regbank_top(**params):
     return RegisterBank(SELFTEST, **params)
 
 
+def _lut_top(**params):
+    from hw.lut.unit import LutUnit
+
+    return LutUnit(**params)
+
+
 BENCHES: tuple[Bench, ...] = (
     Bench("regbank", "sim.regbank.test_regbank", _regbank_top, (
         Case("aw6"),
         Case("aw32", {"addr_width": 32}),
+    )),
+    Bench("lut", "sim.lut.test_lut", _lut_top, (
+        Case("sdp-l1", {"lanes": 1, "flavor": "sdp"}),
+        Case("sdp-l4", {"lanes": 4, "flavor": "sdp"}),
+        Case("sdp-l16", {"lanes": 16, "flavor": "sdp"}, ("verilator",)),
+        Case("cdp-l1", {"lanes": 1, "flavor": "cdp"}),
+        Case("cdp-l4", {"lanes": 4, "flavor": "cdp"}, ("verilator",)),
+        Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",)),
     )),
 )
 

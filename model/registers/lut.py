@@ -1,21 +1,50 @@
-"""The LUT unit's configuration registers, after NVDLA's ``S_LUT_*`` group, and the register
-program that loads a :class:`model.nvdla.lut.LutConfig`.
+"""The LUT unit's registers and the register program that loads a
+:class:`model.nvdla.lut.LutConfig`.
 
-Offsets 0x000 to 0x01f are left for the unit's run control and status (the LUT unit issue adds
-them, with the statistics counters, after 0x060). SDP has 32-bit START/END registers; CDP splits
-its 38-bit values into ``*_low`` (bits 31:0) and ``*_high`` (bits 37:32).
+- 0x000 to 0x00c: run control, status, interrupt enables, and what the unit was built with.
+- 0x020 to 0x05c: NVDLA's ``S_LUT_*`` configuration group and the table access window. SDP has
+  32-bit START/END registers; CDP splits its 38-bit values into ``*_low`` (bits 31:0) and
+  ``*_high`` (bits 37:32).
+- 0x060 on: the run's statistics counters (saturating), named per flavour
+  (:data:`model.nvdla.lut.COUNTERS`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from model.nvdla.lut import FLAVORS, LE, LO, LutConfig
+from model.nvdla.lut import COUNTERS, FLAVORS, LE, LO, LutConfig
 from model.regmap import Field, RegisterMap, reg
 
 __all__ = ["lut_regmap", "program", "config_from_registers", "LUT_SDP", "LUT_CDP"]
 
 _BOUNDS = ("le_start", "le_end", "lo_start", "lo_end")
+
+
+def _control_registers(flavor: str):
+    return [
+        reg("ctrl", 0x000, "Run control.",
+            Field("start", 0, 1, "W1P", doc="Start a run: clear the counters, accept samples "
+                                            "until one marked last has left the output."),
+            Field("perf_enable", 4, 1, "RW", reset=1, doc="Count statistics during runs.")),
+        reg("status", 0x004, "Run status.",
+            Field("busy", 0, 1, "R", doc="A run is in progress."),
+            Field("done", 1, 1, "RW1C", doc="A run has ended (its last sample left)."),
+            Field("table_write_refused", 2, 1, "RW1C",
+                  doc="A table write came while a run was in progress; it was ignored.")),
+        reg("irq_enable", 0x008, "Interrupt enables (irq = status & enables).",
+            Field("done", 1, 1, "RW", doc="Interrupt when done."),
+            Field("table_write_refused", 2, 1, "RW", doc="Interrupt on a refused table write.")),
+        reg("hwinfo", 0x00C, "How the unit was built.",
+            Field("lanes", 0, 5, "R", doc="Samples per transfer."),
+            Field("flavor", 8, 1, "R", doc="0 = SDP, 1 = CDP.")),
+    ]
+
+
+def _counter_registers(flavor: str):
+    return [reg(f"cnt_{name}", 0x060 + 4 * i, f"Statistics: {name} (saturating).",
+                Field("value", 0, 32, "R", doc=f"Samples counted as {name} in the last run."))
+            for i, name in enumerate(COUNTERS[flavor])]
 
 
 def _config_registers(flavor: str):
@@ -64,9 +93,11 @@ def _config_registers(flavor: str):
 def lut_regmap(flavor: str) -> RegisterMap:
     if flavor not in FLAVORS:
         raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
-    return RegisterMap(f"lut_{flavor}", tuple(_config_registers(flavor)),
-                       doc=f"LUT unit, {flavor.upper()} flavour: NVDLA's S_LUT_* configuration "
-                           "registers and the table access window.")
+    regs = _control_registers(flavor) + _config_registers(flavor) + _counter_registers(flavor)
+    return RegisterMap(f"lut_{flavor}", tuple(regs),
+                       doc=f"LUT unit, {flavor.upper()} flavour: run control, NVDLA's S_LUT_* "
+                           "configuration registers, the table access window and the "
+                           "statistics counters.")
 
 
 LUT_SDP = lut_regmap("sdp")
@@ -121,12 +152,11 @@ def config_from_registers(words: dict, le_table, lo_table, flavor: str) -> LutCo
     Signed fields are sign-extended as the hardware reads them; tables are int16 entries.
     """
     m = lut_regmap(flavor)
-    missing = [r.name for r in m if r.name not in words and r.name not in
-               ("lut_access_cfg", "lut_access_data")]
+    names = {r.name for r in _config_registers(flavor)} - {"lut_access_cfg", "lut_access_data"}
+    missing = [r.name for r in m if r.name in names and r.name not in words]
     if missing:
         raise ValueError(f"register dump lacks {', '.join(missing)}")
-    f = {name: m[name].decode(words[name]) for name in words if name in
-         {r.name for r in m}}
+    f = {name: m[name].decode(words[name]) for name in words if name in names}
     kw = dict(
         le_table=np.asarray(le_table), lo_table=np.asarray(lo_table),
         le_function=f["lut_cfg"]["le_function"],

@@ -1,0 +1,1 @@
+"""The LUT unit: NVDLA's hybrid LUT, N lanes per cycle."""

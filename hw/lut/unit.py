@@ -1,0 +1,393 @@
+"""NVDLA's hybrid LUT as a pipelined block: ``lanes`` samples per cycle, bit-exact with
+:func:`model.nvdla.lut.evaluate`.
+
+Ports
+-----
+``s_axil``
+    AXI4-Lite registers (:func:`model.registers.lut.lut_regmap`): run control, the S_LUT_*
+    configuration, the table access window, statistics counters.
+``i_stream``
+    Payload ``data`` (``lanes`` signed samples: 32 bits for SDP, 38 for CDP), ``mask`` (which
+    lanes hold a sample; empty lanes flow through and are not counted), ``last`` (the run's final
+    transfer).
+``o_stream``
+    Payload ``data`` (``lanes`` signed results: 32 bits for SDP, 16 for CDP), ``chosen`` (per lane,
+    1 = LO), ``state`` (per lane, the chosen table's 0 hit / 1 underflow / 2 overflow), ``mask``
+    and ``last`` as they came in.
+``irq``
+    High while ``status & irq_enable`` has a bit set.
+
+Timing
+------
+One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
+``LATENCY`` = 5 cycles after its sample was accepted when the output is not stalled. Every
+stage advances together when the output register is empty or being taken, so backpressure
+stalls the whole pipeline and nothing is dropped.
+
+A run starts with ``ctrl.start`` (counters cleared, ``status.busy`` set). Samples are accepted
+only while busy; once the transfer marked ``last`` is accepted, input stops until it has left the
+output, then ``busy`` clears and ``status.done`` is set. A ``LUT_ACCESS_DATA`` write while busy is
+refused: the table and the access address keep their values and ``status.table_write_refused`` is
+set. Configuration registers are read live: change them only while idle.
+
+Tables live in ``amaranth.lib.memory`` memories split into even and odd entries, so that every
+lane reads entries i and i+1 in one cycle; each lane has its own read ports (memories replicate
+per port on FPGAs), and one more pair serves register read-back.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from model.nvdla.lut import COUNTERS, FLAVORS, LE_ENTRIES, LO_ENTRIES
+from model.registers.lut import lut_regmap
+
+from ..bus.axi import AXI4LiteSignature
+from ..bus.regbank import RegisterBank
+
+__all__ = ["LutUnit", "LATENCY", "LANES"]
+
+LATENCY = 5
+LANES = (1, 2, 4, 8, 16)
+_IN_BITS = {"sdp": 32, "cdp": 38}
+_FRAC_BITS = {"sdp": 35, "cdp": 16}
+_OUT_BITS = {"sdp": 32, "cdp": 16}
+HIT, UFLOW, OFLOW = 0, 1, 2
+
+
+def _sat(v, bits):
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return Mux(v > hi, hi, Mux(v < lo, lo, v))
+
+
+def _round_shift(v, sh):
+    """v / 2^sh rounded half away from zero (sh: an unsigned Value or an int)."""
+    if isinstance(sh, int):
+        if sh == 0:
+            return v
+        half = 1 << (sh - 1)
+        return (v + Mux(v < 0, half - 1, half)) >> sh
+    half = (Const(1, 32) << sh) >> 1
+    adj = Mux(v < 0, half - (sh != 0), half)
+    return (v + adj.as_signed()) >> sh
+
+
+def in_layout(lanes, flavor):
+    return data.StructLayout({"data": data.ArrayLayout(signed(_IN_BITS[flavor]), lanes),
+                              "mask": lanes, "last": 1})
+
+
+def out_layout(lanes, flavor):
+    return data.StructLayout({"data": data.ArrayLayout(signed(_OUT_BITS[flavor]), lanes),
+                              "chosen": lanes, "state": data.ArrayLayout(2, lanes),
+                              "mask": lanes, "last": 1})
+
+
+class LutUnit(wiring.Component):
+    """The LUT unit.
+
+    Parameters
+    ----------
+    lanes : int
+        Samples per transfer: 1, 2, 4, 8 or 16.
+    flavor : {"sdp", "cdp"}
+    addr_width : int
+        Width of the AXI4-Lite address (the unit decodes all of it).
+    """
+
+    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12):
+        if lanes not in LANES:
+            raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
+        if flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+        self.lanes = lanes
+        self.flavor = flavor
+        self.regmap = lut_regmap(flavor)
+        self._bank = RegisterBank(self.regmap, addr_width=addr_width)
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
+            "i_stream": In(stream.Signature(in_layout(lanes, flavor))),
+            "o_stream": Out(stream.Signature(out_layout(lanes, flavor))),
+            "irq": Out(1),
+        })
+
+    # -- elaboration -----------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bank = bank = self._bank
+        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
+        regs = bank.regs
+        lanes, flavor = self.lanes, self.flavor
+        W, FB, OW = _IN_BITS[flavor], _FRAC_BITS[flavor], _OUT_BITS[flavor]
+
+        # -- run control -------------------------------------------------------------------------
+        busy = Signal()
+        closing = Signal()                      # the last transfer is in the pipeline
+        run_end = Signal()
+        m.d.comb += [
+            regs.status.busy.r_data.eq(busy),
+            regs.status.done.set.eq(run_end),
+            regs.hwinfo.lanes.r_data.eq(lanes),
+            regs.hwinfo.flavor.r_data.eq(int(flavor == "cdp")),
+            self.irq.eq(((regs.status.done.data & regs.irq_enable.done.data) |
+                         (regs.status.table_write_refused.data &
+                          regs.irq_enable.table_write_refused.data)).any()),
+        ]
+        with m.If(regs.ctrl.start.pulse[0]):
+            m.d.sync += [busy.eq(1), closing.eq(0)]
+        with m.Elif(run_end):
+            m.d.sync += busy.eq(0)
+
+        # -- configuration, as the pipeline reads it -----------------------------------------------
+        def bound(name):
+            if flavor == "sdp":
+                return getattr(regs, name).value.data.as_signed()
+            return Cat(getattr(regs, f"{name}_low").value.data,
+                       getattr(regs, f"{name}_high").value.data).as_signed()
+
+        cfg = {
+            "le": dict(start=bound("le_start"), end=bound("le_end"),
+                       select=regs.lut_info.le_index_select.data.as_signed(),
+                       offset=regs.lut_info.le_index_offset.data.as_signed(),
+                       exp=~regs.lut_cfg.le_function.data[0],
+                       uscale=regs.le_slope_scale.uflow_scale.data.as_signed(),
+                       oscale=regs.le_slope_scale.oflow_scale.data.as_signed(),
+                       ushift=regs.le_slope_shift.uflow_shift.data,
+                       oshift=regs.le_slope_shift.oflow_shift.data, n=LE_ENTRIES - 1),
+            "lo": dict(start=bound("lo_start"), end=bound("lo_end"),
+                       select=regs.lut_info.lo_index_select.data.as_signed(),
+                       offset=Const(0, signed(8)), exp=Const(0, 1),
+                       uscale=regs.lo_slope_scale.uflow_scale.data.as_signed(),
+                       oscale=regs.lo_slope_scale.oflow_scale.data.as_signed(),
+                       ushift=regs.lo_slope_shift.uflow_shift.data,
+                       oshift=regs.lo_slope_shift.oflow_shift.data, n=LO_ENTRIES - 1),
+        }
+        prio_u = regs.lut_cfg.uflow_priority.data[0]
+        prio_o = regs.lut_cfg.oflow_priority.data[0]
+        prio_h = regs.lut_cfg.hybrid_priority.data[0]
+
+        # -- tables: even/odd banks, one read port pair per lane, one for read-back -------------
+        acc_addr = Signal(10)
+        acc_table = regs.lut_access_cfg.table_id.data[0]
+        acc_write = regs.lut_access_cfg.access_type.data[0]
+        mems = {}
+        for t, n in (("le", LE_ENTRIES), ("lo", LO_ENTRIES)):
+            for parity in (0, 1):
+                depth = (n + 1 - parity) // 2
+                mem = Memory(shape=signed(16), depth=depth, init=[])
+                m.submodules[f"{t}_{'odd' if parity else 'even'}"] = mem
+                mems[(t, parity)] = mem
+
+        # table writes and read-back through LUT_ACCESS_DATA
+        data_w = regs.lut_access_data.wr_stb
+        data_r = regs.lut_access_data.rd_stb
+        refused = Signal()
+        m.d.comb += [refused.eq(data_w & busy),
+                     regs.status.table_write_refused.set.eq(refused)]
+        with m.If(regs.lut_access_cfg.wr_stb):
+            m.d.sync += acc_addr.eq(regs.lut_access_cfg.addr.data)
+        with m.Elif((data_w & ~busy) | data_r):
+            m.d.sync += acc_addr.eq(acc_addr + 1)
+        rb = {}
+        for (t, parity), mem in mems.items():
+            n = LE_ENTRIES if t == "le" else LO_ENTRIES
+            wp = mem.write_port()
+            tid = 0 if t == "le" else 1
+            m.d.comb += [
+                wp.addr.eq(acc_addr >> 1),
+                wp.data.eq(regs.lut_access_data.data.w_data.as_signed()),
+                wp.en.eq(data_w & ~busy & acc_write & (acc_table == tid) &
+                         (acc_addr[0] == parity) & (acc_addr < n)),
+            ]
+            rp = mem.read_port(domain="sync")
+            m.d.comb += rp.addr.eq(acc_addr >> 1)
+            rb[(t, parity)] = rp
+        rb_sel = Signal(10)
+        m.d.sync += rb_sel.eq(acc_addr)
+        rb_val = Signal(signed(16))
+        for t, tid, n in (("le", 0, LE_ENTRIES), ("lo", 1, LO_ENTRIES)):
+            with m.If((acc_table == tid) & (rb_sel < n)):
+                m.d.comb += rb_val.eq(Mux(rb_sel[0], rb[(t, 1)].data, rb[(t, 0)].data))
+        m.d.comb += regs.lut_access_data.data.r_data.eq(rb_val)
+
+        # -- the pipeline --------------------------------------------------------------------------
+        i, o = self.i_stream, self.o_stream
+        advance = Signal()
+        m.d.comb += advance.eq(~o.valid | o.ready)
+        accept = Signal()
+        m.d.comb += [i.ready.eq(advance & busy & ~closing), accept.eq(i.valid & i.ready)]
+        with m.If(accept & i.payload.last):
+            m.d.sync += closing.eq(1)
+
+        # stage valid/mask/last shift register: s0 .. s3; s4 is the output register
+        v = [Signal(name=f"v{k}") for k in range(4)]
+        mask = [Signal(lanes, name=f"mask{k}") for k in range(4)]
+        last = [Signal(name=f"last{k}") for k in range(4)]
+        with m.If(advance):
+            m.d.sync += [v[0].eq(accept), mask[0].eq(i.payload.mask), last[0].eq(i.payload.last)]
+            for k in range(1, 4):
+                m.d.sync += [v[k].eq(v[k - 1]), mask[k].eq(mask[k - 1]),
+                             last[k].eq(last[k - 1])]
+
+        out_data, out_chosen, out_state = [], [], []
+        s3_states = []
+        for lane in range(lanes):
+            x0 = Signal(signed(W), name=f"x0_{lane}")
+            with m.If(advance):
+                m.d.sync += x0.eq(i.payload.data[lane])
+            x1 = Signal(signed(W), name=f"x1_{lane}")
+            with m.If(advance):
+                m.d.sync += x1.eq(x0)
+            results = {}
+            for t in ("le", "lo"):
+                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, x1, mems,
+                                              W, FB, OW)
+            # stage 4: which table, registered into the output
+            (le_out, le_st), (lo_out, lo_st) = results["le"], results["lo"]
+            le_hit, lo_hit = le_st == HIT, lo_st == HIT
+            chosen = Signal(name=f"chosen_{lane}")
+            m.d.comb += chosen.eq(
+                Mux(le_hit & ~lo_hit, 0,
+                Mux(lo_hit & ~le_hit, 1,
+                Mux((le_st == UFLOW) & (lo_st == UFLOW), prio_u,
+                Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h)))))
+            out_data.append(Mux(chosen, lo_out, le_out))
+            out_chosen.append(chosen)
+            out_state.append(Mux(chosen, lo_st, le_st))
+            s3_states.append((le_st, lo_st, chosen))
+
+        with m.If(advance):
+            m.d.sync += [
+                o.valid.eq(v[3]), o.payload.mask.eq(mask[3]), o.payload.last.eq(last[3]),
+                o.payload.chosen.eq(Cat(*out_chosen)),
+            ]
+            for lane in range(lanes):
+                m.d.sync += [o.payload.data[lane].eq(out_data[lane]),
+                             o.payload.state[lane].eq(out_state[lane])]
+        m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
+
+        # -- statistics: counted as samples enter the output register ------------------------------
+        count = advance & v[3] & busy & regs.ctrl.perf_enable.data[0]
+        for name in COUNTERS[flavor]:
+            bits = []
+            for lane, (le_st, lo_st, chosen) in enumerate(s3_states):
+                st = Mux(chosen, lo_st, le_st)
+                le_hit, lo_hit = le_st == HIT, lo_st == HIT
+                both_u = (le_st == UFLOW) & (lo_st == UFLOW)
+                both_o = (le_st == OFLOW) & (lo_st == OFLOW)
+                cond = {
+                    "uflow": (st == UFLOW) if flavor == "sdp" else both_u,
+                    "oflow": (st == OFLOW) if flavor == "sdp" else both_o,
+                    "hybrid": st == HIT,
+                    "le_hit": le_hit if flavor == "sdp" else le_hit & ~lo_hit,
+                    "lo_hit": lo_hit if flavor == "sdp" else lo_hit & ~le_hit,
+                    "priority": ~(both_u | both_o | (le_hit ^ lo_hit)),
+                }[name]
+                bits.append(cond & mask[3][lane])
+            inc = Signal(range(lanes + 1), name=f"inc_{name}")
+            m.d.comb += inc.eq(sum(bits[1:], bits[0].as_unsigned()) if lanes > 1 else bits[0])
+            cnt = Signal(32, name=f"cnt_{name}")
+            total = Signal(33, name=f"cnt_{name}_next")
+            m.d.comb += [total.eq(cnt + inc), getattr(regs, f"cnt_{name}").value.r_data.eq(cnt)]
+            with m.If(regs.ctrl.start.pulse[0]):
+                m.d.sync += cnt.eq(0)
+            with m.Elif(count):
+                m.d.sync += cnt.eq(Mux(total[32], 0xFFFF_FFFF, total[:32]))
+        return m
+
+    def _table_lane(self, m, advance, c, t, lane, x0, x1, mems, W, FB, OW):
+        """Stages 1 to 3 of one table for one lane; returns (result, state) at stage 3."""
+        name = f"{t}{lane}"
+        n = c["n"]
+        # stage 1 (combinational from x0): state, index, fraction, memory address
+        under_a = x0 <= c["start"]
+        d = Signal(W, name=f"d_{name}")
+        m.d.comb += d.eq((x0 - c["start"])[:W])
+        e = Signal(range(W), name=f"e_{name}")       # position of d's leading one
+        for b in range(W):
+            with m.If(d[b]):
+                m.d.comb += e.eq(b)
+        sel = c["select"]
+        sel_pos = Signal(range(W + FB + 1), name=f"shr_{name}")
+        m.d.comb += sel_pos.eq(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()))
+        shr = Mux(c["exp"], e, sel_pos)
+        num = Signal(W, name=f"num_{name}")
+        m.d.comb += num.eq(Mux(c["exp"], d & ~(Const(1, W) << e), d))
+        frac = Signal(FB, name=f"frac_{name}")
+        m.d.comb += frac.eq(Mux(~c["exp"] & (sel < 0), 0, ((num << FB) >> shr)[:FB]))
+        # index, saturated at 511
+        idx_pos = d >> sel_pos
+        neg = Signal(4, name=f"shl_{name}")
+        m.d.comb += neg.eq(Mux(sel < -10, 10, (-sel)[:4]))
+        idx_neg = d << neg
+        idx_lin = Signal(9, name=f"idxl_{name}")
+        raw = Mux(sel < 0, idx_neg, idx_pos)
+        m.d.comb += idx_lin.eq(Mux(raw > 511, 511, raw))
+        idx_exp = Signal(signed(11), name=f"idxe_{name}")
+        m.d.comb += idx_exp.eq(e - c["offset"])
+        under = Signal(name=f"under_{name}")
+        over = Signal(name=f"over_{name}")
+        index = Signal(9, name=f"index_{name}")
+        m.d.comb += [
+            under.eq(under_a | (c["exp"] & (idx_exp < 0))),
+            over.eq(~under & Mux(c["exp"], idx_exp >= n, idx_lin >= n)),
+            index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idx_lin)))),
+        ]
+        state1 = Signal(2, name=f"st1_{name}")
+        frac1 = Signal(FB, name=f"frac1_{name}")
+        odd1 = Signal(name=f"odd1_{name}")
+        with m.If(advance):
+            m.d.sync += [state1.eq(Mux(under, UFLOW, Mux(over, OFLOW, HIT))),
+                         frac1.eq(Mux(under | over, 0, frac)), odd1.eq(index[0])]
+        ev = mems[(t, 0)].read_port(domain="sync")
+        od = mems[(t, 1)].read_port(domain="sync")
+        m.d.comb += [ev.addr.eq((index + 1) >> 1), od.addr.eq(index >> 1),
+                     ev.en.eq(advance), od.en.eq(advance)]
+
+        # stage 2: products
+        y0 = Mux(odd1, od.data, ev.data).as_signed()
+        y1 = Mux(odd1, ev.data, od.data).as_signed()
+        diff = Signal(signed(17), name=f"dy_{name}")
+        m.d.comb += diff.eq(y1 - y0)
+        prod = diff * frac1
+        under1 = state1 == UFLOW
+        # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
+        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
+        bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
+                   (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
+        ref = Mux(under1, c["start"] + bias.as_signed(), c["end"])
+        scale = Mux(under1, c["uscale"], c["oscale"])
+        p = (x1 - ref) * scale
+        hitp = Signal(signed(FB + 18), name=f"hitp_{name}")
+        y0_2 = Signal(signed(16), name=f"y0_{name}")
+        p2 = Signal(signed(W + 3 + 16), name=f"p_{name}")
+        sh2 = Signal(5, name=f"sh_{name}")
+        state2 = Signal(2, name=f"st2_{name}")
+        with m.If(advance):
+            m.d.sync += [
+                hitp.eq((y0 << FB) + prod if self.flavor == "sdp" else prod),
+                y0_2.eq(y0), p2.eq(p), sh2.eq(Mux(under1, c["ushift"], c["oshift"])),
+                state2.eq(state1),
+            ]
+
+        # stage 3: round, shift, saturate
+        if self.flavor == "sdp":
+            hit_v = _sat(_round_shift(hitp, FB), 32)
+        else:
+            hit_v = _sat(y0_2 + _round_shift(hitp, FB), 16)
+        left = sh2 >= 16
+        clamped = Mux(p2 > (1 << 40), 1 << 40, Mux(p2 < -(1 << 40), -(1 << 40), p2))
+        lsh = Signal(signed(41 + 17), name=f"lsh_{name}")
+        m.d.comb += lsh.eq(clamped << (32 - sh2)[:5])
+        term = Mux(left, lsh, _round_shift(p2, sh2[:4]))
+        if self.flavor == "sdp":
+            oor = _sat(y0_2 + _sat(term, 32), 32)
+        else:
+            oor = _sat(y0_2 + term, 16)
+        out3 = Signal(signed(OW), name=f"out3_{name}")
+        state3 = Signal(2, name=f"st3_{name}")
+        with m.If(advance):
+            m.d.sync += [out3.eq(Mux(state2 == HIT, hit_v, oor)), state3.eq(state2)]
+        return out3, state3

@@ -1,0 +1,329 @@
+"""cocotb bench for the LUT unit (hw/lut/unit.py) against model.nvdla.lut.
+
+Every output sample (value, chosen table, state) and every statistics counter is compared with
+the model. Tables and registers are loaded with the register driver from the same register
+program the fitting tool writes; streams run with and without random idle cycles on the input
+and backpressure on the output.
+"""
+
+import math
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi.stream import define_stream
+
+from model.nvdla.lut import COUNTERS, LE, LO, LutConfig, evaluate
+from model.nvdla.lut_fit import Formats, TableGeom, build_config
+from model.registers.lut import lut_regmap, program
+from sim.harness import axil_driver, axil_master, pauses, quiet, reset, rng, start_clock
+from sim.runner import params
+
+StreamBus, StreamTransaction, StreamSource, StreamSink, _ = define_stream(
+    "LutStream", signals=["payload", "valid", "ready"])
+
+BITS = {"sdp": 32, "cdp": 38}
+OUT_BITS = {"sdp": 32, "cdp": 16}
+BACKPRESSURE = [False, True]
+TIMEOUT = dict(timeout_time=20, timeout_unit="ms")
+
+
+def signed(v, bits):
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+class TB:
+    def __init__(self, dut, backpressure=False, salt=0):
+        self.dut = dut
+        p = params()
+        self.lanes = p.get("lanes", 1)
+        self.flavor = p.get("flavor", "sdp")
+        self.rng = rng(salt)
+        self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
+        self.map = lut_regmap(self.flavor)
+        start_clock(dut)
+        self.master = axil_master(dut)
+        self.drv = axil_driver(self.master, self.map)
+        self.source = StreamSource(StreamBus.from_prefix(dut, "i_stream", bus_separator="__"),
+                                   dut.clk, dut.rst)
+        self.sink = StreamSink(StreamBus.from_prefix(dut, "o_stream", bus_separator="__"),
+                               dut.clk, dut.rst)
+        quiet(self.source.log, self.sink.log)
+        self.set_backpressure(backpressure)
+
+    def set_backpressure(self, on):
+        if on:
+            self.source.set_pause_generator(pauses(self.rng, 0.3))
+            self.sink.set_pause_generator(pauses(self.rng, 0.3))
+        else:
+            self.source.clear_pause_generator()
+            self.sink.clear_pause_generator()
+
+    @classmethod
+    async def start(cls, dut, backpressure=False, salt=0):
+        tb = cls(dut, backpressure, salt)
+        await reset(dut)
+        return tb
+
+    # -- programming ---------------------------------------------------------------------------
+
+    async def load(self, cfg: LutConfig):
+        for reg, fields in program(cfg, self.flavor):
+            await self.drv.write(reg, **fields)
+
+    async def read_table(self, table_id, first, count):
+        await self.drv.write("lut_access_cfg", addr=first, table_id=table_id, access_type=0)
+        return [signed((await self.drv.read("lut_access_data")).data, 16) for _ in range(count)]
+
+    # -- streams -------------------------------------------------------------------------------
+
+    def pack(self, xs, mask, last):
+        W, L = BITS[self.flavor], self.lanes
+        v = 0
+        for k, x in enumerate(xs):
+            v |= (int(x) & ((1 << W) - 1)) << (k * W)
+        v |= mask << (L * W)
+        v |= int(last) << (L * W + L)
+        return v
+
+    def unpack(self, v):
+        OW, L = OUT_BITS[self.flavor], self.lanes
+        out = [signed(v >> (k * OW), OW) for k in range(L)]
+        pos = L * OW
+        chosen = [(v >> (pos + k)) & 1 for k in range(L)]
+        pos += L
+        state = [(v >> (pos + 2 * k)) & 3 for k in range(L)]
+        pos += 2 * L
+        mask = (v >> pos) & ((1 << L) - 1)
+        last = (v >> (pos + L)) & 1
+        return out, chosen, state, mask, last
+
+    async def run(self, xs, holes=0.0):
+        """One run: start, stream ``xs`` (some lanes left empty with probability ``holes``),
+        collect the results. Returns the samples sent, the results, and the cycles taken."""
+        await self.drv.ctrl.write(start=1)
+        L = self.lanes
+        sent, transfers = [], []
+        i = 0
+        while i < len(xs):
+            lane_x = [0] * L
+            mask = 0
+            for k in range(L):
+                if i < len(xs) and not (holes and self.rng.random() < holes):
+                    lane_x[k] = xs[i]
+                    mask |= 1 << k
+                    sent.append(xs[i])
+                    i += 1
+            transfers.append((lane_x, mask))
+        if not transfers:
+            transfers.append(([0] * L, 0))
+        for n, (lane_x, mask) in enumerate(transfers):
+            await self.source.send(StreamTransaction(payload=self.pack(
+                lane_x, mask, n == len(transfers) - 1)))
+        got = []
+        while True:
+            t = await self.sink.recv()
+            out, chosen, state, mask, last = self.unpack(int(t.payload))
+            got += [(out[k], chosen[k], state[k]) for k in range(L) if mask >> k & 1]
+            if last:
+                break
+        for _ in range(100):
+            st = await self.drv.status.read()
+            if st.done and not st.busy:
+                break
+        else:
+            raise AssertionError("the run did not end (status.done never rose)")
+        await self.drv.status.write(done=1)
+        return sent, got
+
+    async def check(self, cfg, xs, holes=0.0, what=""):
+        sent, got = await self.run(xs, holes)
+        want = evaluate(np.array(sent, dtype=np.int64), cfg, self.flavor)
+        assert len(got) == len(sent), f"{what}: {len(got)} results for {len(sent)} samples"
+        for k, (o, c, s) in enumerate(got):
+            w = (int(want.out[k]), int(want.chosen[k]), int(want.state[k]))
+            assert (o, c, s) == w, (f"{what}: sample {k} x={sent[k]}: unit (out, chosen, state) "
+                                    f"= {(o, c, s)}, model {w}")
+        for name in COUNTERS[self.flavor]:
+            v = (await self.drv.read(f"cnt_{name}")).value
+            assert v == want.counters[name], f"{what}: counter {name} {v}, model " \
+                                             f"{want.counters[name]}"
+        self.dut._log.info("%s: %d samples match the model", what, len(sent))
+
+    # -- stimulus -------------------------------------------------------------------------------
+
+    def boundary_inputs(self, cfg, count=200):
+        W = BITS[self.flavor]
+        lo, hi = -(1 << (W - 1)), (1 << (W - 1)) - 1
+        xs = [lo, hi, 0, -1, 1]
+        for start, s, n in ((cfg.le_start, cfg.le_index_select, 64),
+                            (cfg.lo_start, cfg.lo_index_select, 256)):
+            step = 1 << max(min(s, 40), 0)
+            for k in (0, 1, n - 1, n, n + 1):
+                xs += [start + k * step + d for d in (-1, 0, 1)]
+        if cfg.le_function == 0:
+            for e in range(max(cfg.le_index_offset, 0), min(cfg.le_index_offset + 65, W - 1)):
+                xs.append(cfg.le_start + (1 << e))
+        xs += [self.rng.randint(lo, hi) for _ in range(count)]
+        xs += [self.rng.randint(-70000, 70000) for _ in range(count)]
+        return [min(max(x, lo), hi) for x in xs]
+
+    def random_config(self):
+        r, W = self.rng, BITS[self.flavor]
+        lo, hi = -(1 << (W - 1)), (1 << (W - 1)) - 1
+        bound = lambda: r.choice([r.randint(lo, hi), r.randint(-5000, 5000)])
+        exp = r.random() < 0.4
+        return LutConfig(
+            le_table=self.np_rng.integers(-32768, 32768, 65),
+            lo_table=self.np_rng.integers(-32768, 32768, 257),
+            le_function=0 if exp else 1,
+            le_index_offset=r.choice([r.randint(-128, W - 1), r.randint(-3, 8)]),
+            le_index_select=r.choice([r.randint(-128, 127), r.randint(-3, 40)]),
+            lo_index_select=r.choice([r.randint(-128, 127), r.randint(-3, 40)]),
+            le_start=bound(), le_end=bound(), lo_start=bound(), lo_end=bound(),
+            **{f"{t}_{s}_scale": r.randint(-32768, 32767) for t in ("le", "lo")
+               for s in ("uflow", "oflow")},
+            **{f"{t}_{s}_shift": r.randint(0, 31) for t in ("le", "lo")
+               for s in ("uflow", "oflow")},
+            uflow_priority=r.randint(0, 1), oflow_priority=r.randint(0, 1),
+            hybrid_priority=r.randint(0, 1))
+
+
+def fitted_config(flavor):
+    """The fitting tool's sigmoid (split layout, as `atomcube lut fit` chooses it)."""
+    fmt = Formats(12, 15, flavor)
+    le = TableGeom("linear", -48474, select=9)
+    lo = TableGeom("linear", -15707, select=8)
+    return build_config(lambda x: 0.5 * (1 + np.tanh(x / 2)), fmt, le, lo,
+                        {"hybrid_priority": LO, "uflow_priority": LE, "oflow_priority": LO},
+                        (-math.inf, math.inf))
+
+
+@cocotb.test(**TIMEOUT)
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_fitted_sigmoid(dut, backpressure):
+    """Tables from the fitting tool, loaded with the driver; a dense ramp and random inputs."""
+    tb = await TB.start(dut, backpressure, salt=1)
+    cfg = fitted_config(tb.flavor)
+    await tb.load(cfg)
+    xs = list(range(-13 << 12, 13 << 12, 397)) + tb.boundary_inputs(cfg, 50)
+    await tb.check(cfg, xs, what="fitted sigmoid")
+
+
+@cocotb.test(**TIMEOUT)
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_random_tables(dut, backpressure):
+    """Random registers and tables (both LE modes, any selects, offsets and slopes), random and
+    boundary inputs, some lanes left empty."""
+    tb = await TB.start(dut, backpressure, salt=2)
+    dut._log.info("seed %d", cocotb.RANDOM_SEED)
+    for n in range(4):
+        cfg = tb.random_config()
+        await tb.load(cfg)
+        await tb.check(cfg, tb.boundary_inputs(cfg, 60), holes=0.2 * (n % 2),
+                       what=f"random config {n}")
+
+
+@cocotb.test(**TIMEOUT)
+async def test_directed_boundaries(dut):
+    """The spec's boundary cases: x == START, the last entry, negative and wide selects,
+    exponential offsets with the bias, slope shifts 0/15/16/31, every priority combination."""
+    tb = await TB.start(dut, salt=3)
+    W = BITS[tb.flavor]
+    top = (1 << (W - 1)) - 1
+    ramp = np.arange(257) * 100
+    cases = [
+        ("linear edges", LutConfig(lo_table=ramp, lo_start=1000, lo_index_select=4,
+                                   lo_end=1000 + 4096, le_start=top, uflow_priority=LO,
+                                   oflow_priority=LO, hybrid_priority=LO)),
+        ("negative select", LutConfig(lo_table=ramp, lo_start=0, lo_index_select=-2,
+                                      le_start=top, uflow_priority=LO, oflow_priority=LO,
+                                      hybrid_priority=LO)),
+        ("select 40", LutConfig(lo_table=ramp, lo_start=-top - 1, lo_index_select=40,
+                                le_start=top, uflow_priority=LO, oflow_priority=LO,
+                                hybrid_priority=LO)),
+    ]
+    for off in (-5, 0, 3):
+        cases.append((f"exp offset {off}", LutConfig(
+            le_table=np.arange(65) * 10 - 300, le_function=0, le_index_offset=off, le_start=100,
+            le_end=top, le_uflow_scale=3, le_uflow_shift=1, lo_start=top)))
+    for sh in (0, 15, 16, 31):
+        for scale in (32767, -32768, 5):
+            cases.append((f"shift {sh} scale {scale}", LutConfig(
+                lo_table=ramp, lo_start=0, lo_index_select=0, lo_end=256, le_start=top,
+                lo_uflow_scale=scale, lo_uflow_shift=sh, lo_oflow_scale=scale,
+                lo_oflow_shift=sh, uflow_priority=LO, oflow_priority=LO, hybrid_priority=LO)))
+    for u in (0, 1):
+        for o in (0, 1):
+            for h in (0, 1):
+                cases.append((f"priorities {u}{o}{h}", LutConfig(
+                    le_table=np.full(65, 11), lo_table=np.full(257, 22), le_start=0,
+                    le_index_select=0, le_end=64, lo_start=32, lo_index_select=1, lo_end=544,
+                    uflow_priority=u, oflow_priority=o, hybrid_priority=h)))
+    for what, cfg in cases:
+        await tb.load(cfg)
+        await tb.check(cfg, tb.boundary_inputs(cfg, 8), what=what)
+
+
+@cocotb.test(**TIMEOUT)
+async def test_table_readback(dut):
+    """Entries read back through LUT_ACCESS_DATA from any entry; past a table's end reads 0;
+    the 10-bit address wraps."""
+    tb = await TB.start(dut, salt=4)
+    cfg = tb.random_config()
+    await tb.load(cfg)
+    assert await tb.read_table(LE, 0, 65) == cfg.le_table.tolist()
+    assert await tb.read_table(LO, 0, 257) == cfg.lo_table.tolist()
+    assert await tb.read_table(LE, 60, 8) == cfg.le_table[60:].tolist() + [0, 0, 0]
+    assert await tb.read_table(LO, 1022, 4) == [0, 0] + cfg.lo_table[:2].tolist()
+    # writes past the end change nothing; the address still moves on
+    await tb.drv.write("lut_access_cfg", addr=64, table_id=LE, access_type=1)
+    for v in (1, 2, 3):
+        await tb.drv.write("lut_access_data", data=v)
+    assert await tb.read_table(LE, 63, 3) == [int(cfg.le_table[63]), 1, 0]
+
+
+@cocotb.test(**TIMEOUT)
+async def test_table_write_while_busy(dut):
+    """A table write during a run is refused: the table and address keep their values, the
+    status bit and the interrupt rise; the run itself is unaffected."""
+    tb = await TB.start(dut, salt=5)
+    cfg = fitted_config(tb.flavor)
+    await tb.load(cfg)
+    await tb.drv.irq_enable.write(table_write_refused=1, done=0)
+    await tb.drv.ctrl.write(start=1)
+    assert (await tb.drv.status.read()).busy == 1
+    await tb.drv.write("lut_access_cfg", addr=5, table_id=LO, access_type=1)
+    await tb.drv.write("lut_access_data", data=0x1234)
+    st = await tb.drv.status.read()
+    assert st.table_write_refused == 1 and st.busy == 1
+    await RisingEdge(dut.clk)
+    assert int(dut.irq.value) == 1
+    # finish the run with one transfer marked last
+    await tb.source.send(StreamTransaction(payload=tb.pack([0] * tb.lanes, 1, True)))
+    await tb.sink.recv()
+    await ClockCycles(dut.clk, 4)
+    st = await tb.drv.status.read()
+    assert st.done == 1 and st.busy == 0
+    await tb.drv.status.write(table_write_refused=1, done=1)
+    await RisingEdge(dut.clk)
+    assert int(dut.irq.value) == 0
+    assert await tb.read_table(LO, 5, 1) == [int(cfg.lo_table[5])]
+    # idle again: the same write goes through, at address 5 (it did not move when refused)
+    await tb.drv.write("lut_access_cfg", addr=5, table_id=LO, access_type=1)
+    await tb.drv.write("lut_access_data", data=0x1234)
+    assert await tb.read_table(LO, 5, 1) == [0x1234]
+
+
+@cocotb.test(**TIMEOUT)
+async def test_hwinfo_and_idle_input(dut):
+    """hwinfo reports the build; without a run the input is not accepted."""
+    tb = await TB.start(dut, salt=6)
+    info = await tb.drv.hwinfo.read()
+    assert (info.lanes, info.flavor) == (tb.lanes, int(tb.flavor == "cdp"))
+    await ClockCycles(dut.clk, 3)
+    dut.i_stream__valid.value = 1
+    await ClockCycles(dut.clk, 5)
+    assert int(dut.i_stream__ready.value) == 0
+    dut.i_stream__valid.value = 0
