@@ -4,6 +4,7 @@
 #   make verilog   every block's Verilog into build/verilog/
 #   make lint      ruff, and verilator --lint-only on the emitted Verilog
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
+#   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables
 
 PYTHON ?= python3
@@ -14,10 +15,10 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup sim test verilog lint regs bench-model clean distclean
+.PHONY: help setup sim test verilog lint regs bench bench-model clean distclean
 
 help:
-	@sed -n '2,8p' Makefile | sed 's/^# //'
+	@sed -n '2,9p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -51,6 +52,9 @@ lint: verilog
 
 regs: $(STAMP)
 	$(VENV)/bin/atomcube regs --out docs/registers
+
+bench: $(STAMP)
+	$(PY) -m sim.bench
 
 bench-model: $(STAMP)
 	$(PY) -m model.nvdla.lut_bench

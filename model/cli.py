@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from .report import table
+
 
 def _regs(args) -> int:
     from .registers import MAPS
@@ -42,12 +44,6 @@ def _regs(args) -> int:
             else:
                 sys.stdout.write(text)
     return 0
-
-
-def _table(rows, head) -> str:
-    widths = [max(len(str(r[i])) for r in (head, *rows)) for i in range(len(head))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-    return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def _lut_fit(args) -> int:
@@ -83,7 +79,7 @@ def _lut_fit(args) -> int:
         word = m[name].encode(fields)
         rows.append((name, f"0x{m[name].offset:03x}", f"0x{word:08x}",
                      ", ".join(f"{k}={v}" for k, v in _signed_view(cfg, name, fields).items())))
-    print(_table(rows, ("register", "offset", "value", "fields")))
+    print(table(("register", "offset", "value", "fields"), rows))
     print(f"LE table: {len(cfg.le_table)} entries, {cfg.le_table.min()} .. {cfg.le_table.max()}; "
           f"LO table: {len(cfg.lo_table)} entries, {cfg.lo_table.min()} .. {cfg.lo_table.max()}")
     r = res.report

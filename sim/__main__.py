@@ -12,6 +12,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from model.report import table
+
 from . import benches, runner
 
 
@@ -25,14 +27,12 @@ def _fmt_params(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
 
 
-def table(results) -> str:
+def summary(results) -> str:
     head = ("bench", "case", "parameters", "simulator", "result", "tests", "cycles", "wall", "seed")
-    rows = [(r.bench, r.case, _fmt_params(r.params), r.simulator,
-             "PASS" if r.passed else "FAIL", f"{r.tests - r.failures}/{r.tests}",
-             f"{r.cycles:,}", f"{r.wall_s:.1f} s", str(r.seed or "-")) for r in results]
-    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-    return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, rows)])
+    return table(head, [(r.bench, r.case, _fmt_params(r.params), r.simulator,
+                         "PASS" if r.passed else "FAIL", f"{r.tests - r.failures}/{r.tests}",
+                         f"{r.cycles:,}", f"{r.wall_s:.1f} s", str(r.seed or "-"))
+                        for r in results])
 
 
 def main(argv=None) -> int:
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     order = {(b.name, c.name): i for i, (b, c) in enumerate(nodes)}
     results.sort(key=lambda r: order[(r.bench, r.case)])
     print()
-    print(table(results))
+    print(summary(results))
     failed = [r for r in results if not r.passed]
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed "
           f"in {time.monotonic() - t0:.1f} s")

@@ -36,7 +36,7 @@ class Bench:
 
     @property
     def toplevel_name(self) -> str:
-        return f"atomcube_{self.name}"
+        return "atomcube_" + self.name.replace("-", "_")
 
 
 def _regbank_top(**params):
@@ -65,6 +65,15 @@ BENCHES: tuple[Bench, ...] = (
         Case("cdp-l4", {"lanes": 4, "flavor": "cdp"}, ("verilator",)),
         Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",)),
     )),
+)
+
+
+# Performance benches (`make bench`, `python -m sim.bench`): each writes bench.json in its build
+# directory. Verilator only: they run long.
+PERF: tuple[Bench, ...] = (
+    Bench("lut-perf", "sim.lut.bench_lut", _lut_top, tuple(
+        Case(f"{flavor}-l{lanes}", {"lanes": lanes, "flavor": flavor}, ("verilator",))
+        for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16))),
 )
 
 

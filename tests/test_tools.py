@@ -47,7 +47,7 @@ def test_regression_reports_missing_simulator(monkeypatch, capsys):
 def test_summary_table():
     r = runner.Result("regbank", "aw6", "verilator", {"addr_width": 6}, tests=19, failures=1,
                       sim_time_ns=80_000, wall_s=4.25, seed=42)
-    lines = regression.table([r]).splitlines()
+    lines = regression.summary([r]).splitlines()
     assert lines[0].split() == ["bench", "case", "parameters", "simulator", "result", "tests",
                                 "cycles", "wall", "seed"]
     assert lines[2].split() == ["regbank", "aw6", "addr_width=6", "verilator", "FAIL", "18/19",

@@ -9,6 +9,7 @@ and at most 60 % of NVDLA's max error. Exit status 1 if a goal is missed.
 import sys
 import time
 
+from ..report import table
 from .lut_fit import Formats, fit, nvdla_baseline
 
 CASES = {"sigmoid": Formats(12, 15), "tanh": Formats(12, 14)}
@@ -36,9 +37,7 @@ def main() -> int:
                      f"{o.max_lsb:.3f} LSB", f"{ratio:.0%}", f"{b.mean_lsb:.4f}",
                      f"{o.mean_lsb:.4f}", f"{o.samples:,}", "met" if good else "MISSED",
                      f"{dt:.1f} s"))
-    widths = [max(len(str(r[i])) for r in (head, *body)) for i in range(len(head))]
-    for r in (head, tuple("-" * w for w in widths), *body):
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(table(head, body))
     print(f"\ngoals: max error <= {GOAL_LSB:g} LSB and <= {GOAL_RATIO:.0%} of NVDLA's")
     return 0 if ok else 1
 

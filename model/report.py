@@ -1,0 +1,14 @@
+"""Plain-text tables for the command line, the regression summary and the benchmarks."""
+
+from collections.abc import Sequence
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns padded to their widest cell, a rule under the header, no trailing spaces."""
+    cells = [[str(c) for c in head], *[[str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+
+    def line(r):
+        return "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+
+    return "\n".join([line(cells[0]), line(["-" * w for w in widths]), *map(line, cells[1:])])

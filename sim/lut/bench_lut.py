@@ -1,0 +1,55 @@
+"""Throughput and latency of the LUT unit (``make bench``): 100 000 samples, no stalls.
+
+Cycles run from the first input transfer to the last output transfer, so the pipeline's fill
+is included. Latency is the cycles from a sample's input transfer to its result's output
+transfer, for the first sample. Every result is also checked against the model. The figures go
+to ``bench.json`` in the build directory for ``python -m sim.bench`` to tabulate.
+"""
+
+import json
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge
+
+from model.nvdla.lut import evaluate
+
+from .test_lut import TB, StreamTransaction, fitted_config
+
+SAMPLES = 100_000
+
+
+@cocotb.test(timeout_time=200, timeout_unit="ms")
+async def bench_throughput(dut):
+    tb = await TB.start(dut, backpressure=False, salt=11)
+    cfg = fitted_config(tb.flavor)
+    await tb.load(cfg)
+    L = tb.lanes
+    xs = tb.np_rng.integers(-16 << 12, 16 << 12, SAMPLES)
+    await tb.drv.ctrl.write(start=1)
+    transfers = [xs[k:k + L] for k in range(0, SAMPLES, L)]
+    for n, chunk in enumerate(transfers):
+        tb.source.send_nowait(StreamTransaction(payload=tb.pack(
+            list(chunk), (1 << len(chunk)) - 1, n == len(transfers) - 1)))
+    cycle, first_in, first_out, last_out = 0, None, None, None
+    outs = []
+    while last_out is None:
+        await RisingEdge(dut.clk)
+        cycle += 1
+        if first_in is None and dut.i_stream__valid.value and dut.i_stream__ready.value:
+            first_in = cycle
+        if dut.o_stream__valid.value and dut.o_stream__ready.value:
+            if first_out is None:
+                first_out = cycle
+            out, *_ , mask, last = tb.unpack(int(dut.o_stream__payload.value))
+            outs += [out[k] for k in range(L) if mask >> k & 1]
+            if last:
+                last_out = cycle
+    want = evaluate(xs, cfg, tb.flavor).out
+    assert np.array_equal(np.array(outs), want), "results differ from the model"
+    cycles = last_out - first_in + 1
+    result = {"lanes": L, "flavor": tb.flavor, "samples": SAMPLES, "cycles": cycles,
+              "samples_per_cycle": SAMPLES / cycles, "latency": first_out - first_in}
+    dut._log.info("%s", result)
+    with open("bench.json", "w") as f:
+        json.dump(result, f)
