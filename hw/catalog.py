@@ -22,10 +22,20 @@ def _regbank_selftest():
     return RegisterBank(SELFTEST)
 
 
+def _lut(lanes, flavor):
+    def build():
+        from .lut.unit import LutUnit
+
+        return LutUnit(lanes=lanes, flavor=flavor)
+    return build
+
+
 # name -> (factory, one-line description)
 BLOCKS = {
     "regbank_selftest": (_regbank_selftest,
                          "AXI4-Lite register bank on the selftest map (every access type)"),
+    "lut_sdp_l4": (_lut(4, "sdp"), "LUT unit, SDP flavour, 4 lanes"),
+    "lut_cdp_l4": (_lut(4, "cdp"), "LUT unit, CDP flavour, 4 lanes"),
 }
 
 

@@ -2,7 +2,41 @@
 #ifndef ATOMCUBE_LUT_SDP_REGS_H
 #define ATOMCUBE_LUT_SDP_REGS_H
 
-#define ATOMCUBE_LUT_SDP_REG_SIZE 0x60u
+#define ATOMCUBE_LUT_SDP_REG_SIZE 0x74u
+
+/* ctrl: Run control. */
+#define ATOMCUBE_LUT_SDP_CTRL_OFFSET 0x000u
+#define ATOMCUBE_LUT_SDP_CTRL_RESET 0x00000010u
+#define ATOMCUBE_LUT_SDP_CTRL_START_SHIFT 0u /* W1P [0] Start a run: clear the counters, accept samples until one marked last has left the output. */
+#define ATOMCUBE_LUT_SDP_CTRL_START_MASK 0x00000001u
+#define ATOMCUBE_LUT_SDP_CTRL_PERF_ENABLE_SHIFT 4u /* RW [4] Count statistics during runs. */
+#define ATOMCUBE_LUT_SDP_CTRL_PERF_ENABLE_MASK 0x00000010u
+
+/* status: Run status. */
+#define ATOMCUBE_LUT_SDP_STATUS_OFFSET 0x004u
+#define ATOMCUBE_LUT_SDP_STATUS_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_STATUS_BUSY_SHIFT 0u /* R [0] A run is in progress. */
+#define ATOMCUBE_LUT_SDP_STATUS_BUSY_MASK 0x00000001u
+#define ATOMCUBE_LUT_SDP_STATUS_DONE_SHIFT 1u /* RW1C [1] A run has ended (its last sample left). */
+#define ATOMCUBE_LUT_SDP_STATUS_DONE_MASK 0x00000002u
+#define ATOMCUBE_LUT_SDP_STATUS_TABLE_WRITE_REFUSED_SHIFT 2u /* RW1C [2] A table write came while a run was in progress; it was ignored. */
+#define ATOMCUBE_LUT_SDP_STATUS_TABLE_WRITE_REFUSED_MASK 0x00000004u
+
+/* irq_enable: Interrupt enables (irq = status & enables). */
+#define ATOMCUBE_LUT_SDP_IRQ_ENABLE_OFFSET 0x008u
+#define ATOMCUBE_LUT_SDP_IRQ_ENABLE_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_IRQ_ENABLE_DONE_SHIFT 1u /* RW [1] Interrupt when done. */
+#define ATOMCUBE_LUT_SDP_IRQ_ENABLE_DONE_MASK 0x00000002u
+#define ATOMCUBE_LUT_SDP_IRQ_ENABLE_TABLE_WRITE_REFUSED_SHIFT 2u /* RW [2] Interrupt on a refused table write. */
+#define ATOMCUBE_LUT_SDP_IRQ_ENABLE_TABLE_WRITE_REFUSED_MASK 0x00000004u
+
+/* hwinfo: How the unit was built. */
+#define ATOMCUBE_LUT_SDP_HWINFO_OFFSET 0x00cu
+#define ATOMCUBE_LUT_SDP_HWINFO_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_HWINFO_LANES_SHIFT 0u /* R [4:0] Samples per transfer. */
+#define ATOMCUBE_LUT_SDP_HWINFO_LANES_MASK 0x0000001fu
+#define ATOMCUBE_LUT_SDP_HWINFO_FLAVOR_SHIFT 8u /* R [8] 0 = SDP, 1 = CDP. */
+#define ATOMCUBE_LUT_SDP_HWINFO_FLAVOR_MASK 0x00000100u
 
 /* lut_access_cfg: Table access: address, table and direction. */
 #define ATOMCUBE_LUT_SDP_LUT_ACCESS_CFG_OFFSET 0x020u
@@ -97,5 +131,35 @@
 #define ATOMCUBE_LUT_SDP_LO_SLOPE_SHIFT_UFLOW_SHIFT_MASK 0x0000001fu
 #define ATOMCUBE_LUT_SDP_LO_SLOPE_SHIFT_OFLOW_SHIFT_SHIFT 5u /* RW [9:5] 0..15 right, 16..31 left by 32-n. */
 #define ATOMCUBE_LUT_SDP_LO_SLOPE_SHIFT_OFLOW_SHIFT_MASK 0x000003e0u
+
+/* cnt_uflow: Statistics: uflow (saturating). */
+#define ATOMCUBE_LUT_SDP_CNT_UFLOW_OFFSET 0x060u
+#define ATOMCUBE_LUT_SDP_CNT_UFLOW_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_CNT_UFLOW_VALUE_SHIFT 0u /* R [31:0] Samples counted as uflow in the last run. */
+#define ATOMCUBE_LUT_SDP_CNT_UFLOW_VALUE_MASK 0xffffffffu
+
+/* cnt_oflow: Statistics: oflow (saturating). */
+#define ATOMCUBE_LUT_SDP_CNT_OFLOW_OFFSET 0x064u
+#define ATOMCUBE_LUT_SDP_CNT_OFLOW_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_CNT_OFLOW_VALUE_SHIFT 0u /* R [31:0] Samples counted as oflow in the last run. */
+#define ATOMCUBE_LUT_SDP_CNT_OFLOW_VALUE_MASK 0xffffffffu
+
+/* cnt_hybrid: Statistics: hybrid (saturating). */
+#define ATOMCUBE_LUT_SDP_CNT_HYBRID_OFFSET 0x068u
+#define ATOMCUBE_LUT_SDP_CNT_HYBRID_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_CNT_HYBRID_VALUE_SHIFT 0u /* R [31:0] Samples counted as hybrid in the last run. */
+#define ATOMCUBE_LUT_SDP_CNT_HYBRID_VALUE_MASK 0xffffffffu
+
+/* cnt_le_hit: Statistics: le_hit (saturating). */
+#define ATOMCUBE_LUT_SDP_CNT_LE_HIT_OFFSET 0x06cu
+#define ATOMCUBE_LUT_SDP_CNT_LE_HIT_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_CNT_LE_HIT_VALUE_SHIFT 0u /* R [31:0] Samples counted as le_hit in the last run. */
+#define ATOMCUBE_LUT_SDP_CNT_LE_HIT_VALUE_MASK 0xffffffffu
+
+/* cnt_lo_hit: Statistics: lo_hit (saturating). */
+#define ATOMCUBE_LUT_SDP_CNT_LO_HIT_OFFSET 0x070u
+#define ATOMCUBE_LUT_SDP_CNT_LO_HIT_RESET 0x00000000u
+#define ATOMCUBE_LUT_SDP_CNT_LO_HIT_VALUE_SHIFT 0u /* R [31:0] Samples counted as lo_hit in the last run. */
+#define ATOMCUBE_LUT_SDP_CNT_LO_HIT_VALUE_MASK 0xffffffffu
 
 #endif /* ATOMCUBE_LUT_SDP_REGS_H */

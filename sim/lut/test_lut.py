@@ -16,7 +16,16 @@ from cocotbext.axi.stream import define_stream
 from model.nvdla.lut import COUNTERS, LE, LO, LutConfig, evaluate
 from model.nvdla.lut_fit import Formats, TableGeom, build_config
 from model.registers.lut import lut_regmap, program
-from sim.harness import axil_driver, axil_master, pauses, quiet, reset, rng, start_clock
+from sim.harness import (
+    axil_driver,
+    axil_master,
+    pauses,
+    quiet,
+    reset,
+    rng,
+    set_axil_pauses,
+    start_clock,
+)
 from sim.runner import params
 
 StreamBus, StreamTransaction, StreamSource, StreamSink, _ = define_stream(
@@ -53,6 +62,9 @@ class TB:
         self.set_backpressure(backpressure)
 
     def set_backpressure(self, on):
+        """Random idle cycles on the input, backpressure on the output, and stalls on all five
+        AXI4-Lite channels; or none."""
+        set_axil_pauses(self.master, self.rng if on else None)
         if on:
             self.source.set_pause_generator(pauses(self.rng, 0.3))
             self.sink.set_pause_generator(pauses(self.rng, 0.3))
@@ -226,10 +238,11 @@ async def test_random_tables(dut, backpressure):
 
 
 @cocotb.test(**TIMEOUT)
-async def test_directed_boundaries(dut):
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_directed_boundaries(dut, backpressure):
     """The spec's boundary cases: x == START, the last entry, negative and wide selects,
     exponential offsets with the bias, slope shifts 0/15/16/31, every priority combination."""
-    tb = await TB.start(dut, salt=3)
+    tb = await TB.start(dut, backpressure, salt=3)
     W = BITS[tb.flavor]
     top = (1 << (W - 1)) - 1
     ramp = np.arange(257) * 100
@@ -267,10 +280,11 @@ async def test_directed_boundaries(dut):
 
 
 @cocotb.test(**TIMEOUT)
-async def test_table_readback(dut):
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_table_readback(dut, backpressure):
     """Entries read back through LUT_ACCESS_DATA from any entry; past a table's end reads 0;
     the 10-bit address wraps."""
-    tb = await TB.start(dut, salt=4)
+    tb = await TB.start(dut, backpressure, salt=4)
     cfg = tb.random_config()
     await tb.load(cfg)
     assert await tb.read_table(LE, 0, 65) == cfg.le_table.tolist()
@@ -285,10 +299,11 @@ async def test_table_readback(dut):
 
 
 @cocotb.test(**TIMEOUT)
-async def test_table_write_while_busy(dut):
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_table_write_while_busy(dut, backpressure):
     """A table write during a run is refused: the table and address keep their values, the
     status bit and the interrupt rise; the run itself is unaffected."""
-    tb = await TB.start(dut, salt=5)
+    tb = await TB.start(dut, backpressure, salt=5)
     cfg = fitted_config(tb.flavor)
     await tb.load(cfg)
     await tb.drv.irq_enable.write(table_write_refused=1, done=0)

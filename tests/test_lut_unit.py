@@ -1,0 +1,42 @@
+"""The LUT unit at the Amaranth level: parameters, ports, register map. The behaviour is checked
+by the cocotb bench (sim/lut/test_lut.py) against the model."""
+
+import pytest
+from amaranth.back import verilog
+
+from hw.lut.unit import LATENCY, LutUnit, in_layout, out_layout
+from model.registers.lut import lut_regmap
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(lanes=3), "lanes must be one of 1, 2, 4, 8, 16, not 3"),
+    (dict(lanes=32), "lanes must be one of"),
+    (dict(flavor="fp16"), "flavor must be one of sdp, cdp, not 'fp16'"),
+])
+def test_parameters_rejected(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        LutUnit(**kw)
+
+
+@pytest.mark.parametrize("flavor, w, ow", [("sdp", 32, 32), ("cdp", 38, 16)])
+def test_payload_layouts(flavor, w, ow):
+    assert in_layout(4, flavor).size == 4 * w + 4 + 1
+    assert out_layout(4, flavor).size == 4 * ow + 4 + 8 + 4 + 1
+
+
+def test_ports_in_verilog():
+    text = verilog.convert(LutUnit(lanes=2, flavor="cdp"), name="lut", emit_src=False)
+    for port in ("s_axil__awaddr", "i_stream__payload", "i_stream__ready", "o_stream__valid",
+                 "irq"):
+        assert f" {port}" in text, port
+    assert "[78:0] i_stream__payload" in text          # 2 x 38 data, 2 mask bits, last
+    assert LATENCY == 5
+
+
+def test_register_map_has_control_and_counters():
+    for flavor, counters in (("sdp", "hybrid"), ("cdp", "priority")):
+        m = lut_regmap(flavor)
+        names = {r.name for r in m}
+        assert {"ctrl", "status", "irq_enable", "hwinfo", "lut_access_data",
+                f"cnt_{counters}"} <= names
+        assert m["lut_access_data"].field("data").access.value == "RWS"
