@@ -60,11 +60,11 @@ def test_axi4_lite_rejects():
         AXI4LiteSignature(addr_width=1)
 
 
-def test_regbank_rejects():
-    with pytest.raises(TypeError, match="regmap must be a RegisterMap"):
+def test_regbank_rejects(rejected):
+    with rejected(TypeError, "regmap must be a RegisterMap"):
         RegisterBank({})
-    with pytest.raises(ValueError, match=r"addr_width must be an integer from 6 \(to reach offset "
-                                         r"0x20\) to 64, not 5"):
+    with rejected(ValueError, r"addr_width must be an integer from 6 \(to reach offset "
+                              r"0x20\) to 64, not 5"):
         RegisterBank(SELFTEST, addr_width=5)
 
 

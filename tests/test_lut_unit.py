@@ -13,8 +13,8 @@ from model.registers.lut import lut_regmap
     (dict(lanes=32), "lanes must be one of"),
     (dict(flavor="fp16"), "flavor must be one of sdp, cdp, not 'fp16'"),
 ])
-def test_parameters_rejected(kw, msg):
-    with pytest.raises(ValueError, match=msg):
+def test_parameters_rejected(rejected, kw, msg):
+    with rejected(ValueError, msg):
         LutUnit(**kw)
 
 
