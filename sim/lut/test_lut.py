@@ -332,9 +332,10 @@ async def test_table_write_while_busy(dut, backpressure):
 
 
 @cocotb.test(**TIMEOUT)
-async def test_hwinfo_and_idle_input(dut):
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_hwinfo_and_idle_input(dut, backpressure):
     """hwinfo reports the build; without a run the input is not accepted."""
-    tb = await TB.start(dut, salt=6)
+    tb = await TB.start(dut, backpressure, salt=6)
     info = await tb.drv.hwinfo.read()
     assert (info.lanes, info.flavor) == (tb.lanes, int(tb.flavor == "cdp"))
     await ClockCycles(dut.clk, 3)
