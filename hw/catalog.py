@@ -14,28 +14,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _regbank_selftest():
+def regbank_selftest(**params):
+    """The register bank on the selftest map (every access type); ``params`` go to the bank."""
     from model.registers import SELFTEST
 
     from .bus.regbank import RegisterBank
 
-    return RegisterBank(SELFTEST)
+    return RegisterBank(SELFTEST, **params)
 
 
-def _lut(lanes, flavor):
-    def build():
-        from .lut.unit import LutUnit
+def lut_unit(**params):
+    """The LUT unit; ``params`` go to :class:`hw.lut.unit.LutUnit`."""
+    from .lut.unit import LutUnit
 
-        return LutUnit(lanes=lanes, flavor=flavor)
-    return build
+    return LutUnit(**params)
 
 
-# name -> (factory, one-line description)
+# name -> (factory, one-line description); the cocotb benches build from the same factories
 BLOCKS = {
-    "regbank_selftest": (_regbank_selftest,
+    "regbank_selftest": (regbank_selftest,
                          "AXI4-Lite register bank on the selftest map (every access type)"),
-    "lut_sdp_l4": (_lut(4, "sdp"), "LUT unit, SDP flavour, 4 lanes"),
-    "lut_cdp_l4": (_lut(4, "cdp"), "LUT unit, CDP flavour, 4 lanes"),
+    "lut_sdp_l4": (lambda: lut_unit(lanes=4, flavor="sdp"), "LUT unit, SDP flavour, 4 lanes"),
+    "lut_cdp_l4": (lambda: lut_unit(lanes=4, flavor="cdp"), "LUT unit, CDP flavour, 4 lanes"),
 }
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hw.catalog import lut_unit, regbank_selftest
+
 from .runner import SIMULATORS
 
 
@@ -39,25 +41,12 @@ class Bench:
         return "atomcube_" + self.name.replace("-", "_")
 
 
-def _regbank_top(**params):
-    from hw.bus.regbank import RegisterBank
-    from model.registers import SELFTEST
-
-    return RegisterBank(SELFTEST, **params)
-
-
-def _lut_top(**params):
-    from hw.lut.unit import LutUnit
-
-    return LutUnit(**params)
-
-
 BENCHES: tuple[Bench, ...] = (
-    Bench("regbank", "sim.regbank.test_regbank", _regbank_top, (
+    Bench("regbank", "sim.regbank.test_regbank", regbank_selftest, (
         Case("aw6"),
         Case("aw32", {"addr_width": 32}),
     )),
-    Bench("lut", "sim.lut.test_lut", _lut_top, (
+    Bench("lut", "sim.lut.test_lut", lut_unit, (
         Case("sdp-l1", {"lanes": 1, "flavor": "sdp"}),
         Case("sdp-l4", {"lanes": 4, "flavor": "sdp"}),
         Case("sdp-l16", {"lanes": 16, "flavor": "sdp"}, ("verilator",)),
@@ -71,7 +60,7 @@ BENCHES: tuple[Bench, ...] = (
 # Performance benches (`make bench`, `python -m sim.bench`): each writes bench.json in its build
 # directory. Verilator only: they run long.
 PERF: tuple[Bench, ...] = (
-    Bench("lut-perf", "sim.lut.bench_lut", _lut_top, tuple(
+    Bench("lut-perf", "sim.lut.bench_lut", lut_unit, tuple(
         Case(f"{flavor}-l{lanes}", {"lanes": lanes, "flavor": flavor}, ("verilator",))
         for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16))),
 )

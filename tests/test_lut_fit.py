@@ -144,11 +144,15 @@ def test_callable_function_and_cdp():
 
 
 @pytest.mark.parametrize("k, scale, shift", [
-    (0.0, 0, 0), (1.0, 32767 // 2 ** 14 * 2 ** 14 or 16384, 14), (-0.5, -16384, 15),
-    (1e6, 15259, 32 - 6), (3e-9, 0, 0),
+    (0.0, 0, 0),                  # flat
+    (1.0, 1, 0),                  # exact with no shift: the first exact encoding wins
+    (-0.5, -1, 1),                # a rounded right shift by 1
+    (1e6, 31250, 32 - 5),         # too steep for SCALE alone: left shift by 5 (field 27)
+    (3e-9, 0, 0),                 # below 1/2^15 even at the largest right shift: flat
 ])
 def test_encode_slope(k, scale, shift):
     s, sh = encode_slope(k)
+    assert (s, sh) == (scale, shift)
     value = s / 2 ** sh if sh < 16 else s * 2 ** (32 - sh)
     assert abs(value - k) <= max(abs(k) * 1e-3, 2 ** -15)
     assert -32768 <= s <= 32767 and 0 <= sh <= 31

@@ -269,7 +269,7 @@ def _index(x, table, cfg: LutConfig, flavor):
     return index, frac, state
 
 
-def _slope(p, shift, flavor):
+def _slope(p, shift):
     """The out-of-range term: ``p`` (x - ref, times SCALE) shifted by a 5-bit SHIFT field."""
     left = shift >= 16
     amount = np.where(left, 32 - shift, 0)
@@ -299,7 +299,7 @@ def _table_out(x, table, cfg, flavor, index, frac, state):
     side = {k: np.where(under, getattr(cfg, f"{name}_uflow_{k}"), getattr(cfg, f"{name}_oflow_{k}"))
             for k in ("scale", "shift")}
     scale, shift = side["scale"], side["shift"]
-    term = _slope((x - ref) * scale, shift, flavor)
+    term = _slope((x - ref) * scale, shift)
     if flavor == "sdp":
         oor = _sat(edge + _sat(term, 32), 32)
     else:

@@ -431,16 +431,13 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
         cfg, rep = evaluate_pair(le_g, lo_g, prio)
         if best is None or (rep.max_lsb, rep.mean_lsb) < (best[2].max_lsb, best[2].mean_lsb):
             best = (g, cfg, rep)
-    raw_g, _, raw_rep = best
+    raw_g, cfg_raw, raw_rep = best
     say(f"raw table ({raw.upper()}, {raw_mode}): {raw_g}, max error {raw_rep.max_lsb:.3f} LSB")
 
     # Density table: finer steps, placed around where the raw table alone is worst.
     best_pair = None
     den_id = LO if raw_id == LE else LE
     if layout == "nested":
-        cfg_raw = evaluate_pair(*((raw_g, parked) if raw_id == LE else (parked, raw_g)),
-                                {"hybrid_priority": raw_id, "uflow_priority": raw_id,
-                                 "oflow_priority": raw_id})[0]
         out = evaluate(x_search, cfg_raw, fmt.flavor).out
         err = np.abs(out - np.clip(target(f, fmt, x_search, domain), fmt.out_lo, fmt.out_hi))
         order = np.argsort(-err)
