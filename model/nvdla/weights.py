@@ -333,7 +333,8 @@ def _convert(a: np.ndarray, precision: str, field: str) -> np.ndarray:
             raise WeightError(field, f"dtype {a.dtype} cannot become fp16 (need numbers)")
         if a.dtype.kind == "f" and not np.isfinite(a).all():
             raise WeightError(field, "holds NaN or infinity; weights must be finite")
-        out = a.astype(dt)
+        with np.errstate(over="ignore"):
+            out = a.astype(dt)
         if not np.isfinite(out).all():
             raise WeightError(field, "has values beyond fp16's range (|x| > 65504)")
         return out
@@ -389,7 +390,8 @@ def winograd_transform(w3: np.ndarray, precision: str, scale: float | None = Non
         t = t * np.float32(scale)
     dt = PRECISIONS[precision][0]
     if precision == "fp16":
-        out = t.astype(dt)
+        with np.errstate(over="ignore"):
+            out = t.astype(dt)
         if not np.isfinite(out).all():
             raise WeightError("kernels", "G g G^T exceeds fp16's range; give a scale below 1")
         return out
@@ -716,9 +718,11 @@ class DecompressJob:
             if addr % ADDRESS_ALIGN:
                 raise WeightError(f"{name}_addr", f"0x{addr:x} is not {ADDRESS_ALIGN}-byte "
                                                   f"aligned")
-            if size <= 0 or size % SIZE_ALIGN:
-                raise WeightError(f"{name}_bytes", f"{size} is not a positive multiple of "
-                                                   f"{SIZE_ALIGN}")
+            # an all-zero image has an empty weight surface; WMB and WGS are never empty
+            if size < (0 if name == "weight" else 1) or size % SIZE_ALIGN:
+                raise WeightError(f"{name}_bytes", f"{size} is not a "
+                                  f"{'' if name == 'weight' else 'positive '}multiple of "
+                                  f"{SIZE_ALIGN}")
             if addr < 0 or addr + size > lim:
                 raise WeightError(f"{name}_addr", f"surface 0x{addr:x} + {size} passes the "
                                                   f"{self.address_bits}-bit address space")
