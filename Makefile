@@ -5,7 +5,8 @@
 #   make lint      ruff, and verilator --lint-only on the emitted Verilog
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
 #   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput)
-#   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables
+#   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
+#                     weight layout and compression speed
 
 PYTHON ?= python3
 VENV   := .venv
@@ -58,6 +59,7 @@ bench: $(STAMP)
 
 bench-model: $(STAMP)
 	$(PY) -m model.nvdla.lut_bench
+	$(PY) -m model.nvdla.weights_bench
 
 clean:
 	rm -rf build sim_build .pytest_cache

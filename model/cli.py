@@ -2,8 +2,10 @@
 
     atomcube regs [MAP ...] [--format md|c|json] [--out DIR]
     atomcube lut fit FUNCTION --in-frac N --out-frac N [--plot PNG] [--json FILE] ...
+    atomcube weights pack KERNEL.npy --mode M --precision P [--compress] -o DIR
+    atomcube weights unpack DIR -o KERNEL.npy
 
-Later subcommands (``weights``, ``layout``) hang off the same parser.
+Later subcommands (``layout``) hang off the same parser.
 """
 
 from __future__ import annotations
@@ -121,6 +123,147 @@ def _signed_view(cfg, name, fields):
     return view
 
 
+def _load_kernel(path: Path, key: str | None):
+    import numpy as np
+
+    if not path.exists():
+        raise ValueError(f"{path}: no such file")
+    if path.suffix not in (".npy", ".npz"):
+        raise ValueError(f"{path}: expected a .npy or .npz file")
+    data = np.load(path, allow_pickle=False)
+    if path.suffix == ".npy":
+        if key:
+            raise ValueError("--key: only .npz files hold named arrays")
+        return data
+    names = list(data.files)
+    if key is None:
+        if len(names) != 1:
+            raise ValueError(f"{path}: holds {len(names)} arrays ({', '.join(names)}); "
+                             f"choose one with --key")
+        key = names[0]
+    if key not in names:
+        raise ValueError(f"--key: {path} has no array {key!r} (it has {', '.join(names)})")
+    return data[key]
+
+
+def _pair(text: str) -> tuple[int, int]:
+    try:
+        sx, sy = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SX,SY (two integers), not {text!r}") from None
+    return sx, sy
+
+
+def _weights_pack(args) -> int:
+    import time
+
+    from .nvdla.weights import WeightError, WeightSpec, compress, plan_job
+
+    def step(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    try:
+        kernels = _load_kernel(args.kernel, args.key)
+        if kernels.ndim != 4:
+            raise WeightError("kernels", f"must be OIHW (K, C, R, S), rank 4; {args.kernel} "
+                                         f"holds rank {kernels.ndim}, shape {kernels.shape}")
+        spec = WeightSpec(args.mode, args.precision, kernels.shape, args.stride or (1, 1),
+                          args.pixel_channels, args.post_extension, args.scale)
+        kernels = spec.prepare(kernels)       # dtype and range errors before any progress line
+        t0 = time.perf_counter()
+        step(f"laying out {kernels.size:,} weights ({args.mode}, {args.precision}) ...")
+        image = spec.layout(kernels)
+        packed = None
+        if args.compress:
+            step(f"  {time.perf_counter() - t0:.2f} s; compressing ...")
+            packed = compress(image)
+            job = plan_job(packed, base=args.base, dst=True)
+        step(f"  {time.perf_counter() - t0:.2f} s; writing {args.out}/")
+    except (ValueError, OSError) as e:
+        print(f"atomcube weights pack: {e}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    if packed is None:
+        files["weight.bin"] = image.data
+    else:
+        files.update({"weight.bin": packed.weight, "wmb.bin": packed.wmb, "wgs.bin": packed.wgs})
+    for name, data in files.items():
+        (args.out / name).write_bytes(data.tobytes())
+    manifest = {
+        "format": "atomcube-nvdla-weights", "version": 1, **spec.to_dict(),
+        "laid_shape": list(spec.laid_shape), "compressed": packed is not None,
+        "groups": spec.groups, "kernels_per_group": spec.kernels_per_group,
+        "sets": spec.sets, "element_bytes": spec.element_bytes,
+        "bytes_per_kernel": spec.bytes_per_kernel, "dense_bytes": spec.dense_bytes,
+        "image_bytes": spec.image_bytes,
+        "alignment": {"address": 256, "size": 128},
+        "files": {n: d.size for n, d in files.items()},
+    }
+    rows = [("dense image", f"{spec.image_bytes:,}", "1.00", "weight.bin" if packed is None
+             else "-")]
+    if packed is not None:
+        st_ = packed.stats()
+        manifest["wgs"] = [int(v) for v in packed.group_sizes]
+        manifest["stats"] = {"density": round(st_.overall_density, 6),
+                             "bytes_saved": st_.bytes_saved, "ratio": round(st_.ratio, 6)}
+        manifest["job"] = job.to_dict()
+        for label, name in (("packed weights", "weight.bin"), ("WMB", "wmb.bin"),
+                            ("WGS", "wgs.bin")):
+            size = files[name].size
+            rows.append((label, f"{size:,}", f"{size / spec.image_bytes:.2f}", name))
+        rows.append(("compressed total", f"{st_.compressed_bytes:,}",
+                     f"{st_.compressed_bytes / spec.image_bytes:.2f}", "-"))
+    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(table(("surface", "bytes", "of dense", "file"), rows))
+    k, c, r, s = spec.laid_shape
+    line = (f"{spec.groups} groups of up to {spec.kernels_per_group} kernels, "
+            f"{spec.bytes_per_kernel:,} bytes per kernel ({c} x {r} x {s} laid out"
+            f"{f', {spec.sets} sets' if spec.sets > 1 else ''})")
+    if packed is not None:
+        line += (f"; density {st_.overall_density:.1%}, compression ratio {st_.ratio:.2f}, "
+                 f"{st_.bytes_saved:,} bytes saved")
+    print(line)
+    print(f"wrote {', '.join(files)} and manifest.json to {args.out}/")
+    return 0
+
+
+def _weights_unpack(args) -> int:
+    import numpy as np
+
+    from .nvdla.weights import WeightSpec, decompress
+
+    try:
+        mpath = args.folder / "manifest.json"
+        if not mpath.exists():
+            raise ValueError(f"{mpath}: missing (is {args.folder} a 'weights pack' folder?)")
+        manifest = json.loads(mpath.read_text())
+        if manifest.get("format") != "atomcube-nvdla-weights":
+            raise ValueError(f"{mpath}: not an atomcube weights manifest")
+        spec = WeightSpec.from_dict(manifest)
+        blobs = {}
+        for name, size in manifest["files"].items():
+            data = np.fromfile(args.folder / name, dtype=np.uint8)
+            if data.size != size:
+                raise ValueError(f"{args.folder / name}: {data.size} bytes, the manifest says "
+                                 f"{size}")
+            blobs[name] = data
+        if manifest["compressed"]:
+            dense = decompress(blobs["weight.bin"], blobs["wmb.bin"], blobs["wgs.bin"], spec)
+        else:
+            dense = blobs["weight.bin"]
+        kernels = spec.unlayout(dense)
+    except (ValueError, KeyError, OSError) as e:
+        what = f"manifest has no {e}" if isinstance(e, KeyError) else str(e)
+        print(f"atomcube weights unpack: {what}", file=sys.stderr)
+        return 2
+    np.save(args.out, kernels)
+    note = (" (Winograd: the 4x4 transformed kernels; G g G^T and its cast do not invert)"
+            if spec.mode == "winograd" else "")
+    print(f"wrote {args.out}: {kernels.dtype} {tuple(kernels.shape)}{note}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="atomcube", description="atomcube tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -154,6 +297,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, help="write a PNG of f, the LUT, the error and coverage")
     p.add_argument("--json", type=Path, help="write the configuration and register writes")
     p.set_defaults(func=_lut_fit)
+
+    wts = sub.add_parser("weights", help="NVDLA weight images and sparse compression")
+    wsub = wts.add_subparsers(dest="weights_command", required=True)
+    p = wsub.add_parser("pack", help="lay out (and compress) an OIHW kernel tensor",
+                        description="Lay out an OIHW (K, C, R, S) kernel tensor as NVDLA weight "
+                                    "memory; with --compress, also WMB and WGS. Writes "
+                                    "weight.bin (the dense image, or the packed non-zeros), "
+                                    "wmb.bin, wgs.bin and manifest.json.")
+    p.add_argument("kernel", type=Path, help=".npy file, or .npz with --key")
+    p.add_argument("--key", help="array name inside a .npz holding several")
+    p.add_argument("--mode", choices=("dc", "image", "winograd", "deconv"), default="dc",
+                   help="direct convolution (default), image input, Winograd, deconvolution")
+    p.add_argument("--precision", choices=("int8", "int16", "fp16"), required=True)
+    p.add_argument("--stride", type=_pair, metavar="SX,SY",
+                   help="Winograd channel extension / deconvolution set split (default 1,1)")
+    p.add_argument("--pixel-channels", type=int, metavar="N",
+                   help="image mode: pad C to the pixel format's channel count (e.g. 4)")
+    p.add_argument("--post-extension", type=int, default=1, choices=(1, 2, 4),
+                   help="image mode: channel post-extension factor (default 1: none)")
+    p.add_argument("--scale", type=float, help="Winograd: scale G g G^T before the cast")
+    p.add_argument("--compress", action="store_true", help="sparse-compress (WMB, WGS)")
+    p.add_argument("--base", type=lambda v: int(v, 0), default=0, metavar="ADDR",
+                   help="with --compress: where the surfaces start in the manifest's "
+                        "decompressor job (default 0; rounded up to 256)")
+    p.add_argument("-o", "--out", type=Path, required=True, help="output folder")
+    p.set_defaults(func=_weights_pack)
+    p = wsub.add_parser("unpack", help="reverse 'weights pack': back to an OIHW .npy",
+                        description="Read a 'weights pack' folder, decompress if needed, and "
+                                    "write the kernels as .npy (Winograd: the transformed "
+                                    "4x4 kernels).")
+    p.add_argument("folder", type=Path)
+    p.add_argument("-o", "--out", type=Path, required=True, help="output .npy file")
+    p.set_defaults(func=_weights_unpack)
     return ap
 
 
