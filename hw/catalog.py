@@ -30,12 +30,22 @@ def lut_unit(**params):
     return LutUnit(**params)
 
 
+def sparse_decompressor(**params):
+    """The sparse weight decompressor; ``params`` go to
+    :class:`hw.sparse.decompressor.SparseDecompressor`."""
+    from .sparse.decompressor import SparseDecompressor
+
+    return SparseDecompressor(**params)
+
+
 # name -> (factory, one-line description); the cocotb benches build from the same factories
 BLOCKS = {
     "regbank_selftest": (regbank_selftest,
                          "AXI4-Lite register bank on the selftest map (every access type)"),
     "lut_sdp_l4": (lambda: lut_unit(lanes=4, flavor="sdp"), "LUT unit, SDP flavour, 4 lanes"),
     "lut_cdp_l4": (lambda: lut_unit(lanes=4, flavor="cdp"), "LUT unit, CDP flavour, 4 lanes"),
+    "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
+                        "sparse weight decompressor, 128-bit bus, 64-element atoms"),
 }
 
 

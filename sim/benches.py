@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hw.catalog import lut_unit, regbank_selftest
+from hw.catalog import lut_unit, regbank_selftest, sparse_decompressor
 
 from .runner import SIMULATORS
 
@@ -53,6 +53,11 @@ BENCHES: tuple[Bench, ...] = (
         Case("cdp-l1", {"lanes": 1, "flavor": "cdp"}),
         Case("cdp-l4", {"lanes": 4, "flavor": "cdp"}, ("verilator",)),
         Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",)),
+    )),
+    Bench("sparse", "sim.sparse.test_sparse", sparse_decompressor, (
+        Case("d64-a32", {"data_width": 64, "atom_elements": 32}),
+        Case("d128-a64", {"data_width": 128, "atom_elements": 64}, ("verilator",)),
+        Case("d512-a64", {"data_width": 512, "atom_elements": 64}, ("verilator",)),
     )),
 )
 

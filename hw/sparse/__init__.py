@@ -1,0 +1,1 @@
+"""Sparse weight decompressor: NVDLA compressed weight surfaces in, dense weight atoms out."""

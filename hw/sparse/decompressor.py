@@ -1,0 +1,424 @@
+"""The sparse weight decompressor: NVDLA's compressed weight surfaces (WGS, WMB, packed
+non-zeros; ``shared/spec/weights.md``) in, the dense weight image out as a stream of atoms and,
+optionally, in memory.
+
+Data path
+---------
+One AXI4 read port carries three sequential streams (:class:`~.engines.StreamReader`): the WGS
+surface first (it is small and has read priority), then the WMB and the packed weights as their
+buffers drain. Each lands in a shift buffer (:class:`~.shiftbuf.ShiftBuffer`): WGS as 32-bit
+words, the WMB as bits, the packed weights as bytes.
+
+The decoder works on *segments*: the run of mask bits from the current position in the output
+atom to the end of the atom or of the kernel group, whichever comes first. Each cycle it takes one
+segment's mask bits and forms their prefix sums. Each output element whose bit is set selects
+packed element ``prefix`` from the window at the bottom of the byte buffer; an element whose bit
+is clear is zero. The decoder then removes the bits and the packed bytes it used. Its state (next
+mask bit, next packed element) runs on across atoms and groups, as NVDLA's does. An atom inside a
+group is one segment, so the decoder makes one atom per cycle whenever the buffers hold the bytes
+it needs. An atom that straddles a group boundary takes one extra cycle per boundary. A group
+costs one cycle more to start (its WGS word and kernel count).
+
+Atoms are ``atom_elements`` elements of 1 or 2 bytes (``precision.two_byte``). The image ends
+with zero atoms up to a multiple of 128 bytes, as the layout pads it. The atom stream
+``o_atoms`` carries each atom's bytes in memory order (the low ``atom_elements`` bytes for int8)
+and marks the image's last atom. With ``ctrl.write_enable`` the same bytes are cut into bus beats
+and written from ``dst_addr`` (:class:`~.engines.StreamWriter`).
+
+Checks
+------
+At start: addresses 256-byte aligned, sizes multiples of 128, non-zero counts, a WGS surface that
+holds every group. While decoding, before an atom goes out: the group's popcount so far must not
+exceed its WGS; at a group's end, it must equal it; the running WGS total must stay within the
+weight surface; the WMB must hold every mask bit the groups need; the bus must have answered OKAY.
+The first failure stops the job with ``error.code`` and ``error.group``. The atom in which it was
+found is not sent or written, and no write burst is issued after it, although bursts already
+issued complete. The block then flushes its buffers and takes the next job.
+"""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from model.registers.sparse import SPARSE, Error
+
+from ..bus.axi import AXI4LiteSignature, AXI4Signature
+from ..bus.regbank import RegisterBank
+from .engines import StreamReader, StreamWriter, connect_read, connect_write
+from .shiftbuf import ShiftBuffer
+
+__all__ = ["SparseDecompressor"]
+
+WGS_STREAM, WMB_STREAM, WEIGHT_STREAM = 0, 1, 2
+
+
+class _State(enum.Enum):
+    IDLE = 0
+    CHECK = 1
+    RUN = 2
+    ABORT = 3
+    FINISH = 4
+
+
+def atom_layout(atom_elements):
+    return data.StructLayout({"data": 16 * atom_elements, "last": 1})
+
+
+class SparseDecompressor(wiring.Component):
+    """Parameters
+    ----------
+    data_width : int
+        Memory bus width in bits: 64, 128, 256 or 512.
+    atom_elements : int
+        Elements per output atom: 32 or 64 (64 x 2 bytes is NVDLA's 128-byte atom).
+    addr_width, id_width, max_burst, fifo_depth
+        AXI4 address and ID widths, the longest burst in beats, and each read stream's FIFO in
+        beats (several bursts stay in flight while it has room).
+
+    Ports: ``s_axil`` (registers, :data:`model.registers.sparse.SPARSE`), ``m_axi`` (AXI4
+    manager), ``o_atoms`` (stream of :func:`atom_layout`), ``irq``.
+    """
+
+    def __init__(self, *, data_width=128, atom_elements=64, addr_width=32, id_width=4,
+                 max_burst=16, fifo_depth=32):
+        if data_width not in (64, 128, 256, 512):
+            raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
+        if atom_elements not in (32, 64):
+            raise ValueError(f"atom_elements must be 32 or 64, not {atom_elements!r}")
+        if max_burst not in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            raise ValueError(f"max_burst must be a power of two up to 256, not {max_burst!r}")
+        if fifo_depth < max_burst:
+            raise ValueError(f"fifo_depth {fifo_depth} must hold a burst of {max_burst} beats")
+        self.data_width = data_width
+        self.atom_elements = atom_elements
+        self.addr_width = addr_width
+        self.id_width = id_width
+        self.max_burst = max_burst
+        self.fifo_depth = fifo_depth
+        self.regmap = SPARSE
+        self._bank = RegisterBank(SPARSE, addr_width=12)
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=12, data_width=32)),
+            "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                       id_width=id_width)),
+            "o_atoms": Out(stream.Signature(atom_layout(atom_elements))),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        A = self.atom_elements
+        DW = self.data_width // 8
+        dw_log2 = (DW - 1).bit_length()
+        aw = self.addr_width
+
+        bank = m.submodules.bank = self._bank
+        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
+        regs = bank.regs
+
+        reader = m.submodules.reader = StreamReader(
+            streams=3, data_width=self.data_width, addr_width=aw, id_width=self.id_width,
+            max_burst=self.max_burst, fifo_depth=self.fifo_depth)
+        writer = m.submodules.writer = StreamWriter(
+            data_width=self.data_width, addr_width=aw, id_width=self.id_width,
+            max_burst=self.max_burst)
+        connect_read(m, reader.axi, self.m_axi)
+        connect_write(m, writer.axi, self.m_axi)
+
+        wgsbuf = m.submodules.wgsbuf = ShiftBuffer(unit=32, in_units=DW // 4,
+                                                   capacity=2 * (DW // 4))
+        maskbuf = m.submodules.maskbuf = ShiftBuffer(unit=1, in_units=8 * DW,
+                                                     capacity=A + 16 * DW)
+        databuf = m.submodules.databuf = ShiftBuffer(unit=8, in_units=DW,
+                                                     capacity=2 * A + 2 * DW)
+        gearbox = m.submodules.gearbox = ShiftBuffer(unit=8, in_units=2 * A,
+                                                     capacity=4 * A + DW)
+        for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
+            m.d.comb += [buf.i_valid.eq(reader.o_valid[s]), reader.o_ready[s].eq(buf.i_ready),
+                         buf.i_data.eq(reader.o_data[s]), buf.i_count.eq(buf.in_units)]
+
+        # -- job registers, latched at start ------------------------------------------------------
+        state = Signal(_State)
+        weight_bytes = Signal(32)
+        wmb_bits = Signal(35)
+        groups = Signal(24)
+        kernels = Signal(24)
+        kernel_elems = Signal(24)
+        two = Signal()
+        stream_en = Signal()
+        write_en = Signal()
+        start = regs.ctrl.start.pulse[0] & (state == _State.IDLE)
+        with m.If(start):
+            m.d.sync += [
+                weight_bytes.eq(regs.weight_bytes.value.data),
+                wmb_bits.eq(regs.wmb_bytes.value.data << 3),
+                groups.eq(regs.groups.value.data), kernels.eq(regs.kernels.value.data),
+                kernel_elems.eq(Mux(regs.precision.two_byte.data[0],
+                                    regs.bytes_per_kernel.value.data >> 1,
+                                    regs.bytes_per_kernel.value.data)),
+                two.eq(regs.precision.two_byte.data[0]),
+                stream_en.eq(regs.ctrl.stream_enable.data[0]),
+                write_en.eq(regs.ctrl.write_enable.data[0]),
+            ]
+        m.d.comb += [
+            regs.status.busy.r_data.eq(state != _State.IDLE),
+            regs.hwinfo.data_bytes.r_data.eq(DW),
+            regs.hwinfo.atom_elements.r_data.eq(A),
+        ]
+
+        error_code = Signal(4)
+        error_group = Signal(24)
+        m.d.comb += [regs.error.code.r_data.eq(error_code),
+                     regs.error.group.r_data.eq(error_group)]
+        raise_error = Signal(4)            # this cycle's first error (0: none)
+        group_idx = Signal(24)
+
+        # -- decoder state ------------------------------------------------------------------------
+        pos = Signal(range(A))                 # next element of the output atom
+        slots = Signal(data.ArrayLayout(16, A))
+        g_active = Signal()                    # a group's WGS and size are loaded
+        grp_left = Signal(32)                  # elements left in the group
+        grp_bytes = Signal(32)                 # WGS bytes left in the group
+        kern_left = Signal(24)                 # kernels left in the current set
+        groups_done = Signal(24)
+        wgs_total = Signal(33)
+        bits_used = Signal(35)
+        emitted = Signal(32)                   # dense bytes sent out
+        atom_bytes = Mux(two, 2 * A, A)
+
+        # the output register: one atom owed to the stream and/or the writer
+        out_valid = Signal()
+        owe_stream = Signal()
+        owe_write = Signal()
+        out_atom = Signal(16 * A)
+        out_last = Signal()
+        o = self.o_atoms
+        m.d.comb += [o.valid.eq(out_valid & owe_stream), o.payload.data.eq(out_atom),
+                     o.payload.last.eq(out_last)]
+        to_stream = o.valid & o.ready
+        to_gear = Signal()
+        m.d.comb += [gearbox.i_valid.eq(out_valid & owe_write), gearbox.i_data.eq(out_atom),
+                     gearbox.i_count.eq(atom_bytes), to_gear.eq(gearbox.i_valid & gearbox.i_ready)]
+        release = (~owe_stream | to_stream) & (~owe_write | to_gear)
+        with m.If(out_valid & release):
+            m.d.sync += [out_valid.eq(0), owe_stream.eq(0), owe_write.eq(0)]
+        with m.Else():
+            with m.If(to_stream):
+                m.d.sync += owe_stream.eq(0)
+            with m.If(to_gear):
+                m.d.sync += owe_write.eq(0)
+        can_emit = ~out_valid | release
+
+        # gearbox -> writer, one beat per cycle
+        m.d.comb += [writer.i_valid.eq(gearbox.level >= DW), writer.i_data.eq(gearbox.data),
+                     gearbox.take.eq(Mux(writer.i_valid & writer.i_ready, DW, 0))]
+
+        running = (state == _State.RUN) & (raise_error == 0)
+        bus_error = reader.error | writer.error | writer.range_error
+
+        # group start: a WGS word, the group's kernels and elements
+        kpg = Mux(two, 16, 32)
+        kg = Signal(6)
+        m.d.comb += kg.eq(Mux(kern_left < kpg, kern_left, kpg))
+        wgs_word = wgsbuf.data[:32]
+        new_total = Signal(33)
+        m.d.comb += new_total.eq(wgs_total + wgs_word)
+        all_groups = groups_done == groups
+        setup = Signal()
+        m.d.comb += setup.eq((state == _State.RUN) & ~g_active & ~all_groups &
+                             (wgsbuf.level != 0))
+        setup_overflow = setup & (new_total > weight_bytes)
+
+        # segment: the mask bits from pos to the end of the atom or of the group
+        room = Signal(range(A + 1))
+        m.d.comb += room.eq(A - pos)
+        seg = Signal(range(A + 1))
+        m.d.comb += seg.eq(Mux(grp_left < room, grp_left, room))
+        seg_mask = Signal(A)
+        m.d.comb += seg_mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1))
+        placed = Signal(A)                     # the segment's bits at their atom positions
+        m.d.comb += placed.eq(seg_mask << pos)
+        incl = _prefix_sums(m, placed, A)      # incl[i]: set bits at positions <= i
+        nz = incl[A - 1]
+        need = Signal(range(2 * A + 1))
+        m.d.comb += need.eq(Mux(two, nz << 1, nz))
+        ends_group = seg == grp_left
+        completes = (pos + seg) == A
+        wmb_short = bits_used + seg > wmb_bits
+        too_many = need > grp_bytes
+        short_at_end = ends_group & (need != grp_bytes)
+        have_bits = maskbuf.level >= seg
+        have_bytes = databuf.level >= need
+        decoding = (state == _State.RUN) & g_active
+        seg_error = decoding & (wmb_short | (have_bits & (too_many | short_at_end)))
+        stalled_in = decoding & ~seg_error & (~have_bits | ~have_bytes)
+        step = Signal()
+        m.d.comb += step.eq(decoding & ~seg_error & have_bits & have_bytes &
+                            (~completes | can_emit) & ~bus_error)
+
+        # the new atom values for the segment's positions
+        win8 = [databuf.data[8 * k:8 * k + 8] for k in range(A)]
+        win16 = [databuf.data[16 * k:16 * k + 16] for k in range(A)]
+        new_slots = Signal(data.ArrayLayout(16, A))
+        for i in range(A):
+            pick = Signal(range(A), name=f"pick{i}")
+            m.d.comb += pick.eq(incl[i] - placed[i])
+            if i == 0:
+                val = Mux(two, win16[0], win8[0])
+            else:
+                val = Mux(two, Array(win16[:i + 1])[pick], Array(win8[:i + 1])[pick])
+            in_seg = (i >= pos) & (i < pos + seg)
+            m.d.comb += new_slots[i].eq(Mux(in_seg, Mux(placed[i], val, 0), slots[i]))
+
+        # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
+        tail = (state == _State.RUN) & all_groups & ((pos != 0) | (emitted[:7] != 0))
+        tail_step = tail & can_emit & ~bus_error
+        finished = (state == _State.RUN) & all_groups & (pos == 0) & (emitted[:7] == 0)
+
+        def atom_bytes_of(s):
+            narrow = Cat(*(s[i][:8] for i in range(A)))
+            return Mux(two, s.as_value(), narrow)
+
+        with m.If(running & step):
+            m.d.comb += [maskbuf.take.eq(seg), databuf.take.eq(need)]
+            m.d.sync += [bits_used.eq(bits_used + seg), grp_left.eq(grp_left - seg),
+                         grp_bytes.eq(grp_bytes - need), pos.eq((pos + seg)[:len(pos)])]
+            with m.If(completes):
+                last_atom = ends_group & (groups_done + 1 == groups) & \
+                    ((emitted + atom_bytes)[:7] == 0)
+                m.d.sync += [out_valid.eq(1), owe_stream.eq(stream_en), owe_write.eq(write_en),
+                             out_atom.eq(atom_bytes_of(new_slots)), out_last.eq(last_atom),
+                             emitted.eq(emitted + atom_bytes), slots.eq(0)]
+            with m.Else():
+                m.d.sync += slots.eq(new_slots)
+            with m.If(ends_group):
+                m.d.sync += [g_active.eq(0), groups_done.eq(groups_done + 1),
+                             group_idx.eq(group_idx + 1)]
+        with m.Elif(running & tail_step):
+            m.d.sync += [out_valid.eq(1), owe_stream.eq(stream_en), owe_write.eq(write_en),
+                         out_atom.eq(atom_bytes_of(slots)),
+                         out_last.eq((emitted + atom_bytes)[:7] == 0),
+                         emitted.eq(emitted + atom_bytes), slots.eq(0), pos.eq(0)]
+        with m.If(running & setup & ~setup_overflow):
+            m.d.comb += wgsbuf.take.eq(1)
+            m.d.sync += [g_active.eq(1), grp_bytes.eq(wgs_word), wgs_total.eq(new_total),
+                         grp_left.eq(kg * kernel_elems),
+                         kern_left.eq(Mux(kern_left == kg, kernels, kern_left - kg))]
+
+        # -- errors, in the order the checks apply -----------------------------------------------
+        check_align = Signal()
+        check_size = Signal()
+        r = regs
+        m.d.comb += [
+            check_align.eq((r.weight_addr.value.data[:8] != 0) | (r.wmb_addr.value.data[:8] != 0) |
+                           (r.wgs_addr.value.data[:8] != 0) |
+                           (write_en & (r.dst_addr.value.data[:8] != 0))),
+            check_size.eq((r.weight_bytes.value.data[:7] != 0) |
+                          (r.wmb_bytes.value.data[:7] != 0) | (r.wmb_bytes.value.data == 0) |
+                          (r.wgs_bytes.value.data[:7] != 0) | (r.wgs_bytes.value.data == 0) |
+                          (groups == 0) | (kernels == 0) | (kernel_elems == 0) |
+                          (two & r.bytes_per_kernel.value.data[0]) |
+                          (r.wgs_bytes.value.data < (groups << 2))),
+        ]
+        with m.If(state == _State.CHECK):
+            m.d.comb += raise_error.eq(Mux(check_align, Error.ALIGN,
+                                           Mux(check_size, Error.SIZE, 0)))
+        with m.Elif(state == _State.RUN):
+            with m.If(reader.error):
+                m.d.comb += raise_error.eq(Error.READ_ERROR)
+            with m.Elif(writer.error):
+                m.d.comb += raise_error.eq(Error.WRITE_ERROR)
+            with m.Elif(writer.range_error):
+                m.d.comb += raise_error.eq(Error.DST_RANGE)
+            with m.Elif(setup_overflow):
+                m.d.comb += raise_error.eq(Error.WGS_OVERFLOW)
+            with m.Elif(seg_error & wmb_short):
+                m.d.comb += raise_error.eq(Error.WMB_SHORT)
+            with m.Elif(seg_error):
+                m.d.comb += raise_error.eq(Error.WGS_MISMATCH)
+
+        # -- counters ----------------------------------------------------------------------------
+        cycles = Signal(32)
+        stalls = Signal(32)
+        m.d.comb += [regs.dense_bytes.value.r_data.eq(emitted),
+                     regs.cycles.value.r_data.eq(cycles),
+                     regs.stall_cycles.value.r_data.eq(stalls)]
+        with m.If(start):
+            m.d.sync += [cycles.eq(1), stalls.eq(0)]
+        with m.Elif(state != _State.IDLE):
+            m.d.sync += cycles.eq(Mux(cycles == 0xFFFF_FFFF, cycles, cycles + 1))
+            with m.If(stalled_in & (stalls != 0xFFFF_FFFF)):
+                m.d.sync += stalls.eq(stalls + 1)
+
+        # -- job control -------------------------------------------------------------------------
+        m.d.comb += [
+            reader.stop.eq((state != _State.RUN) | (raise_error != 0) | finished),
+            writer.stop.eq((state != _State.RUN) | (raise_error != 0)),
+            writer.finish.eq(finished & ~out_valid & (gearbox.level == 0)),
+        ]
+        done_set = Signal()
+        err_set = Signal()
+        m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
+                     self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
+                                 (regs.status.error.data[0] & regs.irq_enable.error.data[0]))]
+        flush = Signal()
+        for b in (wgsbuf, maskbuf, databuf, gearbox):
+            m.d.comb += b.flush.eq(flush)
+        m.d.comb += [reader.flush.eq(flush), writer.flush.eq(flush)]
+
+        with m.If(raise_error != 0):
+            m.d.sync += [error_code.eq(raise_error), error_group.eq(group_idx)]
+
+        with m.Switch(state):
+            with m.Case(_State.IDLE):
+                with m.If(start):
+                    m.d.sync += [state.eq(_State.CHECK), error_code.eq(0), error_group.eq(0)]
+            with m.Case(_State.CHECK):
+                with m.If(raise_error != 0):
+                    m.d.sync += state.eq(_State.FINISH)
+                with m.Else():
+                    wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
+                    m.d.comb += [
+                        reader.load.eq(0b111),
+                        reader.addr[WGS_STREAM].eq(r.wgs_addr.value.data),
+                        reader.beats[WGS_STREAM].eq(wgs_beats),
+                        reader.addr[WMB_STREAM].eq(r.wmb_addr.value.data),
+                        reader.beats[WMB_STREAM].eq(r.wmb_bytes.value.data >> dw_log2),
+                        reader.addr[WEIGHT_STREAM].eq(r.weight_addr.value.data),
+                        reader.beats[WEIGHT_STREAM].eq(weight_bytes >> dw_log2),
+                        writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
+                    ]
+                    m.d.sync += [
+                        state.eq(_State.RUN), pos.eq(0), slots.eq(0), g_active.eq(0),
+                        groups_done.eq(0), group_idx.eq(0), kern_left.eq(kernels),
+                        wgs_total.eq(0), bits_used.eq(0), emitted.eq(0),
+                    ]
+            with m.Case(_State.RUN):
+                with m.If(raise_error != 0):
+                    m.d.sync += state.eq(_State.ABORT)
+                with m.Elif(finished & ~out_valid & (~write_en | writer.done)):
+                    m.d.sync += state.eq(_State.ABORT)        # drain reads, then finish
+            with m.Case(_State.ABORT):
+                with m.If(reader.idle & writer.idle):
+                    m.d.sync += state.eq(_State.FINISH)
+            with m.Case(_State.FINISH):
+                m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
+                m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
+                             owe_write.eq(0)]
+        return m
+
+
+def _prefix_sums(m, bits, n):
+    """Inclusive prefix sums of ``bits`` (Kogge-Stone: log2(n) levels of adders)."""
+    width = n.bit_length()
+    cur = [Signal(width, name=f"ps0_{i}") for i in range(n)]
+    for i in range(n):
+        m.d.comb += cur[i].eq(bits[i])
+    d, level = 1, 0
+    while d < n:
+        level += 1
+        nxt = [Signal(width, name=f"ps{level}_{i}") for i in range(n)]
+        for i in range(n):
+            m.d.comb += nxt[i].eq(cur[i] + cur[i - d] if i >= d else cur[i])
+        cur, d = nxt, d * 2
+    return cur

@@ -1,0 +1,258 @@
+"""AXI4 transport for blocks that read and write sequential byte streams.
+
+:class:`StreamReader` fetches several sequential regions ("streams") over one AXI4 read port,
+each into its own beat FIFO. :class:`StreamWriter` writes one sequential region from a beat
+stream. Both issue INCR bursts of full-width beats, up to ``max_burst`` beats, never crossing a
+4 KiB boundary. Regions start on a beat boundary and are whole beats long (the decompressor's
+surfaces are 256-byte aligned and multiples of 128 bytes, and buses are at most 64 bytes wide).
+
+Each component drives only its half of an :class:`hw.bus.axi.AXI4Signature` (``axi``); the
+block that owns both connects the halves to one port (:func:`connect_read`, :func:`connect_write`).
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.hdl import ResetInserter
+from amaranth.lib.wiring import In, Out
+
+from ..bus.axi import AXI4Signature, Burst, Resp
+
+READ_MEMBERS = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot",
+                "arqos", "arregion", "arvalid", "arready", "rid", "rdata", "rresp", "rlast",
+                "rvalid", "rready")
+WRITE_MEMBERS = ("awid", "awaddr", "awlen", "awsize", "awburst", "awlock", "awcache", "awprot",
+                 "awqos", "awregion", "awvalid", "awready", "wdata", "wstrb", "wlast", "wvalid",
+                 "wready", "bid", "bresp", "bvalid", "bready")
+
+
+def _connect(m, inner, outer, names):
+    sig = inner.signature
+    for n in names:
+        if sig.members[n].flow == wiring.Out:
+            m.d.comb += getattr(outer, n).eq(getattr(inner, n))
+        else:
+            m.d.comb += getattr(inner, n).eq(getattr(outer, n))
+
+
+def connect_read(m, engine_axi, port):
+    """Wire an engine's AR and R members to ``port`` (an Out(AXI4Signature) of the owner)."""
+    _connect(m, engine_axi, port, READ_MEMBERS)
+
+
+def connect_write(m, engine_axi, port):
+    _connect(m, engine_axi, port, WRITE_MEMBERS)
+
+
+def _burst_len(addr, beats_left, max_burst, beat_log2):
+    """Beats of the next burst: the fewest of max_burst, what is left, and what fits before the
+    next 4 KiB boundary."""
+    to_4k = (4096 - addr[:12]) >> beat_log2
+    room = Mux(to_4k < max_burst, to_4k, max_burst)
+    return Mux(beats_left < room, beats_left, room)
+
+
+class StreamReader(wiring.Component):
+    """Sequential reads of ``streams`` regions into per-stream FIFOs of ``fifo_depth`` beats.
+
+    Per stream ``s``: ``load[s]`` (pulse) with ``addr[s]`` and ``beats[s]`` starts a region;
+    ``o_valid[s]``/``o_ready[s]``/``o_data[s]`` deliver its beats in order. A burst is issued
+    only when its stream's FIFO has room for all of it, so the R channel never waits (``rready``
+    is always high) and streams never block each other. Stream ``s`` uses ARID ``s``; responses
+    may arrive interleaved between IDs. Lower-numbered streams win the AR channel.
+
+    ``stop`` halts new bursts. ``idle``: nothing requested or in flight. ``error``: a read
+    answered SLVERR/DECERR since the last ``flush``. ``flush`` (only when idle) empties the FIFOs
+    and clears ``error``.
+    """
+
+    def __init__(self, *, streams, data_width, addr_width=32, id_width=4, max_burst=16,
+                 fifo_depth=32):
+        if fifo_depth < max_burst:
+            raise ValueError(f"fifo_depth {fifo_depth} must hold a burst of {max_burst} beats")
+        if streams > (1 << id_width):
+            raise ValueError(f"{streams} streams need more than {id_width} ID bits")
+        self.streams = streams
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.id_width = id_width
+        self.max_burst = max_burst
+        self.fifo_depth = fifo_depth
+        self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                     id_width=id_width)
+        n = streams
+        super().__init__({
+            "axi": Out(self.axi_sig),
+            "load": In(n), "addr": In(addr_width).array(n), "beats": In(addr_width).array(n),
+            "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
+            "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        n = self.streams
+        beat_log2 = self.axi_sig.size_code
+        fifos = []
+        for s in range(n):
+            f = ResetInserter(self.flush)(SyncFIFOBuffered(width=self.data_width,
+                                                           depth=self.fifo_depth))
+            m.submodules[f"fifo{s}"] = f
+            fifos.append(f)
+            m.d.comb += [self.o_valid[s].eq(f.r_rdy), self.o_data[s].eq(f.r_data),
+                         f.r_en.eq(self.o_ready[s])]
+
+        addr = [Signal(self.addr_width, name=f"addr{s}") for s in range(n)]
+        left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
+        credit = [Signal(range(self.fifo_depth + 1), init=self.fifo_depth, name=f"credit{s}")
+                  for s in range(n)]
+        lens = [Signal(range(self.max_burst + 1), name=f"len{s}") for s in range(n)]
+        want = [Signal(name=f"want{s}") for s in range(n)]
+        for s in range(n):
+            m.d.comb += [
+                lens[s].eq(_burst_len(addr[s], left[s], self.max_burst, beat_log2)),
+                want[s].eq((left[s] != 0) & (credit[s] >= lens[s]) & ~self.stop),
+            ]
+
+        # AR: a registered request; the next one is chosen when the channel is free
+        arvalid = Signal()
+        m.d.comb += [
+            axi.arvalid.eq(arvalid), axi.arsize.eq(beat_log2), axi.arburst.eq(Burst.INCR),
+            axi.arcache.eq(0b0011), axi.rready.eq(1),
+        ]
+        free = ~arvalid | axi.arready
+        inflight = Signal(range(self.streams * self.fifo_depth + 1))
+        issued = Signal(range(self.max_burst + 1))
+        with m.If(axi.arvalid & axi.arready):
+            m.d.sync += arvalid.eq(0)
+        chosen = Signal(range(n + 1), init=n)
+        for s in reversed(range(n)):
+            with m.If(want[s]):
+                m.d.comb += chosen.eq(s)
+        m.d.comb += issued.eq(0)
+        for s in range(n):
+            popped = fifos[s].r_en & fifos[s].r_rdy
+            grant = free & (chosen == s)
+            with m.If(grant):
+                m.d.comb += issued.eq(lens[s])
+                m.d.sync += [
+                    arvalid.eq(1), axi.arid.eq(s), axi.araddr.eq(addr[s]),
+                    axi.arlen.eq(lens[s] - 1),
+                    addr[s].eq(addr[s] + (lens[s] << beat_log2)), left[s].eq(left[s] - lens[s]),
+                ]
+            m.d.sync += credit[s].eq(credit[s] - Mux(grant, lens[s], 0) + popped)
+            with m.If(self.load[s]):
+                m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
+            with m.If(self.flush):
+                m.d.sync += credit[s].eq(self.fifo_depth)
+
+        # R: every beat has room reserved in its stream's FIFO
+        beat = axi.rvalid & axi.rready
+        for s in range(n):
+            m.d.comb += [fifos[s].w_en.eq(beat & (axi.rid == s)),
+                         fifos[s].w_data.eq(axi.rdata)]
+        m.d.sync += inflight.eq(inflight + issued - beat)
+        error = Signal()
+        with m.If(self.flush):
+            m.d.sync += error.eq(0)
+        with m.Elif(beat & (axi.rresp != Resp.OKAY)):
+            m.d.sync += error.eq(1)
+        m.d.comb += [self.error.eq(error), self.idle.eq((inflight == 0) & ~arvalid)]
+        return m
+
+
+class StreamWriter(wiring.Component):
+    """Writes a beat stream to consecutive addresses from ``addr`` (``load`` pulse).
+
+    Beats enter through ``i_valid``/``i_ready``/``i_data`` into a FIFO of ``2 * max_burst``
+    beats. A full burst is issued once its beats are all in the FIFO, so W never waits for data;
+    after ``finish`` (held high once the last beat has entered) the remainder goes out in shorter
+    bursts. ``stop`` halts new bursts (those issued complete). ``done``: finished and every
+    burst answered. ``error``: a write answered SLVERR/DECERR; ``range_error``: the next burst
+    would pass the top of the address space (it is not issued). ``flush`` (when nothing is in
+    flight) empties the FIFO and clears both errors.
+    """
+
+    def __init__(self, *, data_width, addr_width=32, id_width=4, max_burst=16):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.max_burst = max_burst
+        self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                     id_width=id_width)
+        super().__init__({
+            "axi": Out(self.axi_sig),
+            "load": In(1), "addr": In(addr_width),
+            "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
+            "finish": In(1), "stop": In(1), "flush": In(1),
+            "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        beat_log2 = self.axi_sig.size_code
+        depth = 2 * self.max_burst
+        fifo = m.submodules.fifo = ResetInserter(self.flush)(
+            SyncFIFOBuffered(width=self.data_width, depth=depth))
+        lens = m.submodules.lens = ResetInserter(self.flush)(
+            SyncFIFOBuffered(width=9, depth=4))
+        m.d.comb += [fifo.w_en.eq(self.i_valid), fifo.w_data.eq(self.i_data),
+                     self.i_ready.eq(fifo.w_rdy)]
+
+        addr = Signal(self.addr_width)
+        promised = Signal(range(depth + 1))         # beats in the FIFO owed to issued bursts
+        spare = Signal(range(depth + 1))
+        m.d.comb += spare.eq(fifo.level - promised)
+        burst = Signal(range(self.max_burst + 1))
+        m.d.comb += burst.eq(_burst_len(addr, Mux(self.finish, spare, self.max_burst),
+                                        self.max_burst, beat_log2))
+        end = Signal(self.addr_width + 1)
+        m.d.comb += end.eq(addr + (burst << beat_log2))
+        over = end[self.addr_width] & (end[:self.addr_width] != 0)
+        awvalid = Signal()
+        range_error = Signal()
+        ready_to_issue = ((burst != 0) & (spare >= burst) & ~self.stop & lens.w_rdy &
+                          (~awvalid | axi.awready))
+        m.d.comb += [axi.awvalid.eq(awvalid), axi.awsize.eq(beat_log2),
+                     axi.awburst.eq(Burst.INCR), axi.awcache.eq(0b0011), axi.bready.eq(1),
+                     axi.wstrb.eq(-1)]
+        issue = Signal()
+        m.d.comb += issue.eq(ready_to_issue & ~over & ~range_error)
+        with m.If(axi.awvalid & axi.awready):
+            m.d.sync += awvalid.eq(0)
+        with m.If(issue):
+            m.d.sync += [awvalid.eq(1), axi.awaddr.eq(addr), axi.awlen.eq(burst - 1),
+                         addr.eq(end[:self.addr_width])]
+        with m.If(self.flush):
+            m.d.sync += range_error.eq(0)
+        with m.Elif(ready_to_issue & over):
+            m.d.sync += range_error.eq(1)
+        with m.If(self.load):
+            m.d.sync += addr.eq(self.addr)
+        m.d.comb += [lens.w_en.eq(issue), lens.w_data.eq(burst)]
+
+        # W: the beats of the oldest issued burst
+        count = Signal(9)
+        w_go = lens.r_rdy & fifo.r_rdy
+        last = count == lens.r_data - 1
+        m.d.comb += [axi.wvalid.eq(w_go), axi.wdata.eq(fifo.r_data), axi.wlast.eq(last),
+                     fifo.r_en.eq(w_go & axi.wready), lens.r_en.eq(w_go & axi.wready & last)]
+        with m.If(w_go & axi.wready):
+            m.d.sync += count.eq(Mux(last, 0, count + 1))
+        sent = w_go & axi.wready
+        m.d.sync += promised.eq(promised + Mux(issue, burst, 0) - sent)
+        with m.If(self.flush):
+            m.d.sync += [promised.eq(0), count.eq(0)]
+
+        # B: bursts awaiting their response
+        pending = Signal(8)
+        m.d.sync += pending.eq(pending + issue - (axi.bvalid & axi.bready))
+        error = Signal()
+        with m.If(self.flush):
+            m.d.sync += error.eq(0)
+        with m.Elif(axi.bvalid & (axi.bresp != Resp.OKAY)):
+            m.d.sync += error.eq(1)
+        idle = (pending == 0) & ~awvalid & ~lens.r_rdy
+        m.d.comb += [self.error.eq(error), self.range_error.eq(range_error), self.idle.eq(idle),
+                     self.done.eq(self.finish & idle & ~fifo.r_rdy & (fifo.level == 0))]
+        return m

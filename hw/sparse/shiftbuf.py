@@ -1,0 +1,60 @@
+"""A shift buffer: words of ``in_units`` units enter at the fill level, and the consumer takes
+any number of units from the bottom each cycle. The decompressor uses one for mask bits
+(unit = 1 bit), one for packed weight bytes, one for WGS words and one to cut dense atoms into
+bus beats.
+
+Ports
+-----
+``i_valid``/``i_ready``/``i_data``/``i_count``: a word of ``in_units`` units, of which the low
+``i_count`` are valid (the buffer masks the rest off). ``i_ready`` depends only
+on the current level (``level + in_units <= capacity``), never on ``take``, so no combinational
+path runs from the consumer to the producer.
+
+``data``: the ``capacity`` units held, unit 0 the oldest; units at and above ``level`` are 0.
+``level``: units held. ``take``: units the consumer removes this cycle (at most ``level``).
+``flush``: empties the buffer (a word accepted in the same cycle is dropped too).
+"""
+
+from amaranth import Const, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class ShiftBuffer(wiring.Component):
+    def __init__(self, *, unit: int, in_units: int, capacity: int):
+        if capacity < in_units:
+            raise ValueError(f"capacity {capacity} is below one input word ({in_units} units)")
+        self.unit = unit
+        self.in_units = in_units
+        self.capacity = capacity
+        super().__init__({
+            "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
+            "i_count": In(range(in_units + 1)),
+            "data": Out(unit * capacity), "level": Out(range(capacity + 1)),
+            "take": In(range(capacity + 1)), "flush": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        u, cap = self.unit, self.capacity
+        buf = Signal(u * cap)
+        level = Signal(range(cap + 1))
+        m.d.comb += [self.data.eq(buf), self.level.eq(level),
+                     self.i_ready.eq(level + self.in_units <= cap)]
+
+        kept = Signal(range(cap + 1))
+        m.d.comb += kept.eq(level - self.take)
+        shifted = Signal(u * cap)
+        m.d.comb += shifted.eq(buf >> (self.take * u))
+        valid_mask = Signal(u * self.in_units)
+        m.d.comb += valid_mask.eq((Const(1, u * self.in_units + 1) << (self.i_count * u)) - 1)
+        word = Signal(u * cap)
+        m.d.comb += word.eq((self.i_data & valid_mask) << (kept * u))
+        accept = self.i_valid & self.i_ready
+        with m.If(self.flush):
+            m.d.sync += [buf.eq(0), level.eq(0)]
+        with m.Elif(accept):
+            m.d.sync += [buf.eq(shifted | word), level.eq(kept + self.i_count)]
+        with m.Else():
+            m.d.sync += [buf.eq(shifted), level.eq(kept)]
+        return m

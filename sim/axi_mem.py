@@ -1,0 +1,117 @@
+"""An AXI4 memory for benches of blocks with an AXI4 manager port: read latency, random stalls
+on all five channels, error responses for chosen address ranges, and a log of every byte
+written (so a bench can prove nothing was written outside the destination).
+
+Reads are served by a pipelined model: every AR is accepted at once and stamped. Its beats leave
+``latency`` cycles later, in order, one per cycle unless the R channel is paused. So several
+reads are in flight whenever the manager issues them, as with a real DRAM controller. Writes use
+cocotbext-axi's ``AxiSlaveWrite`` with this object as the target. Addresses wrap modulo the
+memory's size (a power of two), as cocotbext-axi's AxiRam does.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import Event, RisingEdge
+from cocotbext.axi import AxiBus
+from cocotbext.axi.axi_channels import AxiARSink, AxiRSource
+from cocotbext.axi.axi_slave import AxiSlaveWrite
+
+from .harness import no_pauses, pauses, quiet
+
+OKAY, SLVERR = 0, 2
+
+
+class AxiMemory:
+    def __init__(self, dut, prefix: str, size: int, *, latency: int = 1):
+        bus = AxiBus.from_prefix(dut, prefix, bus_separator="__")
+        self.clk = dut.clk
+        self.mem = np.zeros(size, dtype=np.uint8)
+        self.latency = latency
+        self.read_errors: list[tuple[int, int]] = []    # [lo, hi) ranges answering SLVERR
+        self.write_errors: list[tuple[int, int]] = []
+        self.written = np.zeros(size, dtype=bool)       # every byte a write touched
+        self.reads = 0                                   # read bursts served
+        self.ar = AxiARSink(bus.read.ar, dut.clk, dut.rst)
+        self.r = AxiRSource(bus.read.r, dut.clk, dut.rst)
+        self.write_if = AxiSlaveWrite(bus.write, dut.clk, dut.rst, target=self)
+        self.byte_lanes = len(bus.read.r.rdata) // 8
+        quiet(self.ar.log, self.r.log, self.write_if.log, self.write_if.aw_channel.log,
+              self.write_if.w_channel.log, self.write_if.b_channel.log)
+        self.cycle = 0
+        self._pending = collections.deque()
+        self._arrived = Event()
+        cocotb.start_soon(self._count())
+        cocotb.start_soon(self._collect())
+        cocotb.start_soon(self._serve())
+
+    # -- stalls -----------------------------------------------------------------------------
+
+    def set_pauses(self, r: random.Random | None, p: float = 0.3):
+        """Random stalls on AR, R, AW, W and B (``r=None``: none)."""
+        for ch in (self.ar, self.r, self.write_if.aw_channel, self.write_if.w_channel,
+                   self.write_if.b_channel):
+            ch.set_pause_generator(no_pauses() if r is None
+                                   else pauses(random.Random(r.random()), p))
+
+    # -- contents ---------------------------------------------------------------------------
+
+    def load(self, addr: int, data) -> None:
+        b = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) \
+            else data.view(np.uint8)
+        self.mem[addr:addr + b.size] = b
+
+    def fill(self, value: int) -> None:
+        self.mem[:] = value
+        self.written[:] = False
+
+    # -- the write target (AxiSlaveWrite calls this) ----------------------------------------
+
+    async def write(self, addr: int, data: bytes) -> None:
+        if any(lo <= addr < hi for lo, hi in self.write_errors):
+            raise OSError(f"write error injected at 0x{addr:x}")
+        n = len(data)
+        addr %= self.mem.size
+        self.mem[addr:addr + n] = np.frombuffer(data, dtype=np.uint8)
+        self.written[addr:addr + n] = True
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def _count(self):
+        while True:
+            await RisingEdge(self.clk)
+            self.cycle += 1
+
+    async def _collect(self):
+        while True:
+            ar = await self.ar.recv()
+            self._pending.append((ar, self.cycle))
+            self._arrived.set()
+
+    async def _serve(self):
+        while True:
+            while not self._pending:
+                self._arrived.clear()
+                await self._arrived.wait()
+            ar, stamp = self._pending.popleft()
+            while self.cycle < stamp + self.latency:
+                await RisingEdge(self.clk)
+            addr, beats, size = int(ar.araddr), int(ar.arlen) + 1, 1 << int(ar.arsize)
+            assert size == self.byte_lanes, f"narrow read burst (arsize {int(ar.arsize)})"
+            assert int(ar.arburst) == 1, "only INCR bursts are expected"
+            assert (addr & 0xFFF) + beats * size <= 0x1000, f"burst at 0x{addr:x} crosses 4 KiB"
+            self.reads += 1
+            for n in range(beats):
+                a = addr + n * size
+                r = self.r._transaction_obj()
+                r.rid = int(ar.arid)
+                r.rlast = n == beats - 1
+                bad = any(lo <= a < hi for lo, hi in self.read_errors)
+                r.rresp = SLVERR if bad else OKAY
+                a %= self.mem.size
+                r.rdata = 0 if bad else int.from_bytes(self.mem[a:a + size].tobytes(), "little")
+                await self.r.send(r)
