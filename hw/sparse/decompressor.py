@@ -28,12 +28,18 @@ and written from ``dst_addr`` (:class:`~.engines.StreamWriter`).
 Checks
 ------
 At start: addresses 256-byte aligned, sizes multiples of 128, non-zero counts, a WGS surface that
-holds every group. While decoding, before an atom goes out: the group's popcount so far must not
+holds every group, no surface running past the top of the address space. While decoding, before an atom goes out: the group's popcount so far must not
 exceed its WGS; at a group's end, it must equal it; the running WGS total must stay within the
 weight surface; the WMB must hold every mask bit the groups need; the bus must have answered OKAY.
 The first failure stops the job with ``error.code`` and ``error.group``. The atom in which it was
 found is not sent or written, and no write burst is issued after it, although bursts already
 issued complete. The block then flushes its buffers and takes the next job.
+
+A group's count can only be confirmed at its last element. So when a corrupt mask makes a group
+disagree with its WGS, the atoms of that group before the point of detection have already gone
+out, decoded from the corrupt mask. They land inside the destination, never outside it.
+Verifying a group before decoding it would mean holding the whole group's mask (up to 36 KiB
+for a 3x3x1024 int8 group) or reading the WMB twice.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
@@ -318,7 +324,11 @@ class SparseDecompressor(wiring.Component):
                           (r.wgs_bytes.value.data[:7] != 0) | (r.wgs_bytes.value.data == 0) |
                           (groups == 0) | (kernels == 0) | (kernel_elems == 0) |
                           (two & r.bytes_per_kernel.value.data[0]) |
-                          (r.wgs_bytes.value.data < (groups << 2))),
+                          (r.wgs_bytes.value.data < (groups << 2)) |
+                          # a surface that runs past the top of the address space
+                          ((r.weight_addr.value.data + r.weight_bytes.value.data) >> aw != 0) |
+                          ((r.wmb_addr.value.data + r.wmb_bytes.value.data) >> aw != 0) |
+                          ((r.wgs_addr.value.data + r.wgs_bytes.value.data) >> aw != 0)),
         ]
         with m.If(state == _State.CHECK):
             m.d.comb += raise_error.eq(Mux(check_align, Error.ALIGN,
@@ -372,7 +382,8 @@ class SparseDecompressor(wiring.Component):
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(start):
-                    m.d.sync += [state.eq(_State.CHECK), error_code.eq(0), error_group.eq(0)]
+                    m.d.sync += [state.eq(_State.CHECK), error_code.eq(0), error_group.eq(0),
+                                 emitted.eq(0)]
             with m.Case(_State.CHECK):
                 with m.If(raise_error != 0):
                     m.d.sync += state.eq(_State.FINISH)

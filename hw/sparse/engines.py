@@ -199,16 +199,16 @@ class StreamWriter(wiring.Component):
         m.d.comb += [fifo.w_en.eq(self.i_valid), fifo.w_data.eq(self.i_data),
                      self.i_ready.eq(fifo.w_rdy)]
 
-        addr = Signal(self.addr_width)
+        addr = Signal(self.addr_width + 1)          # one bit more: reaching the top is sticky
         promised = Signal(range(depth + 1))         # beats in the FIFO owed to issued bursts
         spare = Signal(range(depth + 1))
         m.d.comb += spare.eq(fifo.level - promised)
         burst = Signal(range(self.max_burst + 1))
         m.d.comb += burst.eq(_burst_len(addr, Mux(self.finish, spare, self.max_burst),
                                         self.max_burst, beat_log2))
-        end = Signal(self.addr_width + 1)
+        end = Signal(self.addr_width + 2)
         m.d.comb += end.eq(addr + (burst << beat_log2))
-        over = end[self.addr_width] & (end[:self.addr_width] != 0)
+        over = end > (1 << self.addr_width)
         awvalid = Signal()
         range_error = Signal()
         ready_to_issue = ((burst != 0) & (spare >= burst) & ~self.stop & lens.w_rdy &
@@ -221,8 +221,8 @@ class StreamWriter(wiring.Component):
         with m.If(axi.awvalid & axi.awready):
             m.d.sync += awvalid.eq(0)
         with m.If(issue):
-            m.d.sync += [awvalid.eq(1), axi.awaddr.eq(addr), axi.awlen.eq(burst - 1),
-                         addr.eq(end[:self.addr_width])]
+            m.d.sync += [awvalid.eq(1), axi.awaddr.eq(addr[:self.addr_width]),
+                         axi.awlen.eq(burst - 1), addr.eq(end)]
         with m.If(self.flush):
             m.d.sync += range_error.eq(0)
         with m.Elif(ready_to_issue & over):

@@ -21,7 +21,8 @@ class Error(enum.IntEnum):
 
     NONE = 0
     ALIGN = 1          #: a surface or destination address is not 256-byte aligned
-    SIZE = 2           #: a size is not a multiple of 128, or a count is zero or inconsistent
+    SIZE = 2           #: a size is not a multiple of 128, a count is zero or inconsistent, or a
+    #:                    surface runs past the top of the address space
     WMB_SHORT = 3      #: the WMB surface ended before the last group's mask bits
     WGS_MISMATCH = 4   #: a group's mask popcount disagrees with its WGS
     WGS_OVERFLOW = 5   #: the WGS values total more than the weight surface holds
