@@ -68,6 +68,10 @@ PERF: tuple[Bench, ...] = (
     Bench("lut-perf", "sim.lut.bench_lut", lut_unit, tuple(
         Case(f"{flavor}-l{lanes}", {"lanes": lanes, "flavor": flavor}, ("verilator",))
         for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16))),
+    Bench("sparse-perf", "sim.sparse.bench_sparse", sparse_decompressor, (
+        Case("d64-a32", {"data_width": 64, "atom_elements": 32}, ("verilator",)),
+        Case("d256-a64", {"data_width": 256, "atom_elements": 64}, ("verilator",)),
+    )),
 )
 
 

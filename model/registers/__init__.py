@@ -3,7 +3,8 @@
 
 from .lut import LUT_CDP, LUT_SDP
 from .selftest import SELFTEST
+from .sparse import SPARSE
 
-MAPS = {m.name: m for m in (SELFTEST, LUT_SDP, LUT_CDP)}
+MAPS = {m.name: m for m in (SELFTEST, LUT_SDP, LUT_CDP, SPARSE)}
 
-__all__ = ["MAPS", "SELFTEST", "LUT_SDP", "LUT_CDP"]
+__all__ = ["MAPS", "SELFTEST", "LUT_SDP", "LUT_CDP", "SPARSE"]
