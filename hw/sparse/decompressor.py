@@ -78,15 +78,16 @@ class SparseDecompressor(wiring.Component):
     atom_elements : int
         Elements per output atom: 32 or 64 (64 x 2 bytes is NVDLA's 128-byte atom).
     addr_width, id_width, max_burst, fifo_depth
-        AXI4 address and ID widths, the longest burst in beats, and each read stream's FIFO in
-        beats (several bursts stay in flight while it has room).
+        AXI4 address and ID widths, the longest burst in beats, and the WMB and weight streams'
+        FIFOs in beats (the WGS stream gets two bursts). A stream keeps up to its FIFO's depth in
+        flight, so the default 64 covers a read latency of 20 cycles plus two 16-beat bursts.
 
     Ports: ``s_axil`` (registers, :data:`model.registers.sparse.SPARSE`), ``m_axi`` (AXI4
     manager), ``o_atoms`` (stream of :func:`atom_layout`), ``irq``.
     """
 
     def __init__(self, *, data_width=128, atom_elements=64, addr_width=32, id_width=4,
-                 max_burst=16, fifo_depth=32):
+                 max_burst=16, fifo_depth=64):
         if data_width not in (64, 128, 256, 512):
             raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
         if atom_elements not in (32, 64):
@@ -124,7 +125,8 @@ class SparseDecompressor(wiring.Component):
 
         reader = m.submodules.reader = StreamReader(
             streams=3, data_width=self.data_width, addr_width=aw, id_width=self.id_width,
-            max_burst=self.max_burst, fifo_depth=self.fifo_depth)
+            max_burst=self.max_burst,
+            fifo_depth=(2 * self.max_burst, self.fifo_depth, self.fifo_depth))
         writer = m.submodules.writer = StreamWriter(
             data_width=self.data_width, addr_width=aw, id_width=self.id_width,
             max_burst=self.max_burst)

@@ -53,7 +53,9 @@ def _burst_len(addr, beats_left, max_burst, beat_log2):
 
 
 class StreamReader(wiring.Component):
-    """Sequential reads of ``streams`` regions into per-stream FIFOs of ``fifo_depth`` beats.
+    """Sequential reads of ``streams`` regions into per-stream FIFOs of ``fifo_depth`` beats
+    (one depth for all, or one per stream). A stream keeps as many beats in flight as its FIFO
+    has room for, so a depth of latency + 2 bursts keeps the bus busy.
 
     Per stream ``s``: ``load[s]`` (pulse) with ``addr[s]`` and ``beats[s]`` starts a region;
     ``o_valid[s]``/``o_ready[s]``/``o_data[s]`` deliver its beats in order. A burst is issued
@@ -68,8 +70,13 @@ class StreamReader(wiring.Component):
 
     def __init__(self, *, streams, data_width, addr_width=32, id_width=4, max_burst=16,
                  fifo_depth=32):
-        if fifo_depth < max_burst:
-            raise ValueError(f"fifo_depth {fifo_depth} must hold a burst of {max_burst} beats")
+        depths = tuple(fifo_depth) if isinstance(fifo_depth, (tuple, list)) else \
+            (fifo_depth,) * streams
+        if len(depths) != streams:
+            raise ValueError(f"fifo_depth gives {len(depths)} depths for {streams} streams")
+        for d in depths:
+            if d < max_burst:
+                raise ValueError(f"fifo_depth {d} must hold a burst of {max_burst} beats")
         if streams > (1 << id_width):
             raise ValueError(f"{streams} streams need more than {id_width} ID bits")
         self.streams = streams
@@ -77,7 +84,7 @@ class StreamReader(wiring.Component):
         self.addr_width = addr_width
         self.id_width = id_width
         self.max_burst = max_burst
-        self.fifo_depth = fifo_depth
+        self.depths = depths
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
         n = streams
@@ -96,7 +103,7 @@ class StreamReader(wiring.Component):
         fifos = []
         for s in range(n):
             f = ResetInserter(self.flush)(SyncFIFOBuffered(width=self.data_width,
-                                                           depth=self.fifo_depth))
+                                                           depth=self.depths[s]))
             m.submodules[f"fifo{s}"] = f
             fifos.append(f)
             m.d.comb += [self.o_valid[s].eq(f.r_rdy), self.o_data[s].eq(f.r_data),
@@ -104,8 +111,8 @@ class StreamReader(wiring.Component):
 
         addr = [Signal(self.addr_width, name=f"addr{s}") for s in range(n)]
         left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
-        credit = [Signal(range(self.fifo_depth + 1), init=self.fifo_depth, name=f"credit{s}")
-                  for s in range(n)]
+        credit = [Signal(range(d + 1), init=d, name=f"credit{s}")
+                  for s, d in enumerate(self.depths)]
         lens = [Signal(range(self.max_burst + 1), name=f"len{s}") for s in range(n)]
         want = [Signal(name=f"want{s}") for s in range(n)]
         for s in range(n):
@@ -121,7 +128,7 @@ class StreamReader(wiring.Component):
             axi.arcache.eq(0b0011), axi.rready.eq(1),
         ]
         free = ~arvalid | axi.arready
-        inflight = Signal(range(self.streams * self.fifo_depth + 1))
+        inflight = Signal(range(sum(self.depths) + 1))
         issued = Signal(range(self.max_burst + 1))
         with m.If(axi.arvalid & axi.arready):
             m.d.sync += arvalid.eq(0)
@@ -144,7 +151,7 @@ class StreamReader(wiring.Component):
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
             with m.If(self.flush):
-                m.d.sync += credit[s].eq(self.fifo_depth)
+                m.d.sync += credit[s].eq(self.depths[s])
 
         # R: every beat has room reserved in its stream's FIFO
         beat = axi.rvalid & axi.rready
