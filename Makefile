@@ -4,7 +4,8 @@
 #   make verilog   every block's Verilog into build/verilog/
 #   make lint      ruff, and verilator --lint-only on the emitted Verilog
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
-#   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput)
+#   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput,
+#                  sparse decompressor density sweep)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed
 

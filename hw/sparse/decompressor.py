@@ -28,12 +28,13 @@ and written from ``dst_addr`` (:class:`~.engines.StreamWriter`).
 Checks
 ------
 At start: addresses 256-byte aligned, sizes multiples of 128, non-zero counts, a WGS surface that
-holds every group, no surface running past the top of the address space. While decoding, before an atom goes out: the group's popcount so far must not
-exceed its WGS; at a group's end, it must equal it; the running WGS total must stay within the
-weight surface; the WMB must hold every mask bit the groups need; the bus must have answered OKAY.
-The first failure stops the job with ``error.code`` and ``error.group``. The atom in which it was
-found is not sent or written, and no write burst is issued after it, although bursts already
-issued complete. The block then flushes its buffers and takes the next job.
+holds every group, no surface running past the top of the address space. While decoding, before
+an atom goes out: the group's popcount so far must not exceed its WGS; at a group's end, it must
+equal it; the running WGS total must stay within the weight surface; the WMB must hold every
+mask bit the groups need; the bus must have answered OKAY. The first failure stops the job with
+``error.code`` and ``error.group``. The atom in which it was found is not sent or written, and no
+write burst is issued after it, although bursts already issued complete. The block then flushes
+its buffers and takes the next job.
 
 A group's count can only be confirmed at its last element. So when a corrupt mask makes a group
 disagree with its WGS, the atoms of that group before the point of detection have already gone
@@ -275,7 +276,8 @@ class SparseDecompressor(wiring.Component):
                 val = Mux(two, win16[0], win8[0])
             else:
                 val = Mux(two, Array(win16[:i + 1])[pick], Array(win8[:i + 1])[pick])
-            in_seg = (i >= pos) & (i < pos + seg)
+            at_or_after = (pos <= i) if i < A - 1 else Const(1)    # pos <= A - 1 always
+            in_seg = at_or_after & (i < pos + seg)
             m.d.comb += new_slots[i].eq(Mux(in_seg, Mux(placed[i], val, 0), slots[i]))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes

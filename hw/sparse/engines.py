@@ -11,9 +11,9 @@ block that owns both connects the halves to one port (:func:`connect_read`, :fun
 """
 
 from amaranth import Module, Mux, Signal
+from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.hdl import ResetInserter
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, Burst, Resp

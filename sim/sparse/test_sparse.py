@@ -17,8 +17,16 @@ from cocotbext.axi.stream import define_stream
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
 from sim.axi_mem import AxiMemory
-from sim.harness import axil_driver, axil_master, pauses, quiet, reset, rng, set_axil_pauses, \
-    start_clock
+from sim.harness import (
+    axil_driver,
+    axil_master,
+    pauses,
+    quiet,
+    reset,
+    rng,
+    set_axil_pauses,
+    start_clock,
+)
 from sim.runner import params
 
 AtomBus, AtomTransaction, AtomSource, AtomSink, _ = define_stream(
@@ -151,7 +159,7 @@ class TB:
 
 
 def _first_diff(a, b):
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))
