@@ -19,10 +19,12 @@ image -> kernel, so each ordering rule is written once and used in both directio
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..errors import FormatError
+from ..parallel import run as _parallel
 
 # --- constants from the seed and weights.md --------------------------------------------------
 
@@ -41,13 +43,8 @@ WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0,
                       dtype=np.float32)
 
 
-class WeightError(ValueError):
+class WeightError(FormatError):
     """Bad input to the weight tools. The message names the field and the rule it breaks."""
-
-    def __init__(self, field: str, rule: str):
-        super().__init__(f"{field}: {rule}")
-        self.field = field
-        self.rule = rule
 
 
 def kernels_per_group(precision: str) -> int:
@@ -583,24 +580,12 @@ class CompressedWeights:
                                 self.wgs.size)
 
 
-_POOL: ThreadPoolExecutor | None = None
 _CHUNK = 1 << 20      #: elements per task of the bulk loops (measured best on 2 cores)
 
 
 def _ranges(n: int) -> list[tuple[int, int]]:
     """Element ranges the bulk loops (compress, scatter) run over, one task each."""
     return [(a, min(a + _CHUNK, n)) for a in range(0, n, _CHUNK)] or [(0, 0)]
-
-
-def _parallel(fn, tasks):
-    """fn(*task) for each task, in order, on two threads when there is more than one (numpy
-    releases the GIL in copies, extract and flatnonzero, so both cores work)."""
-    global _POOL
-    if len(tasks) == 1:
-        return [fn(*tasks[0])]
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(2, thread_name_prefix="atomcube-weights")
-    return list(_POOL.map(lambda t: fn(*t), tasks))
 
 
 def _group_counts(mask: np.ndarray, spec: WeightSpec) -> np.ndarray:

@@ -1,0 +1,138 @@
+"""DMP dv-sdk I/O buffers: DWHC / DHWC with 8-channel chunks (seed 004), both directions.
+
+The convolution block stores a (D, C, H, W) tensor (D = depth, N of an NCHW array) as DWHC, or
+DHWC when the network was converted with ``transpose_weight``. Channels come in chunks of at
+most 8; chunk k starts at ``k * W * H * 8`` elements and holds ``C_`` channels (8, or ``C mod 8``
+for the last). The seed's offset, in elements::
+
+    DWHC: chunk * (W*H*8) + x * (H*C_) + y * C_ + n_
+    DHWC: chunk * (W*H*8) + y * (W*C_) + x * C_ + n_
+
+With C <= 8 this is the seed's plain DWHC/DHWC formula. The seed gives depth only for the plain
+case (``d * W*H*C`` in front); the project keeps that term for chunked buffers too, so each depth
+slice is chunked on its own. Network inputs are fp16; the network output is float32 DWHC
+(``DmpLayout.network_output``), which the seed describes without chunks. Fully connected blocks
+read and write flat 1-D buffers, which is the 1x1xC case of the same formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FormatError
+
+CHUNK = 8
+DTYPES = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4")}
+
+
+@dataclass(frozen=True)
+class DmpLayout:
+    """shape (D, C, H, W) (or (C, H, W)); transpose=True for DHWC; dtype fp16 or fp32;
+    chunked=False for the plain layout whatever C is (the network output)."""
+
+    shape: tuple
+    transpose: bool = False
+    dtype: str = "fp16"
+    chunked: bool = True
+
+    def __post_init__(self):
+        shape = tuple(int(v) for v in self.shape)
+        if len(shape) == 3:
+            shape = (1, *shape)
+        if len(shape) != 4:
+            raise FormatError("shape", f"(D, C, H, W) or (C, H, W), not {self.shape}")
+        for name, v in zip("DCHW", shape, strict=True):
+            if v < 1:
+                raise FormatError(f"shape.{name}", f"must be at least 1, not {v}")
+        object.__setattr__(self, "shape", shape)
+        if self.dtype not in DTYPES:
+            raise FormatError("dtype", f"must be fp16 or fp32, not {self.dtype!r}")
+
+    @classmethod
+    def network_output(cls, shape) -> DmpLayout:
+        return cls(shape, False, "fp32", chunked=False)
+
+    @property
+    def element_bytes(self) -> int:
+        return DTYPES[self.dtype].itemsize
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) * self.element_bytes
+
+    def _chunks(self):
+        c = self.shape[1]
+        step = CHUNK if self.chunked else c
+        return [(c0, min(c0 + step, c)) for c0 in range(0, c, step)]
+
+    def offset(self, d, c, h, w):
+        """Byte offset of element (d, c, h, w): the seed's formula (numpy arrays broadcast)."""
+        D, C, H, W = self.shape
+        d, c, h, w = (np.asarray(v) for v in (d, c, h, w))
+        step = CHUNK if self.chunked else C
+        chunk, c_ = c // step, c % step
+        c_size = np.where(chunk < C // step, step, C % step)
+        inner = np.where(self.transpose, h * (W * c_size) + w * c_size,
+                         w * (H * c_size) + h * c_size)
+        return (d * (W * H * C) + chunk * (W * H * step) + inner + c_) * self.element_bytes
+
+    def to_dict(self) -> dict:
+        return {"format": "dmp", "shape": list(self.shape), "transpose": self.transpose,
+                "dtype": self.dtype, "chunked": self.chunked}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DmpLayout:
+        return cls(tuple(d["shape"]), d.get("transpose", False), d.get("dtype", "fp16"),
+                   d.get("chunked", True))
+
+    def _check(self, tensor) -> np.ndarray:
+        a = np.asarray(tensor)
+        if a.ndim == 3:
+            a = a[None]
+        if a.shape != self.shape:
+            raise FormatError("tensor", f"shape {np.asarray(tensor).shape} differs from "
+                                        f"(D, C, H, W) = {self.shape}")
+        if a.dtype.kind not in "fiu":
+            raise FormatError("tensor", f"dtype {a.dtype} is not numeric")
+        with np.errstate(over="ignore"):
+            out = a.astype(DTYPES[self.dtype])
+        if np.isinf(out).any() and not np.isinf(a).any():
+            raise FormatError("tensor", f"values beyond {self.dtype}'s range")
+        return out
+
+    def pack(self, tensor) -> np.ndarray:
+        a = self._check(tensor)
+        D, C, H, W = self.shape
+        out = np.empty(D * C * H * W, dtype=DTYPES[self.dtype])
+        for d in range(D):
+            base = d * W * H * C
+            for c0, c1 in self._chunks():
+                n = W * H * (c1 - c0)
+                block = a[d, c0:c1]                                   # (C_, H, W)
+                dst = out[base + c0 * W * H: base + c0 * W * H + n]
+                if self.transpose:
+                    dst.reshape(H, W, c1 - c0)[...] = block.transpose(1, 2, 0)
+                else:
+                    dst.reshape(W, H, c1 - c0)[...] = block.transpose(2, 1, 0)
+        return out.view(np.uint8)
+
+    def unpack(self, image) -> np.ndarray:
+        buf = np.frombuffer(image, dtype=np.uint8) if isinstance(image, (bytes, bytearray)) \
+            else np.asarray(image).view(np.uint8).ravel()
+        if buf.size < self.size:
+            raise FormatError("image", f"{buf.size} bytes, the layout needs {self.size}")
+        src = buf[:self.size].view(DTYPES[self.dtype])
+        D, C, H, W = self.shape
+        out = np.empty(self.shape, dtype=DTYPES[self.dtype])
+        for d in range(D):
+            base = d * W * H * C
+            for c0, c1 in self._chunks():
+                n = W * H * (c1 - c0)
+                blk = src[base + c0 * W * H: base + c0 * W * H + n]
+                if self.transpose:
+                    out[d, c0:c1] = blk.reshape(H, W, c1 - c0).transpose(2, 0, 1)
+                else:
+                    out[d, c0:c1] = blk.reshape(W, H, c1 - c0).transpose(2, 1, 0)
+        return out

@@ -1,0 +1,1 @@
+"""Sophgo TPU local memory formats (seed 002)."""
