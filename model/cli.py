@@ -4,8 +4,9 @@
     atomcube lut fit FUNCTION --in-frac N --out-frac N [--plot PNG] [--json FILE] ...
     atomcube weights pack KERNEL.npy --mode M --precision P [--compress] -o DIR
     atomcube weights unpack DIR -o KERNEL.npy
-
-Later subcommands (``layout``) hang off the same parser.
+    atomcube layout convert TENSOR.npy --to nvdla-feature|sophgo|dmp [options] -o IMAGE.bin
+    atomcube layout convert IMAGE.bin -o TENSOR.npy          (reads IMAGE.json)
+    atomcube layout explain --format F --shape N,C,H,W [options]
 """
 
 from __future__ import annotations
@@ -264,6 +265,163 @@ def _weights_unpack(args) -> int:
     return 0
 
 
+def _layout_format(args, shape):
+    """The format object the layout options describe, for a tensor of ``shape``."""
+    if args.format == "nvdla-feature":
+        from .nvdla.feature import FeatureFormat
+
+        return FeatureFormat(args.precision or "int8", shape, args.line_stride,
+                             args.surface_stride, args.cube_stride, args.fill)
+    if args.format == "sophgo":
+        from .sophgo.local import LocalMemory, LocalTensor
+
+        return LocalTensor(LocalMemory(args.npus, args.npu_bytes), args.address, shape,
+                           args.dtype or "fp32", args.layout, None, args.mode)
+    from .dmp.layout import DmpLayout
+
+    return DmpLayout(shape, args.transpose, args.dtype or "fp16", not args.no_chunks)
+
+
+def _from_sidecar(d):
+    kind = d.get("format")
+    if kind == "nvdla-feature":
+        from .nvdla.feature import FeatureFormat
+
+        return FeatureFormat.from_dict(d)
+    if kind == "sophgo-local":
+        from .sophgo.local import LocalTensor
+
+        return LocalTensor.from_dict(d)
+    if kind == "dmp":
+        from .dmp.layout import DmpLayout
+
+        return DmpLayout.from_dict(d)
+    raise ValueError(f"sidecar: unknown format {kind!r}")
+
+
+def _layout_convert(args) -> int:
+    import numpy as np
+
+    try:
+        if args.input.suffix == ".bin":
+            side = args.sidecar or args.input.with_suffix(".json")
+            if not side.exists():
+                raise ValueError(f"{side}: missing; give the sidecar with --sidecar")
+            fmt = _from_sidecar(json.loads(side.read_text()))
+            data = np.fromfile(args.input, dtype=np.uint8)
+            if fmt.to_dict()["format"] == "sophgo-local":
+                lm = fmt.memory
+                if data.size != lm.size:
+                    raise ValueError(f"{args.input}: {data.size} bytes, a local memory image "
+                                     f"of {lm.npus} NPUs x {lm.npu_bytes} is {lm.size}")
+                tensor = fmt.load(data.reshape(lm.npus, lm.npu_bytes))
+            else:
+                tensor = fmt.unpack(data)
+            np.save(args.out, tensor)
+            print(f"wrote {args.out}: {tensor.dtype} {tuple(tensor.shape)}")
+            return 0
+        if args.to is None:
+            raise ValueError("--to: say which format to convert the tensor to")
+        tensor = _load_kernel(args.input, args.key)
+        if tensor.ndim == 3:
+            tensor = tensor[None]
+        if tensor.ndim != 4:
+            raise ValueError(f"{args.input}: tensors are NCHW (rank 4) or CHW (rank 3), not "
+                             f"rank {tensor.ndim}")
+        args.format = args.to
+        fmt = _layout_format(args, tensor.shape)
+        if args.to == "sophgo":
+            image = fmt.memory.empty()
+            fmt.store(image, tensor)
+            image = image.reshape(-1)
+        else:
+            image = fmt.pack(tensor)
+    except (ValueError, OSError) as e:
+        print(f"atomcube layout convert: {e}", file=sys.stderr)
+        return 2
+    args.out.write_bytes(image.tobytes())
+    side = args.out.with_suffix(".json")
+    side.write_text(json.dumps(fmt.to_dict(), indent=1) + "\n")
+    print(f"wrote {args.out} ({image.size:,} bytes) and {side}")
+    return 0
+
+
+def _layout_explain(args) -> int:
+    import numpy as np
+
+    try:
+        shape = tuple(int(v) for v in args.shape.split(","))
+        fmt = _layout_format(args, shape)
+    except ValueError as e:
+        print(f"atomcube layout explain: {e}", file=sys.stderr)
+        return 2
+    full = fmt.shape if len(fmt.shape) == 4 else (1, *fmt.shape)
+    idx = np.meshgrid(*[np.arange(v) for v in full], indexing="ij")
+    flat = [i.ravel() for i in idx]
+    sophgo = args.format == "sophgo"
+    if sophgo:
+        npu, off = fmt.locate(*flat)
+        key = npu.astype(np.int64) * fmt.memory.npu_bytes + off
+        eb = fmt.element_bytes
+    elif args.format == "nvdla-feature":
+        key = fmt.address(*flat)
+        eb = fmt.element_bytes
+    else:
+        key = fmt.offset(*flat)
+        eb = fmt.element_bytes
+    order = np.argsort(key, kind="stable")
+    names = "DCHW" if args.format == "dmp" else "NCHW"
+    rows, i = [], 0
+    while i < order.size and len(rows) < args.limit:
+        j = i
+        # a run: consecutive addresses and one coordinate counting up by one
+        while j + 1 < order.size:
+            a, b = order[j], order[j + 1]
+            step = [int(f[b]) - int(f[a]) for f in flat]
+            lead = [int(f[order[i + 1]]) - int(f[order[i]]) for f in flat] if j > i else step
+            if key[b] - key[a] != eb or sorted(step) != [0, 0, 0, 1] or step != lead:
+                break
+            j += 1
+        first, last = order[i], order[j]
+        where = ", ".join(
+            f"{n} {flat[k][first]}" + (f"-{flat[k][last]}" if flat[k][last] != flat[k][first]
+                                       else "")
+            for k, n in enumerate(names))
+        addr = int(key[first])
+        loc = (f"NPU {addr // fmt.memory.npu_bytes} +{addr % fmt.memory.npu_bytes}" if sophgo
+               else f"0x{addr:06x}")
+        rows.append((loc, f"{(j - i + 1) * eb}", where))
+        i = j + 1
+    d = fmt.to_dict()
+    print(", ".join(f"{k} {v}" for k, v in d.items() if k != "format") + f"; {order.size:,} "
+          f"elements of {eb} byte{'s' if eb > 1 else ''}")
+    print(table(("address", "bytes", "elements"), rows))
+    if i < order.size:
+        print(f"... ({order.size - i:,} more elements; --limit N shows more runs)")
+    return 0
+
+
+def _layout_options(p):
+    p.add_argument("--precision", choices=("int8", "int16", "fp16"),
+                   help="NVDLA feature data element type (default int8)")
+    p.add_argument("--line-stride", type=int, help="NVDLA: bytes per line (default packed)")
+    p.add_argument("--surface-stride", type=int, help="NVDLA: bytes per surface")
+    p.add_argument("--cube-stride", type=int, help="NVDLA: bytes per cube of the batch")
+    p.add_argument("--fill", type=float, default=0, help="NVDLA: channel padding value")
+    p.add_argument("--npus", type=int, default=64, help="Sophgo: NPUs (default 64)")
+    p.add_argument("--npu-bytes", type=int, default=256 * 1024,
+                   help="Sophgo: local memory bytes per NPU (default 262144)")
+    p.add_argument("--address", type=lambda v: int(v, 0), default=0,
+                   help="Sophgo: local memory address of the tensor (default 0)")
+    p.add_argument("--layout", choices=("aligned", "compact"), default="aligned",
+                   help="Sophgo layout (default aligned)")
+    p.add_argument("--mode", choices=("4N", "2N", "2IC"), help="Sophgo storage mode")
+    p.add_argument("--dtype", help="Sophgo element type (default fp32) or DMP fp16/fp32")
+    p.add_argument("--transpose", action="store_true", help="DMP: DHWC (transpose_weight)")
+    p.add_argument("--no-chunks", action="store_true",
+                   help="DMP: plain DWHC whatever C is (network output)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="atomcube", description="atomcube tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -330,6 +488,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", type=Path)
     p.add_argument("-o", "--out", type=Path, required=True, help="output .npy file")
     p.set_defaults(func=_weights_unpack)
+
+    lay = sub.add_parser("layout", help="activation memory formats (NVDLA, Sophgo, DMP)")
+    lsub = lay.add_subparsers(dest="layout_command", required=True)
+    p = lsub.add_parser("convert", help="tensor (.npy) to memory image (.bin + .json), or back",
+                        description="Convert an NCHW tensor to a memory image, writing the "
+                                    "image and a JSON sidecar (format, shape, strides, "
+                                    "padding); or, given a .bin, read its sidecar and write "
+                                    "the tensor back as .npy.")
+    p.add_argument("input", type=Path, help=".npy/.npz tensor, or a .bin image")
+    p.add_argument("--to", choices=("nvdla-feature", "sophgo", "dmp"),
+                   help="target format (tensor input)")
+    p.add_argument("--key", help="array name inside a .npz")
+    p.add_argument("--sidecar", type=Path, help="the .json of a .bin input (default: beside it)")
+    p.add_argument("-o", "--out", type=Path, required=True)
+    _layout_options(p)
+    p.set_defaults(func=_layout_convert)
+    p = lsub.add_parser("explain", help="print the address map of a shape in a format",
+                        description="Print where each run of elements of a tensor lies in "
+                                    "memory, in address order.")
+    p.add_argument("--format", choices=("nvdla-feature", "sophgo", "dmp"), required=True)
+    p.add_argument("--shape", required=True, metavar="N,C,H,W")
+    p.add_argument("--limit", type=int, default=48, help="rows to print (default 48)")
+    _layout_options(p)
+    p.set_defaults(func=_layout_explain)
     return ap
 
 
