@@ -374,3 +374,82 @@ def test_dmp_rejects_bad_tensors():
         lay.pack(np.full((1, 4, 2, 2), 1e6))
     with pytest.raises(FormatError, match="^image: "):
         lay.unpack(np.zeros(3, np.uint8))
+
+
+# --- NVDLA auxiliary data --------------------------------------------------------------------
+
+from model.nvdla.auxdata import AuxFormat  # noqa: E402
+
+
+@pytest.mark.parametrize(("use", "proc", "data_bytes", "atom"), [
+    ("bias", "int8", 1, 32), ("bias", "int8", 2, 64), ("bias", "int16", 2, 32),
+    ("prelu", "fp16", 2, 32), ("batchnorm", "int8", 1, 64), ("batchnorm", "int16", 2, 64),
+    ("eltwise", "int8", 2, 64), ("eltwise_both", "int8", 2, 128),
+    ("eltwise_both", "fp16", 2, 64)])
+def test_aux_bytes_per_atom(use, proc, data_bytes, atom):
+    """BytesPerAtom = ElementPerAtom x ComponentsPerElement x BytesPerComponent (seed)."""
+    scope = "element" if use.startswith("eltwise") else "channel"
+    shape = (20, 2, 3) if scope == "element" else (20,)
+    assert AuxFormat(use, scope, proc, data_bytes, shape).atom_bytes == atom
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([("bias", "channel"), ("bias", "element"), ("prelu", "channel"),
+                        ("batchnorm", "channel"), ("eltwise", "element"),
+                        ("eltwise_both", "element")]),
+       st.sampled_from([("int8", 1), ("int8", 2), ("int16", 1), ("int16", 2), ("fp16", 2)]),
+       st.integers(1, 70), st.integers(1, 3), st.integers(1, 4), st.integers(0, 2))
+def test_aux_round_trip_and_addresses(use_scope, proc_size, c, h, w, extra_line):
+    use, scope = use_scope
+    proc, db = proc_size
+    shape = (c, h, w) if scope == "element" else (c,)
+    kw = {}
+    if scope == "element":
+        atom = {"int8": 32, "int16": 16, "fp16": 16}[proc] * (2 if use in ("batchnorm",
+                                                                          "eltwise_both")
+                                                               else 1) * db
+        kw = {"line_stride": -(-w * atom // 32) * 32 + 32 * extra_line}
+    f = AuxFormat(use, scope, proc, db, shape, **kw)
+    full = shape + ((f.components,) if f.components > 1 else ())
+    rng = np.random.default_rng(c * 100 + h)
+    t = (rng.standard_normal(full) * 50).astype(f.dtype)
+    img = f.pack(t)
+    assert img.size == f.size and (f.unpack(img) == t).all()
+    idx = list(np.meshgrid(*[np.arange(v) for v in full], indexing="ij"))
+    k = idx.pop() if f.components > 1 else 0
+    addr = f.address(*idx, k=k)
+    words = np.stack([img[addr + j] for j in range(db)], axis=-1).view(f.dtype)[..., 0]
+    assert (words == t).all()
+
+
+def test_aux_per_layer_is_a_register():
+    f = AuxFormat("batchnorm", "layer", "int16", 2, (1,))
+    assert f.size == 0 and f.pack(np.array([[3, 4]], np.int16)) is None
+    with pytest.raises(FormatError, match="^scope: "):
+        f.unpack(b"")
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (("conv", "channel", "int8", 1, (4,)), "use"),
+    (("prelu", "element", "int8", 1, (4, 1, 1)), "scope"),
+    (("bias", "channel", "int4", 1, (4,)), "proc"),
+    (("bias", "channel", "int8", 4, (4,)), "data_bytes"),
+    (("bias", "channel", "fp16", 1, (4,)), "data_bytes"),
+    (("bias", "element", "int8", 1, (4,)), "shape"),
+    (("bias", "channel", "int8", 1, (0,)), "shape"),
+])
+def test_aux_rejects(args, field):
+    with pytest.raises(FormatError, match=f"^{field}: "):
+        AuxFormat(*args)
+
+
+def test_aux_rejects_strides_and_values():
+    with pytest.raises(FormatError, match="^line_stride: .*multiple"):
+        AuxFormat("bias", "element", "int8", 1, (4, 2, 2), line_stride=80)
+    with pytest.raises(FormatError, match="^line_stride: .*no strides"):
+        AuxFormat("bias", "channel", "int8", 1, (4,), line_stride=64)
+    f = AuxFormat("bias", "channel", "int8", 1, (4,))
+    with pytest.raises(FormatError, match="do not fit"):
+        f.pack(np.array([1, 2, 3, 400]))
+    with pytest.raises(FormatError, match="shape"):
+        f.pack(np.array([1, 2, 3]))
