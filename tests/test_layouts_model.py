@@ -453,3 +453,66 @@ def test_aux_rejects_strides_and_values():
         f.pack(np.array([1, 2, 3, 400]))
     with pytest.raises(FormatError, match="shape"):
         f.pack(np.array([1, 2, 3]))
+
+
+# --- precision rules -------------------------------------------------------------------------
+
+from model.nvdla import precision as P  # noqa: E402
+
+
+def test_precision_tables_match_the_seed():
+    assert P.check("conv", "image", "int16") == ("int16", "int16")
+    assert P.check("conv", "image_fp16", "fp16") == ("fp16", "fp16")
+    assert P.check("sdp", "int16", "fp16") == "int32"
+    assert P.check("sdp", "fp16", "int16") == "fp32"
+    assert P.check("lrn", "int8", "int8") == "int8"
+    assert P.check("pooling", "fp16", "fp16") == "fp16"
+    invalid = {("conv", "image_fp16", "int8"), ("conv", "int8", "int16"), ("conv", "fp16", "int8"),
+               ("sdp", "int8", "fp16"), ("sdp", "fp16", "int8"), ("lrn", "int8", "int16"),
+               ("pooling", "int16", "fp16")}
+    for unit, i, o in invalid:
+        with pytest.raises(FormatError, match="invalid case"):
+            P.check(unit, i, o)
+    # counts per table: conv has 7 valid cases, SDP 7, LRN and pooling 3 each
+    assert sum(v is not None for v in P.CONV.values()) == 7
+    assert sum(v is not None for v in P.SDP.values()) == 7
+    assert sum(v is not None for v in P.LRN.values()) == 3
+
+
+def test_precision_check_names_the_field():
+    with pytest.raises(FormatError, match="^unit: "):
+        P.check("cdma", "int8", "int8")
+    with pytest.raises(FormatError, match="^input: "):
+        P.check("sdp", "image", "int8")
+    with pytest.raises(FormatError, match="^output: "):
+        P.check("sdp", "int8", "int4")
+
+
+def test_pixel_conversion_truncates_and_saturates():
+    d = np.array([0, 100, 128, 255])
+    assert list(P.convert(d, 128, 1.0, "int8")) == [-128, -28, 0, 127]
+    assert list(P.convert(d, 0, 0.5, "int8")) == [0, 50, 64, 127]
+    assert list(P.convert(np.array([-3, 3]), 0, 0.5, "int16")) == [-1, 1]   # toward zero
+    assert list(P.convert(np.array([1000]), 0, 100.0, "fp16")) == [65504]   # saturates
+    assert P.convert(np.array([300]), 44, 1.0, "int16").dtype == np.int16
+    with pytest.raises(FormatError, match="^precision: "):
+        P.convert(d, 0, 1, "int4")
+
+
+def test_fp16_rules():
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, 6e-8], dtype=np.float16)
+    v, nans = P.fp16_input(x, "conv")
+    assert list(v[:2]) == [65536.0, -65536.0] and nans == 1 and np.isnan(v[2])
+    assert P.fp16_input(x, "conv_winograd")[0][0] == 65504.0
+    assert P.fp16_input(x, "sdp")[0][1] == -3.40282e38
+    assert P.fp16_input(x, "cdp")[0][0] == 4292870144.0
+    assert np.isinf(P.fp16_input(x, "pdp_maxmin")[0][0])
+    flushed, _ = P.fp16_input(x, "sdp", flush_nan=True)
+    assert flushed[2] == 0 and flushed[4] > 0              # denormal kept
+    out, out_nans = P.fp16_output(np.array([1e9, -1e9, np.nan, 1.0 + 2 ** -11]))
+    assert list(out[:2]) == [65504, -65504] and out_nans == 1
+    assert out[3] == 1.0                                    # round to nearest even
+    with pytest.raises(FormatError, match="^unit: "):
+        P.fp16_input(x, "gpu")
+    with pytest.raises(FormatError, match="^x: "):
+        P.fp16_input(np.ones(2), "sdp")
