@@ -55,8 +55,9 @@ BENCHES: tuple[Bench, ...] = (
         Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",)),
     )),
     Bench("sparse", "sim.sparse.test_sparse", sparse_decompressor, (
+        # the narrowest bus on both simulators and the widest on Verilator (128 and 256 bits
+        # run in the benchmark); keeps the CI run well under its 30 minutes
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}),
-        Case("d128-a64", {"data_width": 128, "atom_elements": 64}, ("verilator",)),
         Case("d512-a64", {"data_width": 512, "atom_elements": 64}, ("verilator",)),
     )),
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FormatError
+from ..parallel import run
 
 CHUNK = 8
 DTYPES = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4")}
@@ -87,7 +88,9 @@ class DmpLayout:
         return cls(tuple(d["shape"]), d.get("transpose", False), d.get("dtype", "fp16"),
                    d.get("chunked", True))
 
-    def _check(self, tensor) -> np.ndarray:
+    def _check(self, tensor):
+        """The tensor as (D, C, H, W), and a function converting one (H, W) plane of it to the
+        layout's element type."""
         a = np.asarray(tensor)
         if a.ndim == 3:
             a = a[None]
@@ -97,33 +100,46 @@ class DmpLayout:
         if a.dtype.kind not in "fiu":
             raise FormatError("tensor", f"dtype {a.dtype} is not numeric")
         want = DTYPES[self.dtype]
-        if a.dtype.kind in "iu" and a.dtype.itemsize <= 2 and a.dtype != want:
-            # small integers: look the converted value up (numpy's integer -> fp16 cast is a
-            # software loop, 20x slower than a 256- or 65536-entry table)
-            bits = a.dtype.itemsize * 8
-            lo = np.iinfo(a.dtype).min
-            table = np.arange(lo, lo + (1 << bits)).astype(want)
-            return table[a.astype(np.int32) - lo] if lo else table[a]
-        with np.errstate(over="ignore"):
-            out = a.astype(want)
-        if np.isinf(out).any() and not np.isinf(a).any():
-            raise FormatError("tensor", f"values beyond {self.dtype}'s range")
-        return out
+        if a.dtype == want:
+            return a, np.ascontiguousarray
+        if a.dtype.kind in "iu" and a.dtype.itemsize <= 2:
+            # small integers: look the value up, one plane at a time (numpy's integer -> fp16
+            # cast is a software loop; a table in cache is several times faster)
+            lo = int(np.iinfo(a.dtype).min)
+            table = np.arange(lo, lo + (1 << (8 * a.dtype.itemsize))).astype(want)
+            unsigned = np.dtype(f"u{a.dtype.itemsize}")
+            flip = np.array(-lo, dtype=unsigned) if lo else None
+
+            def convert(plane):
+                idx = plane.view(unsigned)
+                return np.take(table, idx ^ flip if flip is not None else idx)
+            return a, convert
+        with np.errstate(over="ignore", invalid="ignore"):
+            if want == np.float16 and np.abs(a[np.isfinite(a)]).max(initial=0) > 65504:
+                raise FormatError("tensor", f"values beyond {self.dtype}'s range")
+        return a, lambda plane: plane.astype(want)
+
+    def _tasks(self):
+        D = self.shape[0]
+        return [(d, c0, c1) for d in range(D) for c0, c1 in self._chunks()]
 
     def pack(self, tensor) -> np.ndarray:
-        a = self._check(tensor)
+        a, convert = self._check(tensor)
         D, C, H, W = self.shape
         out = np.empty(D * C * H * W, dtype=DTYPES[self.dtype])
-        for d in range(D):
-            base = d * W * H * C
-            for c0, c1 in self._chunks():
-                n = W * H * (c1 - c0)
-                dst = out[base + c0 * W * H: base + c0 * W * H + n]
-                dst = dst.reshape((H, W, c1 - c0) if self.transpose else (W, H, c1 - c0))
-                # one channel plane at a time: long inner loops beat a 3-D transpose whose
-                # inner loop is the chunk's 8 channels (measured 4x)
-                for k in range(c1 - c0):
-                    dst[..., k] = a[d, c0 + k] if self.transpose else a[d, c0 + k].T
+
+        def copy(d, c0, c1):
+            start = d * W * H * C + c0 * W * H
+            dst = out[start:start + W * H * (c1 - c0)]
+            dst = dst.reshape((H, W, c1 - c0) if self.transpose else (W, H, c1 - c0))
+            # one channel plane at a time: long inner loops beat a 3-D transpose whose inner
+            # loop is the chunk's 8 channels (measured 4x). DWHC converts the transposed
+            # plane, so the result comes out W-major and contiguous and the strided write is
+            # the only strided access.
+            for k in range(c1 - c0):
+                dst[..., k] = convert(a[d, c0 + k] if self.transpose else a[d, c0 + k].T)
+
+        run(copy, self._tasks())
         return out.view(np.uint8)
 
     def unpack(self, image) -> np.ndarray:
@@ -134,12 +150,14 @@ class DmpLayout:
         src = buf[:self.size].view(DTYPES[self.dtype])
         D, C, H, W = self.shape
         out = np.empty(self.shape, dtype=DTYPES[self.dtype])
-        for d in range(D):
-            base = d * W * H * C
-            for c0, c1 in self._chunks():
-                n = W * H * (c1 - c0)
-                blk = src[base + c0 * W * H: base + c0 * W * H + n]
-                blk = blk.reshape((H, W, c1 - c0) if self.transpose else (W, H, c1 - c0))
-                for k in range(c1 - c0):
-                    out[d, c0 + k] = blk[..., k] if self.transpose else blk[..., k].T
+
+        def copy(d, c0, c1):
+            start = d * W * H * C + c0 * W * H
+            blk = src[start:start + W * H * (c1 - c0)]
+            blk = blk.reshape((H, W, c1 - c0) if self.transpose else (W, H, c1 - c0))
+            for k in range(c1 - c0):
+                plane = np.ascontiguousarray(blk[..., k])      # the one strided access
+                out[d, c0 + k] = plane if self.transpose else plane.T
+
+        run(copy, self._tasks())
         return out
