@@ -7,7 +7,7 @@
 #   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput,
 #                  sparse decompressor density sweep)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
-#                     weight layout and compression speed
+#                     weight layout and compression speed, activation layout speed
 
 PYTHON ?= python3
 VENV   := .venv
@@ -61,6 +61,7 @@ bench: $(STAMP)
 bench-model: $(STAMP)
 	$(PY) -m model.nvdla.lut_bench
 	$(PY) -m model.nvdla.weights_bench
+	$(PY) -m model.layout_bench
 
 clean:
 	rm -rf build sim_build .pytest_cache
