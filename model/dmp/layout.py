@@ -105,14 +105,14 @@ class DmpLayout:
         if a.dtype.kind in "iu" and a.dtype.itemsize <= 2:
             # small integers: look the value up, one plane at a time (numpy's integer -> fp16
             # cast is a software loop; a table in cache is several times faster)
-            lo = int(np.iinfo(a.dtype).min)
-            table = np.arange(lo, lo + (1 << (8 * a.dtype.itemsize))).astype(want)
+            # the table is indexed by the raw bits (the value's unsigned view), so no index
+            # arithmetic is needed
             unsigned = np.dtype(f"u{a.dtype.itemsize}")
-            flip = np.array(-lo, dtype=unsigned) if lo else None
+            table = np.arange(1 << (8 * a.dtype.itemsize), dtype=np.uint32).astype(unsigned) \
+                .view(a.dtype).astype(want)
 
             def convert(plane):
-                idx = plane.view(unsigned)
-                return np.take(table, idx ^ flip if flip is not None else idx)
+                return np.take(table, plane.view(unsigned))
             return a, convert
         with np.errstate(over="ignore", invalid="ignore"):
             if want == np.float16 and np.abs(a[np.isfinite(a)]).max(initial=0) > 65504:

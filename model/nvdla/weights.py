@@ -330,6 +330,8 @@ def _convert(a: np.ndarray, precision: str, field: str) -> np.ndarray:
             raise WeightError(field, f"dtype {a.dtype} cannot become fp16 (need numbers)")
         if a.dtype.kind == "f" and not np.isfinite(a).all():
             raise WeightError(field, "holds NaN or infinity; weights must be finite")
+        if a.dtype == dt:
+            return a                       # finite fp16 already: nothing to convert
         with np.errstate(over="ignore"):
             out = a.astype(dt)
         if not np.isfinite(out).all():
