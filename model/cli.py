@@ -124,7 +124,7 @@ def _signed_view(cfg, name, fields):
     return view
 
 
-def _load_kernel(path: Path, key: str | None):
+def _load_array(path: Path, key: str | None):
     import numpy as np
 
     if not path.exists():
@@ -164,7 +164,7 @@ def _weights_pack(args) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     try:
-        kernels = _load_kernel(args.kernel, args.key)
+        kernels = _load_array(args.kernel, args.key)
         if kernels.ndim != 4:
             raise WeightError("kernels", f"must be OIHW (K, C, R, S), rank 4; {args.kernel} "
                                          f"holds rank {kernels.ndim}, shape {kernels.shape}")
@@ -322,7 +322,7 @@ def _layout_convert(args) -> int:
             return 0
         if args.to is None:
             raise ValueError("--to: say which format to convert the tensor to")
-        tensor = _load_kernel(args.input, args.key)
+        tensor = _load_array(args.input, args.key)
         if tensor.ndim == 3:
             tensor = tensor[None]
         if tensor.ndim != 4:
@@ -359,26 +359,24 @@ def _layout_explain(args) -> int:
     idx = np.meshgrid(*[np.arange(v) for v in full], indexing="ij")
     flat = [i.ravel() for i in idx]
     sophgo = args.format == "sophgo"
+    eb = fmt.element_bytes
     if sophgo:
         npu, off = fmt.locate(*flat)
         key = npu.astype(np.int64) * fmt.memory.npu_bytes + off
-        eb = fmt.element_bytes
     elif args.format == "nvdla-feature":
         key = fmt.address(*flat)
-        eb = fmt.element_bytes
     else:
         key = fmt.offset(*flat)
-        eb = fmt.element_bytes
     order = np.argsort(key, kind="stable")
     names = "DCHW" if args.format == "dmp" else "NCHW"
     rows, i = [], 0
     while i < order.size and len(rows) < args.limit:
-        j = i
-        # a run: consecutive addresses and one coordinate counting up by one
+        j, lead = i, None
+        # a run: consecutive addresses, the same one coordinate counting up by one each step
         while j + 1 < order.size:
             a, b = order[j], order[j + 1]
             step = [int(f[b]) - int(f[a]) for f in flat]
-            lead = [int(f[order[i + 1]]) - int(f[order[i]]) for f in flat] if j > i else step
+            lead = lead or step
             if key[b] - key[a] != eb or sorted(step) != [0, 0, 0, 1] or step != lead:
                 break
             j += 1

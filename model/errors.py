@@ -9,3 +9,21 @@ class FormatError(ValueError):
         super().__init__(f"{field}: {rule}")
         self.field = field
         self.rule = rule
+
+
+def check_shape(shape, names: str, *, leading_optional: bool = False,
+                error: type[FormatError] = FormatError) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints, one per letter of ``names`` (e.g. "NCHW"), each at least 1.
+    With ``leading_optional`` the first dimension may be left out and becomes 1. Raises
+    ``error`` naming ``shape`` (wrong rank) or ``shape.<letter>`` (a size below 1)."""
+    dims = tuple(int(v) for v in shape)
+    if leading_optional and len(dims) == len(names) - 1:
+        dims = (1, *dims)
+    if len(dims) != len(names):
+        full = f"({', '.join(names)})"
+        form = f"{full} or ({', '.join(names[1:])})" if leading_optional else full
+        raise error("shape", f"{form}, not {tuple(shape)}")
+    for name, v in zip(names, dims, strict=True):
+        if v < 1:
+            raise error(f"shape.{name}", f"must be at least 1, not {v}")
+    return dims

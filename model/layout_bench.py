@@ -12,25 +12,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
 from .dmp.layout import DmpLayout
 from .nvdla.feature import FeatureFormat
-from .report import table
+from .report import best_time, table
 from .sophgo.local import LocalMemory, LocalTensor
 
 GOAL = 500.0
-
-
-def _best(fn, runs):
-    best, out = float("inf"), None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def run(shape=(4, 256, 256, 256), runs=3):
@@ -39,8 +29,8 @@ def run(shape=(4, 256, 256, 256), runs=3):
     mb = t.nbytes / 1e6
     rows = []
     nv = FeatureFormat("int8", shape)
-    tp, img = _best(lambda: nv.pack(t), runs)
-    tu, back = _best(lambda: nv.unpack(img), runs)
+    tp, img = best_time(lambda: nv.pack(t), runs)
+    tu, back = best_time(lambda: nv.unpack(img), runs)
     rows.append(("NVDLA feature data", mb / tp, mb / tu, bool((back == t).all())))
 
     n, c, h, w = shape
@@ -48,13 +38,13 @@ def run(shape=(4, 256, 256, 256), runs=3):
     lm = LocalMemory(64, npu_bytes)
     so = LocalTensor(lm, 0, shape, "int8", "aligned")
     local = lm.empty()
-    tp, _ = _best(lambda: so.store(local, t), runs)
-    tu, back = _best(lambda: so.load(local), runs)
+    tp, _ = best_time(lambda: so.store(local, t), runs)
+    tu, back = best_time(lambda: so.load(local), runs)
     rows.append(("Sophgo aligned local memory", mb / tp, mb / tu, bool((back == t).all())))
 
     dm = DmpLayout(shape)
-    tp, img = _best(lambda: dm.pack(t), runs)
-    tu, back = _best(lambda: dm.unpack(img), runs)
+    tp, img = best_time(lambda: dm.pack(t), runs)
+    tu, back = best_time(lambda: dm.unpack(img), runs)
     rows.append(("DMP DWHC (fp16)", mb / tp, mb / tu,
                  bool((back == t.astype(np.float16)).all())))
     return rows, t.nbytes

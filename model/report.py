@@ -1,5 +1,6 @@
 """Plain-text tables for the command line, the regression summary and the benchmarks."""
 
+import time
 from collections.abc import Sequence
 
 
@@ -12,3 +13,13 @@ def table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
 
     return "\n".join([line(cells[0]), line(["-" * w for w in widths]), *map(line, cells[1:])])
+
+
+def best_time(fn, runs: int):
+    """(fastest of ``runs`` calls of ``fn`` in seconds, the last call's result)."""
+    best, out = float("inf"), None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out

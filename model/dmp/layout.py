@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, check_shape
 from ..parallel import run
 
 CHUNK = 8
@@ -39,15 +39,8 @@ class DmpLayout:
     chunked: bool = True
 
     def __post_init__(self):
-        shape = tuple(int(v) for v in self.shape)
-        if len(shape) == 3:
-            shape = (1, *shape)
-        if len(shape) != 4:
-            raise FormatError("shape", f"(D, C, H, W) or (C, H, W), not {self.shape}")
-        for name, v in zip("DCHW", shape, strict=True):
-            if v < 1:
-                raise FormatError(f"shape.{name}", f"must be at least 1, not {v}")
-        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "shape", check_shape(self.shape, "DCHW",
+                                                      leading_optional=True))
         if self.dtype not in DTYPES:
             raise FormatError("dtype", f"must be fp16 or fp32, not {self.dtype!r}")
 

@@ -19,11 +19,11 @@ padding is written as ``fill``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, check_shape
 from ..parallel import run
 from .weights import PRECISIONS, _convert
 
@@ -55,14 +55,7 @@ class FeatureFormat:
         if self.precision not in PRECISIONS:
             raise FormatError("precision", f"must be one of {', '.join(PRECISIONS)}, not "
                                            f"{self.precision!r}")
-        shape = tuple(int(v) for v in self.shape)
-        if len(shape) == 3:
-            shape = (1, *shape)
-        if len(shape) != 4:
-            raise FormatError("shape", f"(N, C, H, W) or (C, H, W), not {self.shape}")
-        for name, v in zip("NCHW", shape, strict=True):
-            if v < 1:
-                raise FormatError(f"shape.{name}", f"must be at least 1, not {v}")
+        shape = check_shape(self.shape, "NCHW", leading_optional=True)
         object.__setattr__(self, "shape", shape)
         n, c, h, w = shape
         line = self.line_stride if self.line_stride is not None else w * ATOM
@@ -147,10 +140,6 @@ class FeatureFormat:
     def from_dict(cls, d: dict) -> FeatureFormat:
         return cls(d["precision"], tuple(d["shape"]), d.get("line_stride"),
                    d.get("surface_stride"), d.get("cube_stride"), d.get("fill", 0))
-
-    def with_shape(self, shape) -> FeatureFormat:
-        return replace(self, shape=tuple(shape), line_stride=None, surface_stride=None,
-                       cube_stride=None)
 
     # the two directions -----------------------------------------------------------------------
 

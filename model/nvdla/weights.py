@@ -19,11 +19,11 @@ image -> kernel, so each ordering rule is written once and used in both directio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, check_shape
 from ..parallel import run as _parallel
 
 # --- constants from the seed and weights.md --------------------------------------------------
@@ -47,9 +47,13 @@ class WeightError(FormatError):
     """Bad input to the weight tools. The message names the field and the rule it breaks."""
 
 
+#: kernels per group by element size: 32 for int8, 16 for int16 and fp16
+KERNELS_PER_GROUP = {1: 32, 2: 16}
+
+
 def kernels_per_group(precision: str) -> int:
     """32 kernels per group for int8, 16 for int16 and fp16."""
-    return 32 if PRECISIONS[precision][1] == 1 else 16
+    return KERNELS_PER_GROUP[PRECISIONS[precision][1]]
 
 
 def pad_to(n: int, align: int) -> int:
@@ -86,12 +90,7 @@ class WeightSpec:
         if self.precision not in PRECISIONS:
             raise WeightError("precision", f"must be one of {', '.join(PRECISIONS)}, "
                               f"not {self.precision!r}")
-        shape = tuple(int(v) for v in self.shape)
-        if len(shape) != 4:
-            raise WeightError("shape", f"kernels are OIHW (K, C, R, S): rank 4, not {len(shape)}")
-        for name, v in zip("KCRS", shape, strict=True):
-            if v < 1:
-                raise WeightError(f"shape.{name}", f"must be at least 1, not {v}")
+        shape = check_shape(self.shape, "KCRS", error=WeightError)
         object.__setattr__(self, "shape", shape)
         stride = tuple(int(v) for v in self.stride)
         if len(stride) != 2 or min(stride) < 1:
@@ -569,12 +568,16 @@ class CompressedWeights:
     weight: np.ndarray
     wmb: np.ndarray
     wgs: np.ndarray
-    nonzero: np.ndarray = field(repr=False)   #: non-zero elements per group
 
     @property
     def group_sizes(self) -> np.ndarray:
         """The WGS values: compressed bytes of each group."""
         return self.wgs[:self.spec.groups * WGS_BYTES].view("<u4")
+
+    @property
+    def nonzero(self) -> np.ndarray:
+        """Non-zero elements per group (WGS over the element size)."""
+        return self.group_sizes.astype(np.int64) // self.spec.element_bytes
 
     def stats(self) -> CompressionStats:
         return CompressionStats(self.spec.groups, self.nonzero / self.spec.group_elements(),
@@ -613,11 +616,9 @@ def compress(image: WeightImage) -> CompressedWeights:
     mask = elems != 0
     packed = np.concatenate(_parallel(lambda a, b: np.extract(mask[a:b], elems[a:b]),
                                       _ranges(elems.size)))
-    nonzero = _group_counts(mask, spec)
-    wgs = (nonzero * spec.element_bytes).astype("<u4")
-    return CompressedWeights(spec, _pad_bytes(packed), _pad_bytes(np.packbits(mask,
-                                                                              bitorder="little")),
-                             _pad_bytes(wgs), nonzero)
+    wgs = (_group_counts(mask, spec) * spec.element_bytes).astype("<u4")
+    return CompressedWeights(spec, _pad_bytes(packed),
+                             _pad_bytes(np.packbits(mask, bitorder="little")), _pad_bytes(wgs))
 
 
 def decompress(weight, wmb, wgs, spec: WeightSpec) -> np.ndarray:
@@ -689,7 +690,7 @@ class DecompressJob:
 
     @property
     def kernels_per_group(self) -> int:
-        return 32 if self.element_bytes == 1 else 16
+        return KERNELS_PER_GROUP[self.element_bytes]
 
     @property
     def dense_bytes(self) -> int:

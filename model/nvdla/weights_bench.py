@@ -13,24 +13,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
-from ..report import table
+from ..report import best_time, table
 from .weights import WeightSpec, compress, decompress
 
 SHAPE = (2048, 1024, 3, 3)
 GOALS = {"layout": 1000.0, "compress": 300.0, "decompress": 300.0}
-
-
-def _best(fn, runs: int):
-    times, out = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def run(shape=SHAPE, runs: int = 5, seed: int = 1):
@@ -40,10 +30,10 @@ def run(shape=SHAPE, runs: int = 5, seed: int = 1):
     w[rng.random(shape) < 0.5] = 0
     spec = WeightSpec("dc", "int8", shape)
     mb = w.nbytes / 1e6
-    t_lay, image = _best(lambda: spec.layout(w), runs)
-    t_cmp, packed = _best(lambda: compress(image), runs)
-    t_dec, dense = _best(lambda: decompress(packed.weight, packed.wmb, packed.wgs, spec), runs)
-    t_un, back = _best(lambda: spec.unlayout(dense), runs)
+    t_lay, image = best_time(lambda: spec.layout(w), runs)
+    t_cmp, packed = best_time(lambda: compress(image), runs)
+    t_dec, dense = best_time(lambda: decompress(packed.weight, packed.wmb, packed.wgs, spec), runs)
+    t_un, back = best_time(lambda: spec.unlayout(dense), runs)
     ok = bool((dense == image.data).all() and (back == w).all())
     rows = [("layout", t_lay, mb / t_lay), ("compress", t_cmp, mb / t_cmp),
             ("decompress", t_dec, mb / t_dec), ("unlayout", t_un, mb / t_un)]

@@ -31,6 +31,24 @@ class Error(enum.IntEnum):
     DST_RANGE = 8      #: the dense image would pass the end of the address space
 
 
+#: the three source surfaces: register name prefix, what it holds, what its size must be
+_SURFACES = (("weight", "Packed weight", "a multiple of 128, may be 0"),
+             ("wmb", "WMB", "a positive multiple of 128"),
+             ("wgs", "WGS", "a positive multiple of 128, >= 4 x groups"))
+
+
+def _surface_registers():
+    """<surface>_addr and <surface>_bytes for each source surface, from 0x020 on."""
+    regs = []
+    for i, (name, what, size_rule) in enumerate(_SURFACES):
+        regs.append(reg(f"{name}_addr", 0x020 + 8 * i, f"{what} surface address (256-byte "
+                                                       f"aligned).",
+                        Field("value", 0, 32, "RW", doc="Byte address.")))
+        regs.append(reg(f"{name}_bytes", 0x024 + 8 * i, f"{what} surface size ({size_rule}).",
+                        Field("value", 0, 32, "RW", doc="Bytes.")))
+    return regs
+
+
 SPARSE = regmap("sparse", [
     reg("ctrl", 0x000, "Run control.",
         Field("start", 0, 1, "W1P", doc="Start the job the registers describe."),
@@ -54,18 +72,7 @@ SPARSE = regmap("sparse", [
     reg("hwinfo", 0x010, "How the block was built.",
         Field("data_bytes", 0, 7, "R", doc="Memory bus bytes per beat."),
         Field("atom_elements", 8, 7, "R", doc="Elements per output atom (32 or 64).")),
-    reg("weight_addr", 0x020, "Packed weight surface address (256-byte aligned).",
-        Field("value", 0, 32, "RW", doc="Byte address.")),
-    reg("weight_bytes", 0x024, "Packed weight surface size (a multiple of 128, may be 0).",
-        Field("value", 0, 32, "RW", doc="Bytes.")),
-    reg("wmb_addr", 0x028, "WMB surface address (256-byte aligned).",
-        Field("value", 0, 32, "RW", doc="Byte address.")),
-    reg("wmb_bytes", 0x02C, "WMB surface size (a positive multiple of 128).",
-        Field("value", 0, 32, "RW", doc="Bytes.")),
-    reg("wgs_addr", 0x030, "WGS surface address (256-byte aligned).",
-        Field("value", 0, 32, "RW", doc="Byte address.")),
-    reg("wgs_bytes", 0x034, "WGS surface size (a positive multiple of 128, >= 4 x groups).",
-        Field("value", 0, 32, "RW", doc="Bytes.")),
+    *_surface_registers(),
     reg("dst_addr", 0x038, "Where the dense image goes when ctrl.write_enable is set "
                            "(256-byte aligned).",
         Field("value", 0, 32, "RW", doc="Byte address.")),
@@ -92,10 +99,10 @@ SPARSE = regmap("sparse", [
 def program(job, *, stream: bool = True) -> list[tuple[str, dict]]:
     """The register writes that run ``job`` (a DecompressJob), ending with the start pulse."""
     write = job.dst_addr is not None
+    surfaces = [(f"{name}_{part}", {"value": getattr(job, f"{name}_{part}")})
+                for name, _, _ in _SURFACES for part in ("addr", "bytes")]
     return [
-        ("weight_addr", {"value": job.weight_addr}), ("weight_bytes", {"value": job.weight_bytes}),
-        ("wmb_addr", {"value": job.wmb_addr}), ("wmb_bytes", {"value": job.wmb_bytes}),
-        ("wgs_addr", {"value": job.wgs_addr}), ("wgs_bytes", {"value": job.wgs_bytes}),
+        *surfaces,
         ("dst_addr", {"value": job.dst_addr if write else 0}),
         ("groups", {"value": job.groups}), ("kernels", {"value": job.kernels}),
         ("bytes_per_kernel", {"value": job.bytes_per_kernel}),

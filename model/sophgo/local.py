@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, check_shape
 
 DTYPES = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "uint16": "<u2", "fp16": "<f2",
           "int32": "<i4", "uint32": "<u4", "fp32": "<f4"}
@@ -104,13 +104,7 @@ class LocalTensor:
     mode: str | None = None
 
     def __post_init__(self):
-        shape = tuple(int(v) for v in self.shape)
-        if len(shape) != 4:
-            raise FormatError("shape", f"(N, C, H, W), not {self.shape}")
-        for name, v in zip("NCHW", shape, strict=True):
-            if v < 1:
-                raise FormatError(f"shape.{name}", f"must be at least 1, not {v}")
-        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "shape", check_shape(self.shape, "NCHW"))
         if self.dtype not in DTYPES:
             raise FormatError("dtype", f"must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
         if self.mode is not None:
