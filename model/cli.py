@@ -272,6 +272,15 @@ def _layout_format(args, shape):
 
         return FeatureFormat(args.precision or "int8", shape, args.line_stride,
                              args.surface_stride, args.cube_stride, args.fill)
+    if args.format == "nvdla-pixel":
+        from .nvdla.pixel import PixelImage
+
+        if args.pixel_format is None:
+            raise ValueError("--pixel-format: say which pixel format (e.g. T_A8B8G8R8)")
+        if len(shape) == 4 and shape[0] != 1:
+            raise ValueError(f"a pixel image is one (C, H, W) tensor, not a batch of {shape[0]}")
+        return PixelImage(args.pixel_format, shape[-1], shape[-2], args.x_offset,
+                          args.line_stride, args.uv_line_stride, args.sign, None, int(args.fill))
     if args.format == "sophgo":
         from .sophgo.local import LocalMemory, LocalTensor
 
@@ -288,6 +297,10 @@ def _from_sidecar(d):
         from .nvdla.feature import FeatureFormat
 
         return FeatureFormat.from_dict(d)
+    if kind == "nvdla-pixel":
+        from .nvdla.pixel import PixelImage
+
+        return PixelImage.from_dict(d)
     if kind == "sophgo-local":
         from .sophgo.local import LocalTensor
 
@@ -330,7 +343,9 @@ def _layout_convert(args) -> int:
                              f"rank {tensor.ndim}")
         args.format = args.to
         fmt = _layout_format(args, tensor.shape)
-        if args.to == "sophgo":
+        if args.to == "nvdla-pixel":
+            image = fmt.pack(tensor[0])
+        elif args.to == "sophgo":
             image = fmt.memory.empty()
             fmt.store(image, tensor)
             image = image.reshape(-1)
@@ -405,7 +420,15 @@ def _layout_options(p):
     p.add_argument("--line-stride", type=int, help="NVDLA: bytes per line (default packed)")
     p.add_argument("--surface-stride", type=int, help="NVDLA: bytes per surface")
     p.add_argument("--cube-stride", type=int, help="NVDLA: bytes per cube of the batch")
-    p.add_argument("--fill", type=float, default=0, help="NVDLA: channel padding value")
+    p.add_argument("--fill", type=float, default=0,
+                   help="NVDLA: channel padding value (feature data), byte outside the ROI "
+                        "(pixel)")
+    p.add_argument("--pixel-format", help="NVDLA pixel format, T_R8 ... T_Y16___V16U16_N444")
+    p.add_argument("--x-offset", type=int, default=0,
+                   help="NVDLA pixel: pixels from the 32-byte aligned line start (default 0)")
+    p.add_argument("--uv-line-stride", type=int, help="NVDLA pixel: bytes per plane-1 line")
+    p.add_argument("--sign", choices=("unsigned", "signed"), default="unsigned",
+                   help="NVDLA pixel: PIXEL_SIGN_OVERRIDE (default unsigned)")
     p.add_argument("--npus", type=int, default=64, help="Sophgo: NPUs (default 64)")
     p.add_argument("--npu-bytes", type=int, default=256 * 1024,
                    help="Sophgo: local memory bytes per NPU (default 262144)")
@@ -495,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "padding); or, given a .bin, read its sidecar and write "
                                     "the tensor back as .npy.")
     p.add_argument("input", type=Path, help=".npy/.npz tensor, or a .bin image")
-    p.add_argument("--to", choices=("nvdla-feature", "sophgo", "dmp"),
+    p.add_argument("--to", choices=("nvdla-feature", "nvdla-pixel", "sophgo", "dmp"),
                    help="target format (tensor input)")
     p.add_argument("--key", help="array name inside a .npz")
     p.add_argument("--sidecar", type=Path, help="the .json of a .bin input (default: beside it)")

@@ -17,6 +17,33 @@ def tensor(tmp_path):
     return tmp_path / "t.npy", t
 
 
+@pytest.mark.parametrize("fmt, extra", [
+    ("T_A2R10G10B10", ["--x-offset", "5", "--sign", "signed"]),
+    ("T_Y8___U8V8_N444", ["--x-offset", "20", "--line-stride", "64", "--uv-line-stride", "96"]),
+])
+def test_convert_pixel_image(tmp_path, capsys, fmt, extra):
+    from model.nvdla.pixel import PixelImage
+
+    img = PixelImage(fmt, 9, 4, sign="signed" if "signed" in extra else "unsigned")
+    t = np.random.default_rng(2).integers(-2, 2, img.shape) if "signed" in extra else \
+        np.random.default_rng(2).integers(0, 256, img.shape)
+    np.save(tmp_path / "px.npy", t)
+    out = tmp_path / "px.bin"
+    assert cli.main(["layout", "convert", str(tmp_path / "px.npy"), "--to", "nvdla-pixel",
+                     "--pixel-format", fmt, *extra, "-o", str(out)]) == 0
+    side = json.loads((tmp_path / "px.json").read_text())
+    assert side["pixel_format"] == fmt and out.stat().st_size == PixelImage.from_dict(side).size
+    assert cli.main(["layout", "convert", str(out), "-o", str(tmp_path / "back.npy")]) == 0
+    assert (np.load(tmp_path / "back.npy") == t).all()
+    capsys.readouterr()
+    assert cli.main(["layout", "convert", str(tmp_path / "px.npy"), "--to", "nvdla-pixel",
+                     "-o", str(out)]) == 2
+    assert "--pixel-format" in capsys.readouterr().err
+    assert cli.main(["layout", "convert", str(tmp_path / "px.npy"), "--to", "nvdla-pixel",
+                     "--pixel-format", fmt, "--x-offset", "40", "-o", str(out)]) == 2
+    assert "x_offset" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("extra", [
     ["--to", "nvdla-feature", "--precision", "int8", "--line-stride", "256"],
     ["--to", "nvdla-feature", "--precision", "fp16", "--fill", "1"],
