@@ -35,7 +35,6 @@ class AxiMemory:
         self.read_errors: list[tuple[int, int]] = []    # [lo, hi) ranges answering SLVERR
         self.write_errors: list[tuple[int, int]] = []
         self.written = np.zeros(size, dtype=bool)       # every byte a write touched
-        self.reads = 0                                   # read bursts served
         self.ar = AxiARSink(bus.read.ar, dut.clk, dut.rst)
         self.r = AxiRSource(bus.read.r, dut.clk, dut.rst)
         self.write_if = AxiSlaveWrite(bus.write, dut.clk, dut.rst, target=self)
@@ -61,8 +60,7 @@ class AxiMemory:
     # -- contents ---------------------------------------------------------------------------
 
     def load(self, addr: int, data) -> None:
-        b = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) \
-            else data.view(np.uint8)
+        b = np.frombuffer(bytes(data), dtype=np.uint8)
         self.mem[addr:addr + b.size] = b
 
     def fill(self, value: int) -> None:
@@ -104,7 +102,6 @@ class AxiMemory:
             assert size == self.byte_lanes, f"narrow read burst (arsize {int(ar.arsize)})"
             assert int(ar.arburst) == 1, "only INCR bursts are expected"
             assert (addr & 0xFFF) + beats * size <= 0x1000, f"burst at 0x{addr:x} crosses 4 KiB"
-            self.reads += 1
             for n in range(beats):
                 a = addr + n * size
                 r = self.r._transaction_obj()

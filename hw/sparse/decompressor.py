@@ -95,8 +95,6 @@ class SparseDecompressor(wiring.Component):
             raise ValueError(f"atom_elements must be 32 or 64, not {atom_elements!r}")
         if max_burst not in (1, 2, 4, 8, 16, 32, 64, 128, 256):
             raise ValueError(f"max_burst must be a power of two up to 256, not {max_burst!r}")
-        if fifo_depth < max_burst:
-            raise ValueError(f"fifo_depth {fifo_depth} must hold a burst of {max_burst} beats")
         self.data_width = data_width
         self.atom_elements = atom_elements
         self.addr_width = addr_width
@@ -105,6 +103,12 @@ class SparseDecompressor(wiring.Component):
         self.fifo_depth = fifo_depth
         self.regmap = SPARSE
         self._bank = RegisterBank(SPARSE, addr_width=12)
+        # built here so that their own checks (fifo_depth holds a burst) refuse bad parameters
+        self._reader = StreamReader(streams=3, data_width=data_width, addr_width=addr_width,
+                                    id_width=id_width, max_burst=max_burst,
+                                    fifo_depth=(2 * max_burst, fifo_depth, fifo_depth))
+        self._writer = StreamWriter(data_width=data_width, addr_width=addr_width,
+                                    id_width=id_width, max_burst=max_burst)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=12, data_width=32)),
             "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -124,13 +128,8 @@ class SparseDecompressor(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         regs = bank.regs
 
-        reader = m.submodules.reader = StreamReader(
-            streams=3, data_width=self.data_width, addr_width=aw, id_width=self.id_width,
-            max_burst=self.max_burst,
-            fifo_depth=(2 * self.max_burst, self.fifo_depth, self.fifo_depth))
-        writer = m.submodules.writer = StreamWriter(
-            data_width=self.data_width, addr_width=aw, id_width=self.id_width,
-            max_burst=self.max_burst)
+        reader = m.submodules.reader = self._reader
+        writer = m.submodules.writer = self._writer
         connect_read(m, reader.axi, self.m_axi)
         connect_write(m, writer.axi, self.m_axi)
 
@@ -406,7 +405,7 @@ class SparseDecompressor(wiring.Component):
                     m.d.sync += [
                         state.eq(_State.RUN), pos.eq(0), slots.eq(0), g_active.eq(0),
                         groups_done.eq(0), group_idx.eq(0), kern_left.eq(kernels),
-                        wgs_total.eq(0), bits_used.eq(0), emitted.eq(0),
+                        wgs_total.eq(0), bits_used.eq(0),
                     ]
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):

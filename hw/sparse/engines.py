@@ -261,5 +261,5 @@ class StreamWriter(wiring.Component):
             m.d.sync += error.eq(1)
         idle = (pending == 0) & ~awvalid & ~lens.r_rdy
         m.d.comb += [self.error.eq(error), self.range_error.eq(range_error), self.idle.eq(idle),
-                     self.done.eq(self.finish & idle & ~fifo.r_rdy & (fifo.level == 0))]
+                     self.done.eq(self.finish & idle & (fifo.level == 0))]
         return m

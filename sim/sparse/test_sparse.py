@@ -340,7 +340,7 @@ def _write_error(job, mem):
 
 @cocotb.test()
 async def test_start_while_busy_is_ignored(dut):
-    tb = await TB.start(dut, salt=6, stalls=False, latency=20)
+    tb = await TB.start(dut, salt=6, latency=20)
     spec = WeightSpec("dc", "int8", (64, 40, 3, 3))
     image = spec.layout(tb.kernels(spec, 0.5))
     packed = compress(image)
@@ -361,6 +361,6 @@ async def test_start_while_busy_is_ignored(dut):
 
 @cocotb.test()
 async def test_hwinfo(dut):
-    tb = await TB.start(dut, salt=7, stalls=False)
+    tb = await TB.start(dut, salt=7)
     info = await tb.drv.hwinfo.read()
     assert (info.data_bytes, info.atom_elements) == (tb.dw, tb.atom)
