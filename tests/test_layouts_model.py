@@ -358,6 +358,26 @@ def test_dmp_round_trip(d, c, h, w, transpose, dtype, chunked):
     assert DmpLayout.from_dict(lay.to_dict()) == lay
 
 
+@pytest.mark.parametrize("src", ["int8", "uint8", "int16", "uint16"])
+@pytest.mark.parametrize("w", [6, 7])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_dmp_integer_tensors_convert_like_a_cast(src, w, transpose, dtype):
+    # integers go through lookup tables (two neighbours per lookup for bytes and even W)
+    info = np.iinfo(src)
+    t = np.random.default_rng(w).integers(info.min, info.max + 1, (2, 11, 3, w)).astype(src)
+    top = 65504 if dtype == "fp16" and src == "uint16" else info.max
+    t = np.minimum(t, top)
+    t.flat[:4] = [info.min, top, 0, 1]
+    lay = DmpLayout(t.shape, transpose, dtype)
+    if top < info.max:
+        with pytest.raises(FormatError, match="beyond fp16's range"):
+            lay.pack(np.full(t.shape, 65505, np.uint16))
+    want = t.astype(np.float64).astype(dtype.replace("fp", "float"))
+    assert (lay.pack(t) == lay.pack(want)).all()
+    assert (lay.pack(t[:, :, :, ::-1]) == lay.pack(want[:, :, :, ::-1])).all()   # strided
+
+
 @pytest.mark.parametrize(("kw", "field"), [({"shape": (2, 2)}, "shape"),
                                            ({"shape": (1, 0, 1, 1)}, "shape.C"),
                                            ({"dtype": "int8"}, "dtype")])
