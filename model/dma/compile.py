@@ -1,0 +1,207 @@
+"""Layout conversions compiled into DMA descriptors.
+
+Each conversion is first written as *pieces*: lists of dimensions ``(extent, valid,
+dense_stride, image_stride)`` (innermost first, strides in bytes) with a dense and an image
+offset. A piece is one regular block of the conversion: full channel surfaces, the partial
+last surface, one row of NPUs, the last partial group of batches. Packing copies dense -> image
+and pads ``valid <= i < extent`` with the format's fill; unpacking copies image -> dense over
+the valid elements only. :func:`emit` then merges dimensions that run on from each other,
+widens the element where both sides are contiguous, and splits anything left with more than
+five dimensions, so programs stay short.
+
+    prog = nvdla_feature(FeatureFormat("int8", (1, 40, 8, 8)), dense=0x1000, image=0x8000)
+    prog = sophgo_local(tensor, dense=0, local=0x100000)        # the (X, S) image at `local`
+    prog = dmp(DmpLayout((1, 20, 4, 4)), dense=0, image=0x4000)
+    prog = nvdla_weights(WeightSpec("dc", "int8", (40, 70, 3, 3)), dense=0, image=0x10000)
+    prog = dense_transpose((2, 3, 4, 5), 1, dense=0, image=0x1000)   # NCHW -> NHWC
+
+Every function takes ``unpack=True`` for the reverse direction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dmp.layout import DTYPES as DMP_DTYPES
+from ..dmp.layout import DmpLayout
+from ..errors import FormatError
+from ..nvdla.feature import ATOM, FeatureFormat
+from ..nvdla.weights import WeightSpec
+from ..sophgo.local import LocalTensor
+from .descriptor import MAX_DIMS, Descriptor, Dim, Program
+
+Piece = tuple[list[tuple[int, int, int, int]], int, int]     # dims, dense offset, image offset
+
+
+def _simplify(dims: list[Dim], eb: int, src: int, dst: int, pad: int):
+    """Drop unit dimensions, merge dimensions that continue each other, widen the element while
+    the innermost dimension is contiguous on both sides. Returns (dims, element bytes, pad)."""
+    dims = [d for d in dims if d.extent > 1 or d.valid < d.extent] or [Dim(1, eb, eb)]
+    merged = [dims[0]]
+    for d in dims[1:]:
+        a = merged[-1]
+        if (a.valid == a.extent and d.src_stride == a.src_stride * a.extent
+                and d.dst_stride == a.dst_stride * a.extent):
+            merged[-1] = Dim(a.extent * d.extent, a.src_stride, a.dst_stride, a.valid * d.valid)
+        else:
+            merged.append(d)
+    dims = merged
+    while eb < 8:
+        w = 2 * eb
+        a = dims[0]
+        rest = dims[1:]
+        if not (a.src_stride == a.dst_stride == eb and a.extent % 2 == 0 and a.valid % 2 == 0
+                and src % w == 0 and dst % w == 0
+                and all(d.src_stride % w == 0 and d.dst_stride % w == 0 for d in rest)):
+            break
+        pad |= (pad & ((1 << (8 * eb)) - 1)) << (8 * eb)
+        eb = w
+        dims = [Dim(a.extent // 2, w, w, a.valid // 2), *rest]
+        if dims[0].extent == 1 and len(dims) > 1:
+            dims = dims[1:]
+    return dims, eb, pad
+
+
+def emit(prog: Program, src: int, dst: int, eb: int, dims, pad: int = 0) -> None:
+    """Append the descriptors of one block copy: ``dims`` as (extent, valid, src_stride,
+    dst_stride), innermost first."""
+    ds = [Dim(e, s, d, v) for e, v, s, d in dims]
+    if any(d.extent == 0 for d in ds):
+        return
+    ds, eb, pad = _simplify(ds, eb, src, dst, pad)
+    # more than five dimensions: one descriptor per index of the outer ones
+    outer = ds[MAX_DIMS:]
+    inner = ds[:MAX_DIMS]
+    for idx in np.ndindex(*[d.extent for d in outer][::-1]):
+        idx = idx[::-1]
+        s_off = sum(i * d.src_stride for i, d in zip(idx, outer, strict=True))
+        d_off = sum(i * d.dst_stride for i, d in zip(idx, outer, strict=True))
+        if any(i >= d.valid for i, d in zip(idx, outer, strict=True)):
+            # no source for this whole block: pad only
+            prog.descriptors.append(Descriptor(src, dst + d_off, eb, tuple(
+                Dim(d.extent, d.src_stride, d.dst_stride, 0 if k == 0 else d.valid)
+                for k, d in enumerate(inner)), pad))
+            continue
+        prog.descriptors.append(Descriptor(src + s_off, dst + d_off, eb, tuple(inner), pad))
+
+
+def _run(pieces: list[Piece], eb: int, dense: int, image: int, unpack: bool, pad: int,
+         dst_size: int) -> Program:
+    prog = Program(dst_size=dst_size)
+    for dims, d_off, i_off in pieces:
+        if unpack:
+            if any(v == 0 for _, v, _, _ in dims):
+                continue
+            emit(prog, image + i_off, dense + d_off, eb,
+                 [(v, v, i_s, d_s) for _, v, d_s, i_s in dims])
+        else:
+            emit(prog, dense + d_off, image + i_off, eb,
+                 [(e, v, d_s, i_s) for e, v, d_s, i_s in dims], pad)
+    return prog
+
+
+def _bits(value, dtype) -> int:
+    return int(np.array(value, dtype=dtype).view(f"u{np.dtype(dtype).itemsize}"))
+
+
+def dense_transpose(shape, element_bytes: int, dense: int, image: int,
+                    unpack: bool = False) -> Program:
+    """Dense NCHW at ``dense`` <-> dense NHWC at ``image``."""
+    n, c, h, w = shape
+    eb = element_bytes
+    dims = [(c, c, h * w * eb, eb), (w, w, eb, c * eb), (h, h, w * eb, w * c * eb),
+            (n, n, c * h * w * eb, h * w * c * eb)]
+    return _run([(dims, 0, 0)], eb, dense, image, unpack, 0, n * c * h * w * eb)
+
+
+def nvdla_feature(fmt: FeatureFormat, dense: int, image: int, unpack: bool = False) -> Program:
+    """Dense NCHW at ``dense`` <-> NVDLA feature data at ``image`` (32-byte atoms, the format's
+    line, surface and cube strides; channel padding written with ``fmt.fill``). Bytes between
+    lines, surfaces and cubes are not written."""
+    n, c, h, w = fmt.shape
+    eb, cpa = fmt.element_bytes, fmt.channels_per_atom
+    full, rem = divmod(c, cpa)
+    hw = h * w * eb
+
+    def dims(surfaces, valid):
+        return [(cpa, valid, hw, eb), (w, w, eb, ATOM), (h, h, w * eb, fmt.line_stride),
+                (surfaces, surfaces, cpa * hw, fmt.surface_stride),
+                (n, n, c * hw, fmt.cube_stride)]
+    pieces: list[Piece] = []
+    if full:
+        pieces.append((dims(full, cpa), 0, 0))
+    if rem:
+        pieces.append((dims(1, rem), full * cpa * hw, full * fmt.surface_stride))
+    return _run(pieces, eb, dense, image, unpack, _bits(fmt.fill, fmt.dtype), fmt.size)
+
+
+def sophgo_local(t: LocalTensor, dense: int, local: int, unpack: bool = False) -> Program:
+    """Dense NCHW at ``dense`` <-> a tensor in Sophgo local memory, whose (X, S) image starts
+    at ``local`` (NPU q at ``local + q*S``). 4N/2N/2IC modes group batches (or input channels)
+    side by side and write the dummy elements of a partial group as zero."""
+    lm = t.memory
+    X, S = lm.npus, lm.npu_bytes
+    n, c, h, w = t.shape
+    k, eb, sb = t.group, t.element_bytes, t.storage_bytes
+    ns, cs, hs, ws = t.strides
+    hw = h * w * eb
+    q = t.start_npu
+    pieces: list[Piece] = []
+    for row in range(t.channels_per_npu):
+        c0, c1 = max(0, row * X - q), min(c, (row + 1) * X - q)
+        if c1 <= c0:
+            continue
+        npu0 = (q + c0) % X
+        base = npu0 * S + t.offset + row * cs * sb
+        for g0, groups, valid in ((0, n // k, k), (n // k, 1 if n % k else 0, n % k)):
+            if groups == 0:
+                continue
+            dims = [(k, valid, c * hw, eb), (w, w, eb, ws * sb), (h, h, w * eb, hs * sb),
+                    (c1 - c0, c1 - c0, hw, S), (groups, groups, k * c * hw, ns * sb)]
+            pieces.append((dims, (g0 * k * c + c0) * hw, base + g0 * ns * sb))
+    return _run(pieces, eb, dense, local, unpack, 0, lm.size)
+
+
+def dmp(lay: DmpLayout, dense: int, image: int, unpack: bool = False) -> Program:
+    """Dense (D, C, H, W) at ``dense``, already in the layout's element type (fp16 for network
+    inputs: the DMA does not convert), <-> the DMP buffer at ``image``."""
+    d, c, h, w = lay.shape
+    eb = DMP_DTYPES[lay.dtype].itemsize
+    hw = h * w * eb
+    step = 8 if lay.chunked else c
+    full, rem = divmod(c, step)
+    pieces: list[Piece] = []
+    for c0, chunks, cc in ((0, full, step), (full * step, 1 if rem else 0, rem)):
+        if chunks == 0:
+            continue
+        inner = ([(w, w, eb, cc * eb), (h, h, w * eb, w * cc * eb)] if lay.transpose
+                 else [(h, h, w * eb, cc * eb), (w, w, eb, h * cc * eb)])
+        dims = [(cc, cc, hw, eb), *inner, (chunks, chunks, step * hw, w * h * step * eb),
+                (d, d, c * hw, w * h * c * eb)]
+        pieces.append((dims, c0 * hw, c0 * h * w * eb))
+    return _run(pieces, eb, dense, image, unpack, 0, lay.size)
+
+
+def nvdla_weights(spec: WeightSpec, dense: int, image: int, unpack: bool = False) -> Program:
+    """Dense OIHW kernels at ``dense`` (in the spec's element type) <-> an NVDLA
+    direct-convolution weight image at ``image``, zero-padded to 128 bytes. The ordering rule
+    is the model's own (:meth:`WeightSpec._pieces`): each pair of views becomes a block."""
+    if spec.mode != "dc":
+        raise FormatError("mode", f"the DMA compiles direct-convolution weights, not "
+                                  f"{spec.mode!r} (their layout transforms the values)")
+    eb = spec.element_bytes
+    kernels = np.empty(spec.shape, dtype=spec.dtype)
+    flat = np.empty(spec.image_bytes // eb, dtype=spec.dtype)
+    k_base = kernels.__array_interface__["data"][0]
+    f_base = flat.__array_interface__["data"][0]
+    pieces: list[Piece] = []
+    for kv, iv in spec._pieces(kernels, flat):
+        dims = [(e, e, ks, fs) for e, ks, fs in zip(kv.shape, kv.strides, iv.strides,
+                                                     strict=True)][::-1]
+        pieces.append((dims, kv.__array_interface__["data"][0] - k_base,
+                       iv.__array_interface__["data"][0] - f_base))
+    tail = spec.image_bytes - spec.dense_bytes
+    if tail:
+        pieces.append(([(tail // eb, 0, eb, eb)], 0, spec.dense_bytes))
+    return _run(pieces, eb, dense, image, unpack, 0,
+                spec.dense_bytes if unpack else spec.image_bytes)
