@@ -264,3 +264,24 @@ def test_nchw_nhwc_three_way(shape, eb):
     mem[:t.nbytes] = 0
     execute(dense_transpose(shape, eb, 0, image_at, unpack=True), mem)
     assert (mem[:t.nbytes] == t.view(np.uint8).ravel()).all()
+
+
+def test_register_program_holds_the_descriptor():
+    from model.registers.dma import DMA, program, program_chain
+
+    d = Descriptor(0x1000, 0x80000, 4, (Dim(16, 4, 64, 12), Dim(3, 32, 1024)),
+                   pad=0x1122334455667788, irq=True)
+    writes = program(d)
+    assert writes[-1] == ("ctrl", {"start": 1})
+    regs = {name: DMA[name].encode(fields) for name, fields in writes[:-1]}
+    control = regs["control"]
+    assert control == d.control() & ~0x100            # the same control word, without "last"
+    dims = tuple(Dim(regs[f"dim{k}_extent"], regs[f"dim{k}_src_stride"],
+                     regs[f"dim{k}_dst_stride"], regs[f"dim{k}_valid"])
+                 for k in range((control >> 2) & 7))
+    back = Descriptor(regs["src_addr"], regs["dst_addr"], 1 << (control & 3), dims,
+                      regs["pad_lo"] | regs["pad_hi"] << 32, bool(control & 0x200))
+    assert back == d
+    assert regs["dim4_extent"] == 1 and regs["dim4_valid"] == 1
+    assert program_chain(0x400) == [("chain_addr", {"value": 0x400}),
+                                    ("ctrl", {"start_chain": 1})]
