@@ -1,0 +1,109 @@
+"""Nested loops over a descriptor's dimensions, one step per cycle, no multipliers.
+
+The DMA's mid end walks descriptors with this: each step is one index of the walked
+dimensions, with its source and destination address and whether it has a source (every index
+below its dimension's ``valid``). Level 0 is the innermost.
+
+Each level keeps its counter and the addresses at the start of its current index. A step
+increments the lowest level that has not reached its last index; the levels below it restart
+from that level's new addresses. So the address arithmetic is additions only, whatever the
+strides, and a new step leaves every cycle.
+
+Ports
+-----
+Configuration (hold it while ``busy``): ``extent[k]``, ``valid[k]``, ``src_stride[k]``,
+``dst_stride[k]``, ``src_base``, ``dst_base``. Extents must be at least 1 (the front end checks).
+``start`` (pulse, ignored while busy) begins a walk. Steps leave on ``o`` (valid/ready): ``src``,
+``dst``, ``has_src``, ``first`` (index 0 at every level), ``last`` (final step).
+``busy`` is high from ``start`` until the last step is taken. ``stop`` abandons a walk.
+"""
+
+from amaranth import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+
+def step_layout(addr_width: int) -> data.StructLayout:
+    return data.StructLayout({"src": addr_width, "dst": addr_width, "has_src": 1, "first": 1,
+                              "last": 1})
+
+
+class Walker(wiring.Component):
+    def __init__(self, *, levels: int, addr_width: int = 32, count_width: int = 32):
+        if not 1 <= levels <= 5:
+            raise ValueError(f"levels must be 1 to 5, not {levels!r}")
+        self.levels = levels
+        self.addr_width = addr_width
+        super().__init__({
+            "extent": In(count_width).array(levels), "valid": In(count_width).array(levels),
+            "src_stride": In(addr_width).array(levels), "dst_stride": In(addr_width).array(levels),
+            "src_base": In(addr_width), "dst_base": In(addr_width),
+            "start": In(1), "stop": In(1), "busy": Out(1),
+            "o": Out(stream.Signature(step_layout(addr_width))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, aw = self.levels, self.addr_width
+        cnt = [Signal.like(self.extent[k], name=f"cnt{k}") for k in range(n)]
+        sa = [Signal(aw, name=f"sa{k}") for k in range(n)]
+        da = [Signal(aw, name=f"da{k}") for k in range(n)]
+        busy = Signal()
+        m.d.comb += self.busy.eq(busy)
+
+        wrap = [Signal(name=f"wrap{k}") for k in range(n)]
+        ok = [Signal(name=f"ok{k}") for k in range(n)]
+        for k in range(n):
+            m.d.comb += [wrap[k].eq(cnt[k] + 1 >= self.extent[k]),
+                         ok[k].eq(cnt[k] < self.valid[k])]
+        first = Signal()
+        m.d.comb += first.eq(sum(cnt[k] for k in range(n)) == 0)
+        m.d.comb += [
+            self.o.valid.eq(busy),
+            self.o.payload.src.eq(sa[0]), self.o.payload.dst.eq(da[0]),
+            self.o.payload.has_src.eq(_all(ok)), self.o.payload.first.eq(first),
+            self.o.payload.last.eq(_all(wrap)),
+        ]
+
+        # rv[j]: where level j restarts when every level up to j wraps: the next addresses of
+        # the lowest higher level that does not wrap
+        rs = [Signal(aw, name=f"rs{k}") for k in range(n)]
+        rd = [Signal(aw, name=f"rd{k}") for k in range(n)]
+        for j in reversed(range(n)):
+            up_s = sa[j] + self.src_stride[j]
+            up_d = da[j] + self.dst_stride[j]
+            if j == n - 1:
+                m.d.comb += [rs[j].eq(up_s), rd[j].eq(up_d)]
+            else:
+                with m.If(wrap[j]):
+                    m.d.comb += [rs[j].eq(rs[j + 1]), rd[j].eq(rd[j + 1])]
+                with m.Else():
+                    m.d.comb += [rs[j].eq(up_s), rd[j].eq(up_d)]
+
+        with m.If(self.stop):
+            m.d.sync += busy.eq(0)
+        with m.Elif(~busy):
+            with m.If(self.start):
+                m.d.sync += busy.eq(1)
+                for k in range(n):
+                    m.d.sync += [cnt[k].eq(0), sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
+        with m.Elif(self.o.ready):
+            with m.If(_all(wrap)):
+                m.d.sync += busy.eq(0)
+            with m.Else():
+                for j in range(n):
+                    below = _all(wrap[:j])
+                    with m.If(below & ~wrap[j]):            # this level counts up
+                        m.d.sync += [cnt[j].eq(cnt[j] + 1), sa[j].eq(sa[j] + self.src_stride[j]),
+                                     da[j].eq(da[j] + self.dst_stride[j])]
+                    with m.Elif(below & wrap[j]):           # this level restarts
+                        m.d.sync += [cnt[j].eq(0), sa[j].eq(rs[j + 1] if j + 1 < n else 0),
+                                     da[j].eq(rd[j + 1] if j + 1 < n else 0)]
+        return m
+
+
+def _all(sigs):
+    out = 1
+    for s in sigs:
+        out = out & s
+    return out
