@@ -75,6 +75,7 @@ def test_memory_form_round_trip():
     ({"dims": (Dim(4, 1, 1, 5),)}, Error.DIMS, "dims[0].valid"),
     ({"dims": (Dim(4, 1, 1), Dim(2, 4, 3))}, Error.DIMS, "dims[1].dst_stride"),
     ({"dims": (Dim(4, 1, 0),)}, Error.DIMS, "dims[0].dst_stride"),
+    ({"dims": (Dim(2, 1, 8), Dim(8, 2, 1))}, Error.DIMS, "dims[1].dst_stride"),   # not in order
     ({"dims": (Dim(4, 1, 1 << 32),)}, Error.DIMS, "dims[0].dst_stride"),
     ({"src": 0x1001, "element_bytes": 2, "dims": (Dim(4, 2, 2),)}, Error.ALIGN, "src"),
     ({"element_bytes": 4, "dims": (Dim(4, 6, 4),)}, Error.ALIGN, "dims[0].src_stride"),

@@ -68,6 +68,8 @@ def emit(prog: Program, src: int, dst: int, eb: int, dims, pad: int = 0) -> None
     ds = [Dim(e, s, d, v) for e, v, s, d in dims]
     if any(d.extent == 0 for d in ds):
         return
+    # the engine wants the destination's dimensions innermost first (they must nest in order)
+    ds.sort(key=lambda d: d.dst_stride)
     ds, eb, pad = _simplify(ds, eb, src, dst, pad)
     # more than five dimensions: one descriptor per index of the outer ones
     outer = ds[MAX_DIMS:]

@@ -12,8 +12,8 @@ The rules (:meth:`Descriptor.error` gives the first one broken, :meth:`Descripto
 raises naming it); the hardware checks the same and reports the same code:
 
 - ``DIMS``: 1 to 5 dimensions, element size 1/2/4/8, ``valid <= extent``; and the
-  destination's dimensions nest (sorted by stride, each stride clears everything the smaller
-  ones span), so no destination byte is written twice.
+  destination's dimensions nest in order (each dimension's stride clears everything the inner
+  ones span; dimensions of extent 1 do not count), so no destination byte is written twice.
 - ``ZERO_EXTENT``: every extent is at least 1.
 - ``ALIGN``: addresses and strides are multiples of the element size.
 - ``RANGE``: the last byte read and the last byte written lie below ``2**addr_width``.
@@ -147,12 +147,12 @@ class Descriptor:
         if not 0 <= self.pad < 1 << 64:
             return "pad", "must fit 64 bits", Error.DIMS
         span = 0
-        for k, d in sorted(enumerate(self.dims), key=lambda kd: kd[1].dst_stride):
+        for k, d in enumerate(self.dims):
             if d.extent == 1:
                 continue
             if d.dst_stride < span + eb:
                 return (f"dims[{k}].dst_stride", f"{d.dst_stride} bytes overlaps the "
-                        f"{span + eb} bytes the smaller dimensions write", Error.DIMS)
+                        f"{span + eb} bytes the inner dimensions write", Error.DIMS)
             span += (d.extent - 1) * d.dst_stride
         for name, v in (("src", self.src), ("dst", self.dst),
                         *((f"dims[{k}].src_stride", d.src_stride)
