@@ -38,6 +38,13 @@ def sparse_decompressor(**params):
     return SparseDecompressor(**params)
 
 
+def dma_engine(**params):
+    """The DMA layout engine; ``params`` go to :class:`hw.dma.engine.DmaEngine`."""
+    from .dma.engine import DmaEngine
+
+    return DmaEngine(**params)
+
+
 # name -> (factory, one-line description); the cocotb benches build from the same factories
 BLOCKS = {
     "regbank_selftest": (regbank_selftest,
@@ -46,6 +53,7 @@ BLOCKS = {
     "lut_cdp_l4": (lambda: lut_unit(lanes=4, flavor="cdp"), "LUT unit, CDP flavour, 4 lanes"),
     "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
                         "sparse weight decompressor, 128-bit bus, 64-element atoms"),
+    "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
 }
 
 

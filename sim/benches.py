@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hw.catalog import lut_unit, regbank_selftest, sparse_decompressor
+from hw.catalog import dma_engine, lut_unit, regbank_selftest, sparse_decompressor
 
 from .runner import SIMULATORS
 
@@ -59,6 +59,10 @@ BENCHES: tuple[Bench, ...] = (
         # run in the benchmark); keeps the CI run well under its 30 minutes
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}),
         Case("d512-a64", {"data_width": 512, "atom_elements": 64}, ("verilator",)),
+    )),
+    Bench("dma", "sim.dma.test_dma", dma_engine, (
+        Case("d64", {"data_width": 64}),
+        Case("d256", {"data_width": 256}, ("verilator",)),
     )),
 )
 

@@ -1,0 +1,370 @@
+"""cocotb bench for the DMA layout engine (hw/dma/engine.py) against model.dma.
+
+Every conversion the compiler knows runs on random shapes, from the register form of each
+descriptor or as a chain in memory, under read latency and random stalls on all five AXI
+channels and the register bus. The destination must equal both the format function's image and
+the reference executor's result, byte for byte, and no byte outside the destination may be
+written. Random descriptors check the engine against the executor directly. Every error code
+ends the job with that code and the failing descriptor's index, nothing is written after it,
+and the next job runs.
+"""
+
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, Edge, First
+
+from model.dma.compile import dense_transpose, dmp, nvdla_feature, nvdla_weights, sophgo_local
+from model.dma.descriptor import Descriptor, Dim, Error, Program
+from model.dma.executor import execute
+from model.dmp.layout import DmpLayout
+from model.nvdla.feature import FeatureFormat
+from model.nvdla.weights import WeightSpec
+from model.registers.dma import DMA, program, program_chain
+from model.sophgo.local import LocalMemory, LocalTensor
+from sim.axi_mem import AxiMemory
+from sim.harness import axil_driver, axil_master, reset, rng, set_axil_pauses, start_clock
+from sim.runner import params
+
+MEM_SIZE = 1 << 20
+GUARD = 0xA5
+DENSE = 0x1000
+IMAGE = 0x40000
+CHAIN = 0xF0000
+
+
+class TB:
+    def __init__(self, dut, salt=0, latency=None):
+        self.dut = dut
+        self.bb = params().get("data_width", 64) // 8
+        self.rng = rng(salt)
+        self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
+        start_clock(dut)
+        self.master = axil_master(dut)
+        self.drv = axil_driver(self.master, DMA)
+        self.mem = AxiMemory(dut, "m_axi", MEM_SIZE,
+                             latency=latency if latency is not None else self.rng.randint(1, 30))
+
+    def stalls(self, on=True, p=0.3):
+        set_axil_pauses(self.master, self.rng if on else None)
+        self.mem.set_pauses(self.rng if on else None, p)
+
+    @classmethod
+    async def start(cls, dut, salt=0, stalls=True, latency=None):
+        tb = cls(dut, salt, latency)
+        tb.stalls(stalls)
+        await reset(dut)
+        await tb.drv.irq_enable.write(done=1)
+        return tb
+
+    async def wait_done(self, max_cycles=4_000_000):
+        irq = self.dut.irq
+        for _ in range(max_cycles // 1000):
+            if irq.value:
+                break
+            await First(Edge(irq), ClockCycles(self.dut.clk, 1000))
+        assert irq.value, "the job did not end (no interrupt)"
+        st = await self.drv.status.read()
+        assert st.done and not st.busy, f"irq without done: {st}"
+        await self.drv.status.write(done=1, error=1, desc_irq=1)
+        return st
+
+    async def run(self, descs, chain):
+        """Run descriptors; returns (error code, failing index, cycles) of the last job."""
+        if chain:
+            raw = Program(list(descs)).chain(CHAIN)
+            self.mem.load(CHAIN, raw)
+            self.mem.written[:] = False
+            for name, fields in program_chain(CHAIN):
+                await self.drv.write(name, **fields)
+            await self.wait_done()
+            err = await self.drv.error.read()
+            return err.code, err.index, (await self.drv.cycles.read()).value
+        cycles = 0
+        for i, d in enumerate(descs):
+            for name, fields in program(d):
+                await self.drv.write(name, **fields)
+            await self.wait_done()
+            err = await self.drv.error.read()
+            cycles += (await self.drv.cycles.read()).value
+            if err.code:
+                return err.code, i, cycles
+        return 0, 0, cycles
+
+    async def convert(self, what, prog, src_bytes, want, dst_at, chain, gap=None):
+        """Load ``src_bytes`` at DENSE (or IMAGE for unpacking), run ``prog``, compare."""
+        self.mem.fill(GUARD)
+        src_at = DENSE if dst_at == IMAGE else IMAGE
+        self.mem.load(src_at, src_bytes)
+        model = self.mem.mem.copy()
+        execute(prog, model)
+        self.mem.written[:] = False
+        code, _, cycles = await self.run(prog, chain)
+        assert code == 0, f"{what}: error code {Error(code).name}"
+        got = self.mem.mem[dst_at:dst_at + len(want)]
+        assert (model[dst_at:dst_at + len(want)] == want).all(), f"{what}: executor differs " \
+                                                                  f"from the format function"
+        if not (got == want).all():
+            bad = int(np.flatnonzero(got != want)[0])
+            raise AssertionError(f"{what}: byte {bad} of {len(want)} is 0x{got[bad]:02x}, the "
+                                 f"model has 0x{want[bad]:02x}")
+        assert (self.mem.mem[:CHAIN] == model[:CHAIN]).all(), \
+            f"{what}: memory differs from the executor"       # (the chain lives at CHAIN)
+        self.assert_writes_within(dst_at, len(want), what)
+        read, written = prog.bytes_moved() if isinstance(prog, Program) else (None, None)
+        if chain and written is not None:
+            assert (await self.drv.bytes_written.read()).value == written
+            assert (await self.drv.bytes_read.read()).value == read
+            assert (await self.drv.descriptors.read()).value == len(prog)
+        self.dut._log.info("%s: %d descriptors, %d bytes, %d cycles", what, len(prog),
+                           len(want), cycles)
+
+    def assert_writes_within(self, lo, size, what):
+        touched = np.flatnonzero(self.mem.written)
+        if touched.size:
+            assert touched[0] >= lo and touched[-1] < lo + size, \
+                f"{what}: wrote 0x{touched[0]:x}..0x{touched[-1]:x} outside the destination " \
+                f"0x{lo:x}+{size}"
+
+    def tensor(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            return self.np_rng.standard_normal(shape).astype(dtype)
+        info = np.iinfo(dtype)
+        return self.np_rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _bytes(a):
+    return np.ascontiguousarray(a).view(np.uint8).ravel()
+
+
+# -- conversions ----------------------------------------------------------------------------------
+
+async def _feature(tb, precision, shape, chain, strides=False):
+    fmt = FeatureFormat(precision, shape)
+    if strides:
+        fmt = FeatureFormat(precision, shape, fmt.line_stride + 32,
+                            (shape[2]) * (fmt.line_stride + 32) + 64, None,
+                            fill=1 if precision != "fp16" else -0.5)
+    t = tb.tensor(shape, {"int8": np.int8, "int16": np.int16, "fp16": np.float16}[precision])
+    what = f"NVDLA {precision} {shape}{' unpacked' if strides else ''}"
+    await tb.convert(f"{what} pack", nvdla_feature(fmt, DENSE, IMAGE), _bytes(t),
+                     fmt.pack(t, gap=GUARD), IMAGE, chain)
+    await tb.convert(f"{what} unpack", nvdla_feature(fmt, DENSE, IMAGE, unpack=True),
+                     fmt.pack(t, gap=GUARD), _bytes(t), DENSE, chain)
+
+
+async def _sophgo(tb, start, shape, dtype, layout, mode, chain):
+    lm = LocalMemory(8, 8192)
+    t = LocalTensor(lm, start * 8192 + 256, shape, dtype, layout, None, mode)
+    x = tb.tensor(shape, {"int8": "i1", "int16": "<i2", "fp16": "<f2", "fp32": "<f4"}[dtype])
+    image = lm.empty(GUARD)
+    t.store(image, x)
+    what = f"Sophgo {dtype} {layout} {mode or ''} NPU {start} {shape}"
+    await tb.convert(f"{what} store", sophgo_local(t, DENSE, IMAGE), _bytes(x),
+                     image.ravel(), IMAGE, chain)
+    await tb.convert(f"{what} load", sophgo_local(t, DENSE, IMAGE, unpack=True), image.ravel(),
+                     _bytes(x), DENSE, chain)
+
+
+async def _dmp(tb, shape, transpose, chain):
+    lay = DmpLayout(shape, transpose)
+    x = tb.tensor(shape, np.float16)
+    what = f"DMP {'DHWC' if transpose else 'DWHC'} {shape}"
+    await tb.convert(f"{what} pack", dmp(lay, DENSE, IMAGE), _bytes(x), lay.pack(x), IMAGE,
+                     chain)
+    await tb.convert(f"{what} unpack", dmp(lay, DENSE, IMAGE, unpack=True), lay.pack(x),
+                     _bytes(x), DENSE, chain)
+
+
+async def _weights(tb, precision, shape, chain):
+    spec = WeightSpec("dc", precision, shape)
+    k = tb.tensor(shape, spec.dtype)
+    what = f"NVDLA DC weights {precision} {shape}"
+    await tb.convert(f"{what} layout", nvdla_weights(spec, DENSE, IMAGE), _bytes(k),
+                     spec.layout(k).data, IMAGE, chain)
+
+
+@cocotb.test()
+async def test_nvdla_feature(dut):
+    """Packed and unpacked strides, odd channel counts, all three precisions, both ways."""
+    tb = await TB.start(dut, salt=1)
+    await _feature(tb, "int8", (1, 40, 3, 5), chain=True)
+    await _feature(tb, "int16", (2, 19, 2, 3), chain=False)
+    await _feature(tb, "fp16", (1, 7, 3, 3), chain=True, strides=True)
+    await _feature(tb, "int8", (2, 33, 1, 7), chain=True, strides=True)
+
+
+@cocotb.test()
+async def test_sophgo(dut):
+    """Start NPUs 0 to 7, aligned and compact, 4N and 2N with N not a multiple of the group."""
+    tb = await TB.start(dut, salt=2)
+    await _sophgo(tb, 0, (2, 5, 3, 4), "fp32", "aligned", None, True)
+    await _sophgo(tb, 3, (3, 11, 2, 3), "int8", "aligned", "4N", True)
+    await _sophgo(tb, 7, (3, 6, 2, 5), "int16", "compact", "2N", False)
+    await _sophgo(tb, 5, (1, 9, 1, 7), "fp16", "compact", None, True)
+
+
+@cocotb.test()
+async def test_dmp(dut):
+    """DWHC and DHWC, C not a multiple of 8, both ways."""
+    tb = await TB.start(dut, salt=3)
+    await _dmp(tb, (1, 20, 3, 4), False, True)
+    await _dmp(tb, (2, 5, 2, 3), True, False)
+    await _dmp(tb, (1, 17, 4, 2), True, True)
+
+
+@cocotb.test()
+async def test_weights_and_nhwc(dut):
+    """NVDLA direct-convolution weights (partial groups and chunks) and NCHW <-> NHWC."""
+    tb = await TB.start(dut, salt=4)
+    await _weights(tb, "int8", (40, 70, 1, 3), True)
+    await _weights(tb, "int16", (17, 9, 2, 2), True)
+    for shape, eb, chain in (((2, 3, 4, 5), 1, True), ((1, 9, 3, 7), 2, False)):
+        x = tb.tensor(shape, {1: np.int8, 2: np.int16}[eb])
+        await tb.convert(f"NCHW->NHWC {shape}", dense_transpose(shape, eb, DENSE, IMAGE),
+                         _bytes(x), _bytes(x.transpose(0, 2, 3, 1)), IMAGE, chain)
+        await tb.convert(f"NHWC->NCHW {shape}",
+                         dense_transpose(shape, eb, DENSE, IMAGE, unpack=True),
+                         _bytes(x.transpose(0, 2, 3, 1)), _bytes(x), DENSE, chain)
+
+
+def random_descriptor(r, bb):
+    eb = r.choice([1, 2, 4, 8])
+    dims, span = [], 0
+    for _ in range(r.randint(1, 5)):
+        extent = r.randint(1, 6)
+        dst_stride = span + eb * r.randint(1, 3)
+        dims.append(Dim(extent, eb * r.randint(0, 40), dst_stride, r.randint(0, extent)
+                        if r.random() < 0.3 else extent))
+        span = dst_stride * extent
+    return Descriptor(DENSE + eb * r.randint(0, 64), IMAGE + eb * r.randint(0, 64), eb,
+                      tuple(dims), pad=r.getrandbits(64))
+
+
+@cocotb.test()
+async def test_random_descriptors(dut):
+    """Random descriptors (element sizes, strides, padding) against the executor."""
+    tb = await TB.start(dut, salt=5)
+    seed = tb.rng.getrandbits(32)
+    dut._log.info("random descriptors: seed %d", seed)
+    rr = random.Random(seed)
+    for i in range(12):
+        d = random_descriptor(rr, tb.bb)
+        src = np.frombuffer(rr.randbytes(1 << 14), np.uint8)
+        tb.mem.fill(GUARD)
+        tb.mem.load(DENSE, src)
+        model = tb.mem.mem.copy()
+        execute([d], model)
+        code, _, _ = await tb.run([d], chain=bool(i % 2))
+        assert code == 0, f"random descriptor {i}: error {Error(code).name}: {d}"
+        if not (tb.mem.mem[:CHAIN] == model[:CHAIN]).all():
+            bad = int(np.flatnonzero(tb.mem.mem[:CHAIN] != model[:CHAIN])[0])
+            raise AssertionError(f"random descriptor {i} differs at 0x{bad:x}: {d}")
+        lo, hi = d.dst_range()
+        tb.assert_writes_within(lo, hi - lo, f"random descriptor {i}")
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+GOOD = Descriptor(DENSE, IMAGE, 1, (Dim(40, 1, 1),))
+
+
+async def _expect_error(tb, descs, code, index, chain, what, read_errors=(), write_errors=()):
+    tb.mem.fill(GUARD)
+    tb.mem.load(DENSE, np.arange(4096, dtype=np.uint16).astype(np.uint8))
+    tb.mem.read_errors = list(read_errors)
+    tb.mem.write_errors = list(write_errors)
+    got, idx, _ = await tb.run(descs, chain)
+    tb.mem.read_errors, tb.mem.write_errors = [], []
+    assert got == code, f"{what}: code {got}, expected {code.name}"
+    assert idx == index, f"{what}: failing descriptor {idx}, expected {index}"
+    # nothing written by the failing descriptor beyond what it had right before the error
+    if code in (Error.DIMS, Error.ZERO_EXTENT, Error.ALIGN, Error.RANGE, Error.OVERLAP):
+        before = Program(list(descs[:index]))
+        model = np.full(MEM_SIZE, GUARD, np.uint8)
+        model[DENSE:DENSE + 4096] = np.arange(4096, dtype=np.uint16).astype(np.uint8)
+        execute(before, model)
+        assert (tb.mem.mem[:CHAIN] == model[:CHAIN]).all(), f"{what}: wrote something"
+    # the engine takes the next job
+    await tb.convert(f"after {what}", Program([GOOD]), np.arange(40, dtype=np.uint8),
+                     np.arange(40, dtype=np.uint8), IMAGE, chain=False)
+
+
+@cocotb.test()
+async def test_errors(dut):
+    """Every error code, from registers and from a chain (with its index), then a good job."""
+    tb = await TB.start(dut, salt=6)
+    bad = [
+        ("no dimensions", Descriptor(DENSE, IMAGE, 1, ()), Error.DIMS),
+        ("valid beyond extent", Descriptor(DENSE, IMAGE, 1, (Dim(4, 1, 1, 5),)), Error.DIMS),
+        ("destination dims out of order",
+         Descriptor(DENSE, IMAGE, 1, (Dim(2, 1, 8), Dim(8, 2, 1))), Error.DIMS),
+        ("zero extent", Descriptor(DENSE, IMAGE, 1, (Dim(4, 1, 1), Dim(0, 4, 4))),
+         Error.ZERO_EXTENT),
+        ("misaligned source", Descriptor(DENSE + 1, IMAGE, 2, (Dim(4, 2, 2),)), Error.ALIGN),
+        ("misaligned stride", Descriptor(DENSE, IMAGE, 4, (Dim(4, 6, 4),)), Error.ALIGN),
+        ("source past the top", Descriptor(0xFFFFFF00, IMAGE, 1, (Dim(512, 1, 1),)),
+         Error.RANGE),
+        ("destination past the top", Descriptor(DENSE, 0xFFFFFFF0, 1, (Dim(32, 1, 1),)),
+         Error.RANGE),
+        ("stride overflow", Descriptor(DENSE, IMAGE, 1, (Dim(2, 1, 1), Dim(3, 0x80000000, 4))),
+         Error.RANGE),
+        ("overlap", Descriptor(DENSE, DENSE + 16, 1, (Dim(64, 1, 1),)), Error.OVERLAP),
+    ]
+    for what, d, code in bad:
+        assert d.error(32) == code, what                       # the model agrees
+        await _expect_error(tb, [d], code, 0, False, what)
+        await _expect_error(tb, [GOOD, d], code, 1, True, f"{what} (chain)")
+    # bus errors
+    big = Descriptor(DENSE, IMAGE, 1, (Dim(2048, 1, 1),))
+    await _expect_error(tb, [big], Error.READ_ERROR, 0, False, "read error",
+                        read_errors=[(DENSE + 1024, DENSE + 1040)])
+    await _expect_error(tb, [GOOD, big], Error.WRITE_ERROR, 1, True, "write error",
+                        write_errors=[(IMAGE + 512, IMAGE + 520)])
+    await _expect_error(tb, [GOOD, big], Error.FETCH_ERROR, 1, True, "fetch error",
+                        read_errors=[(CHAIN + 128, CHAIN + 256)])
+    # a misaligned chain address
+    await tb.drv.write("chain_addr", value=CHAIN + 8)
+    await tb.drv.write("ctrl", start_chain=1)
+    await tb.wait_done()
+    assert (await tb.drv.error.read()).code == Error.ALIGN
+
+
+@cocotb.test()
+async def test_read_error_writes_only_good_data(dut):
+    """After a read error, every byte written is the right byte, and none after the error's
+    element."""
+    tb = await TB.start(dut, salt=7)
+    d = Descriptor(DENSE, IMAGE, 1, (Dim(4096, 1, 1),))
+    src = np.random.default_rng(1).integers(0, 256, 4096).astype(np.uint8)
+    tb.mem.fill(GUARD)
+    tb.mem.load(DENSE, src)
+    tb.mem.read_errors = [(DENSE + 2048, DENSE + 2056)]
+    code, _, _ = await tb.run([d], False)
+    tb.mem.read_errors = []
+    assert code == Error.READ_ERROR
+    touched = np.flatnonzero(tb.mem.written)
+    assert touched.size == 0 or touched[-1] < IMAGE + 2048, "wrote past the failed read"
+    assert (tb.mem.mem[touched] == src[touched - IMAGE]).all(), "wrote wrong data"
+
+
+@cocotb.test()
+async def test_start_while_busy_and_hwinfo(dut):
+    tb = await TB.start(dut, salt=8, latency=20)
+    info = await tb.drv.hwinfo.read()
+    assert (info.data_bytes, info.max_dims, info.addr_width) == (tb.bb, 5, 32)
+    d = Descriptor(DENSE, IMAGE, 1, (Dim(3000, 1, 1),))
+    tb.mem.fill(GUARD)
+    src = np.arange(3000, dtype=np.uint16).astype(np.uint8)
+    tb.mem.load(DENSE, src)
+    for name, fields in program(d):
+        await tb.drv.write(name, **fields)
+    st = await tb.drv.status.read()
+    assert st.busy
+    await tb.drv.write("dst_addr", value=IMAGE + 0x8000)      # a second start: ignored
+    await tb.drv.write("ctrl", start=1)
+    await tb.wait_done()
+    assert (tb.mem.mem[IMAGE:IMAGE + 3000] == src).all()
+    assert not tb.mem.written[IMAGE + 0x8000:].any()
