@@ -154,8 +154,10 @@ class DmaEngine(wiring.Component):
         # -- the datapath (reset between descriptors and after errors) --------------------------
         dp_reset = Signal()
         halt = Signal()                       # an error: issue nothing new
+        # elements waiting for their read data: enough for every beat the read FIFO can have
+        # in flight plus an open burst, or the entries, not the bus, would limit a copy
         entries = m.submodules.entries = ResetInserter(dp_reset)(
-            SyncFIFOBuffered(width=aw + L + 3, depth=32))
+            SyncFIFOBuffered(width=aw + L + 3, depth=self.read_fifo + 2 * self.max_burst))
         rfifo = m.submodules.rfifo = ResetInserter(dp_reset)(
             SyncFIFOBuffered(width=self.data_width, depth=self.read_fifo))
         wfifo = m.submodules.wfifo = ResetInserter(dp_reset)(

@@ -35,7 +35,7 @@ CHAIN = 0xF0000
 
 
 class TB:
-    def __init__(self, dut, salt=0, latency=None):
+    def __init__(self, dut, salt=0, latency=None, size=MEM_SIZE):
         self.dut = dut
         self.bb = params().get("data_width", 64) // 8
         self.rng = rng(salt)
@@ -43,7 +43,7 @@ class TB:
         start_clock(dut)
         self.master = axil_master(dut)
         self.drv = axil_driver(self.master, DMA)
-        self.mem = AxiMemory(dut, "m_axi", MEM_SIZE,
+        self.mem = AxiMemory(dut, "m_axi", size,
                              latency=latency if latency is not None else self.rng.randint(1, 30))
 
     def stalls(self, on=True, p=0.3):
@@ -51,8 +51,8 @@ class TB:
         self.mem.set_pauses(self.rng if on else None, p)
 
     @classmethod
-    async def start(cls, dut, salt=0, stalls=True, latency=None):
-        tb = cls(dut, salt, latency)
+    async def start(cls, dut, salt=0, stalls=True, latency=None, size=MEM_SIZE):
+        tb = cls(dut, salt, latency, size)
         tb.stalls(stalls)
         await reset(dut)
         await tb.drv.irq_enable.write(done=1)
