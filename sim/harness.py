@@ -9,7 +9,7 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, Edge, First, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
 from model.regmap import AsyncDriver, BusError
@@ -105,3 +105,19 @@ class AxiLiteTransport:
 def axil_driver(master: AxiLiteMaster, regmap, base: int = 0) -> AsyncDriver:
     """The named-register driver over an AxiLiteMaster."""
     return AsyncDriver(regmap, AxiLiteTransport(master, regmap), base=base)
+
+
+async def wait_job_done(dut, drv, clear: dict, max_cycles: int):
+    """Wait for a block's job to end: ``irq`` high (checked every 1000 cycles or on its edge),
+    then ``status.done`` set and ``busy`` clear; clears ``clear`` (status fields) and returns
+    the status read."""
+    irq = dut.irq
+    for _ in range(max_cycles // 1000):
+        if irq.value:
+            break
+        await First(Edge(irq), ClockCycles(dut.clk, 1000))
+    assert irq.value, "the job did not end (no interrupt)"
+    st = await drv.status.read()
+    assert st.done and not st.busy, f"irq without done: {st}"
+    await drv.status.write(**clear)
+    return st

@@ -205,10 +205,7 @@ class DmaEngine(wiring.Component):
         m.d.comb += [entries.w_en.eq(take_step),
                      entries.w_data.eq(Cat(step.dst, step.src[:L], st_has, new_beat,
                                            step.last))]
-        issue = Signal()
-        issue_addr = Signal(aw)
-        issue_len = Signal(range(self.max_burst + 1))
-        m.d.comb += [issue_addr.eq(b_start), issue_len.eq(b_len)]
+        issue = Signal()                      # the open burst (b_start, b_len) goes out
         # no next step (the walk has ended): the open burst goes
         force = open_ & ~walker.o.valid & can_issue & (state == _State.RUN)
         stuck = open_ & walker.o.valid & ~entries.w_rdy & can_issue
@@ -232,8 +229,8 @@ class DmaEngine(wiring.Component):
         with m.If(axi.arvalid & axi.arready):
             m.d.sync += arvalid.eq(0)
         with m.If(issue):
-            m.d.sync += [arvalid.eq(1), axi.arid.eq(DATA_ID), axi.araddr.eq(issue_addr),
-                         axi.arlen.eq(issue_len - 1)]
+            m.d.sync += [arvalid.eq(1), axi.arid.eq(DATA_ID), axi.araddr.eq(b_start),
+                         axi.arlen.eq(b_len - 1)]
         with m.Elif(fetch_go):
             m.d.sync += [arvalid.eq(1), axi.arid.eq(FETCH_ID), axi.araddr.eq(fetch_addr[:aw]),
                          axi.arlen.eq(fetch_beats - 1)]
@@ -241,8 +238,8 @@ class DmaEngine(wiring.Component):
         r_data = r_beat & (axi.rid == DATA_ID)
         m.d.comb += [rfifo.w_en.eq(r_data & ~halt), rfifo.w_data.eq(axi.rdata)]
         popped = rfifo.r_en & rfifo.r_rdy
-        m.d.sync += [credit.eq(credit - Mux(issue, issue_len, 0) + popped),
-                     inflight.eq(inflight + Mux(issue, issue_len, 0) - r_data)]
+        m.d.sync += [credit.eq(credit - Mux(issue, b_len, 0) + popped),
+                     inflight.eq(inflight + Mux(issue, b_len, 0) - r_data)]
         read_err = Signal()
         with m.If(r_data & (axi.rresp != Resp.OKAY)):
             m.d.sync += read_err.eq(1)
@@ -294,31 +291,32 @@ class DmaEngine(wiring.Component):
                      awfifo.w_data.eq(Cat(wb_start, wb_len - 1)), awfifo.w_en.eq(close),
                      wlens.w_data.eq(wb_len), wlens.w_en.eq(close)]
         flush_w = Signal()                    # the walk has ended: push and close what is open
+
+        def push_open_beat():
+            """The open beat goes to the W FIFO: it extends the open burst, or closes it and
+            starts the next."""
+            m.d.comb += push.eq(1)
+            with m.If(next_in_burst):
+                m.d.sync += wb_len.eq(wb_len + 1)
+            with m.Else():
+                m.d.comb += close.eq(wb_open)
+                m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
+
         with m.If(e_go):
             with m.If(same_w):
                 m.d.sync += [w_data.eq((w_data & ~data_mask) | (sh_data & data_mask)),
                              w_strb.eq(w_strb | sh_strb)]
             with m.Else():
                 with m.If(w_open):
-                    m.d.comb += push.eq(1)
-                    with m.If(next_in_burst):
-                        m.d.sync += wb_len.eq(wb_len + 1)
-                    with m.Else():
-                        m.d.comb += close.eq(wb_open)
-                        m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
+                    push_open_beat()
                 m.d.sync += [w_open.eq(1), w_addr.eq(d_beat), w_data.eq(sh_data & data_mask),
                              w_strb.eq(sh_strb)]
             with m.If(e_last):
                 m.d.sync += flush_w.eq(1)
         with m.Elif(flush_w):
             with m.If(w_open & can_push):
-                m.d.comb += push.eq(1)
+                push_open_beat()
                 m.d.sync += w_open.eq(0)
-                with m.If(next_in_burst):
-                    m.d.sync += wb_len.eq(wb_len + 1)
-                with m.Else():
-                    m.d.comb += close.eq(wb_open)
-                    m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
             with m.Elif(~w_open & wb_open & can_close):
                 m.d.comb += close.eq(1)
                 m.d.sync += [wb_open.eq(0), flush_w.eq(0)]

@@ -11,7 +11,7 @@ write nothing past the verified atoms, and leave the block ready for the next jo
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, Edge, First
+from cocotb.triggers import ClockCycles
 from cocotbext.axi.stream import define_stream
 
 from model.nvdla.weights import WeightSpec, compress, plan_job
@@ -26,6 +26,7 @@ from sim.harness import (
     rng,
     set_axil_pauses,
     start_clock,
+    wait_job_done,
 )
 from sim.runner import params
 
@@ -85,15 +86,7 @@ class TB:
         return w
 
     async def wait_done(self, max_cycles=2_000_000):
-        irq = self.dut.irq
-        for _ in range(max_cycles // 1000):
-            if irq.value:
-                break
-            await First(Edge(irq), ClockCycles(self.dut.clk, 1000))
-        assert irq.value, "the job did not end (no interrupt)"
-        st = await self.drv.status.read()
-        assert st.done and not st.busy, f"irq without done: {st}"
-        await self.drv.status.write(done=1, error=1)
+        await wait_job_done(self.dut, self.drv, {"done": 1, "error": 1}, max_cycles)
 
     async def run(self, packed, *, write=True, stream=True, base=BASE, corrupt=None):
         """Load a compressed image, run it, and return (job, error code, stream bytes, cycles).
