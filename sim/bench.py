@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -84,7 +85,12 @@ TABLES = {
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--case", action="append", help="only this case (e.g. sdp-l4; repeatable)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the smallest size of each bench only (a check of the figures in "
+                         "minutes, not the full table)")
     args = ap.parse_args(argv)
+    if args.quick:
+        os.environ["BENCH_QUICK"] = "1"
     try:
         runner.simulator_env("verilator")
     except runner.SimulatorMissing as e:

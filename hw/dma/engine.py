@@ -37,6 +37,7 @@ from model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
 from ..bus.regbank import RegisterBank
+from .tile import TileTransposer
 from .walker import Walker
 
 DATA_ID = 0
@@ -61,7 +62,7 @@ class DmaEngine(wiring.Component):
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
-                 read_fifo=64):
+                 read_fifo=64, tile_beats=None):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if not 12 <= addr_width <= 32:
@@ -81,6 +82,11 @@ class DmaEngine(wiring.Component):
         self.regmap = DMA
         self._bank = RegisterBank(DMA, addr_width=8)
         self._walker = Walker(levels=MAX_DIMS, addr_width=addr_width)
+        # tile rows of 128 bytes by default: long enough for reads that do not start on a beat
+        # to lose little (one beat in K + 1), short enough that a tile fills quickly
+        self.tile_beats = tile_beats if tile_beats is not None else 1024 // data_width
+        self._tile = TileTransposer(data_width=data_width, addr_width=addr_width,
+                                    tile_beats=self.tile_beats, row_queue=read_fifo)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
             "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -168,14 +174,44 @@ class DmaEngine(wiring.Component):
             SyncFIFOBuffered(width=9, depth=8))
 
         # walker configuration: unused dimensions count once
+        n_ext = [Signal(32, name=f"n_ext{k}") for k in range(MAX_DIMS)]
+        n_val = [Signal(32, name=f"n_val{k}") for k in range(MAX_DIMS)]
+        n_sst = [Signal(aw, name=f"n_sst{k}") for k in range(MAX_DIMS)]
+        n_dst = [Signal(aw, name=f"n_dst{k}") for k in range(MAX_DIMS)]
         for k in range(MAX_DIMS):
             used = k < ndims
-            m.d.comb += [walker.extent[k].eq(Mux(used, ext[k], 1)),
-                         walker.valid[k].eq(Mux(used, val[k], 1)),
-                         walker.src_stride[k].eq(Mux(used, sst[k], 0)),
-                         walker.dst_stride[k].eq(Mux(used, dstr[k], 0))]
+            m.d.comb += [n_ext[k].eq(Mux(used, ext[k], 1)), n_val[k].eq(Mux(used, val[k], 1)),
+                         n_sst[k].eq(Mux(used, sst[k], 0)), n_dst[k].eq(Mux(used, dstr[k], 0))]
+            m.d.comb += [walker.extent[k].eq(n_ext[k]), walker.valid[k].eq(n_val[k]),
+                         walker.src_stride[k].eq(n_sst[k]), walker.dst_stride[k].eq(n_dst[k])]
         m.d.comb += [walker.src_base.eq(src[:aw]), walker.dst_base.eq(dst[:aw])]
         step = walker.o.payload
+
+        # the transpose path: dim 0 contiguous in the destination and a column dimension (the
+        # lowest of 1 to 3 with every index valid) contiguous in the source, at most 4
+        # dimensions, elements narrower than a beat
+        tile = m.submodules.tile = ResetInserter(dp_reset)(self._tile)
+        tile_mode = Signal()                  # the running descriptor uses it
+        col = Signal(2)
+        col_ok = [(k < ndims) & (sst[k] == eb) & (val[k] == ext[k]) & (ext[k] > 1)
+                  for k in range(4)]
+        with m.If(col_ok[1]):
+            m.d.comb += col.eq(1)
+        with m.Elif(col_ok[2]):
+            m.d.comb += col.eq(2)
+        with m.Elif(col_ok[3]):
+            m.d.comb += col.eq(3)
+        tile_fits = ((ndims >= 2) & (ndims <= 4) & (dstr[0] == eb) & (ext[0] > 1) &
+                     (col != 0) & (elog < L))
+        others = {1: (2, 3), 2: (1, 3), 3: (1, 2)}
+        m.d.comb += [tile.src.eq(src[:aw]), tile.dst.eq(dst[:aw]), tile.elog.eq(elog),
+                     tile.pad.eq(pad)]
+        with m.Switch(col):
+            for c, (p, q) in others.items():
+                with m.Case(c):
+                    for t_k, k in enumerate((0, c, p, q)):
+                        m.d.comb += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
+                                     tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
 
         # read planner: one burst open at a time; it is issued when the next element needs a
         # beat that does not continue it, when it is full, at the end of the walk, or when the
@@ -188,35 +224,40 @@ class DmaEngine(wiring.Component):
         inflight = Signal(range(self.read_fifo + 1))
         arvalid = Signal()
         ar_free = ~arvalid | axi.arready
+        # its requests: the walker's elements, or the transposer's beats
         beat_of = step.src & ~Const(BB - 1, aw)
-        same = open_ & (beat_of == b_last)
-        cont = (open_ & (beat_of == b_last + BB) & (b_len < self.max_burst) &
-                (beat_of[:12] != 0))
+        p_valid = Mux(tile_mode, tile.req.valid, walker.o.valid)
+        p_beat = Mux(tile_mode, tile.req.payload, beat_of)
+        p_has = tile_mode | step.has_src
+        p_room = tile_mode | entries.w_rdy
+        same = open_ & (p_beat == b_last) & ~tile_mode
+        cont = (open_ & (p_beat == b_last + BB) & (b_len < self.max_burst) &
+                (p_beat[:12] != 0))
         can_issue = ar_free & (credit >= b_len) & ~halt
         need_close = open_ & ~same & ~cont
         st_has = step.has_src
         # an element with a source either shares the open beat, continues the burst, or needs
         # the open burst issued first
-        step_ok = walker.o.valid & entries.w_rdy & (~st_has | same | cont | ~open_ |
-                                                    (need_close & can_issue))
+        step_ok = p_valid & p_room & (~p_has | same | cont | ~open_ | (need_close & can_issue))
         take_step = step_ok & (state == _State.RUN) & ~halt
-        m.d.comb += walker.o.ready.eq(take_step)
+        m.d.comb += [walker.o.ready.eq(take_step & ~tile_mode),
+                     tile.req.ready.eq(take_step & tile_mode)]
         new_beat = st_has & ~same
-        m.d.comb += [entries.w_en.eq(take_step),
+        m.d.comb += [entries.w_en.eq(take_step & ~tile_mode),
                      entries.w_data.eq(Cat(step.dst, step.src[:L], st_has, new_beat,
                                            step.last))]
         issue = Signal()                      # the open burst (b_start, b_len) goes out
         # no next step (the walk has ended): the open burst goes
-        force = open_ & ~walker.o.valid & can_issue & (state == _State.RUN)
-        stuck = open_ & walker.o.valid & ~entries.w_rdy & can_issue
-        with m.If(take_step & st_has):
+        force = open_ & ~p_valid & can_issue & (state == _State.RUN)
+        stuck = open_ & p_valid & ~p_room & can_issue
+        with m.If(take_step & p_has):
             with m.If(same):
                 pass
             with m.Elif(cont):
-                m.d.sync += [b_len.eq(b_len + 1), b_last.eq(beat_of)]
+                m.d.sync += [b_len.eq(b_len + 1), b_last.eq(p_beat)]
             with m.Else():
                 m.d.comb += issue.eq(open_)
-                m.d.sync += [open_.eq(1), b_start.eq(beat_of), b_last.eq(beat_of), b_len.eq(1)]
+                m.d.sync += [open_.eq(1), b_start.eq(p_beat), b_last.eq(p_beat), b_len.eq(1)]
         with m.Elif(force | stuck):
             m.d.comb += issue.eq(1)
             m.d.sync += open_.eq(0)
@@ -256,7 +297,8 @@ class DmaEngine(wiring.Component):
         elem = Signal(64)
         m.d.comb += elem.eq(Mux(e_has, (beat >> (e_off << 3))[:64], pad))
 
-        # write combiner: one open beat, one open burst (its beats go to the W FIFO)
+        # write combiner: one open beat, one open burst (its beats go to the W FIFO). Its input
+        # (c_*) is a piece of a beat: the extractor's element, or the transposer's column
         w_open = Signal()
         w_addr = Signal(aw)                   # the open beat's address
         w_data = Signal(self.data_width)
@@ -272,16 +314,26 @@ class DmaEngine(wiring.Component):
         sh_strb = Signal(BB)
         m.d.comb += [sh_data.eq(elem << (d_off << 3)),
                      sh_strb.eq(emask << d_off)]
+        piece = tile.wr.payload
+        c_valid = Mux(tile_mode, tile.wr.valid, e_ready)
+        c_beat = Mux(tile_mode, piece.addr, d_beat)
+        c_data = Mux(tile_mode, piece.data, sh_data)
+        c_strb = Mux(tile_mode, piece.strb, sh_strb)
+        c_last = Mux(tile_mode, piece.last, e_last)
         data_mask = Signal(self.data_width)
-        m.d.comb += data_mask.eq(Cat(*[sh_strb[i].replicate(8) for i in range(BB)]))
-        same_w = w_open & (d_beat == w_addr)
+        m.d.comb += data_mask.eq(Cat(*[c_strb[i].replicate(8) for i in range(BB)]))
+        same_w = w_open & (c_beat == w_addr)
         # pushing the open beat: into the open burst if it continues, else the burst is closed
         next_in_burst = wb_open & (w_addr == wb_start + (wb_len << L)) & \
             (wb_len < self.max_burst) & (w_addr[:12] != 0)
         can_close = awfifo.w_rdy & wlens.w_rdy
         can_push = wfifo.w_rdy & (next_in_burst | ~wb_open | can_close)
-        e_go = e_ready & (same_w | ~w_open | can_push) & ~halt & (state == _State.RUN)
-        m.d.comb += [entries.r_en.eq(e_go), rfifo.r_en.eq(e_go & e_new)]
+        c_go = c_valid & (same_w | ~w_open | can_push) & ~halt & (state == _State.RUN)
+        e_go = c_go & ~tile_mode
+        m.d.comb += [entries.r_en.eq(e_go), tile.wr.ready.eq(c_go & tile_mode),
+                     rfifo.r_en.eq(Mux(tile_mode, tile.rdata.ready, e_go & e_new)),
+                     tile.rdata.valid.eq(rfifo.r_rdy & tile_mode & ~halt),
+                     tile.rdata.payload.eq(rfifo.r_data)]
         with m.If(e_go & e_new):
             m.d.sync += cur.eq(rfifo.r_data)
 
@@ -302,16 +354,16 @@ class DmaEngine(wiring.Component):
                 m.d.comb += close.eq(wb_open)
                 m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
 
-        with m.If(e_go):
+        with m.If(c_go):
             with m.If(same_w):
-                m.d.sync += [w_data.eq((w_data & ~data_mask) | (sh_data & data_mask)),
-                             w_strb.eq(w_strb | sh_strb)]
+                m.d.sync += [w_data.eq((w_data & ~data_mask) | (c_data & data_mask)),
+                             w_strb.eq(w_strb | c_strb)]
             with m.Else():
                 with m.If(w_open):
                     push_open_beat()
-                m.d.sync += [w_open.eq(1), w_addr.eq(d_beat), w_data.eq(sh_data & data_mask),
-                             w_strb.eq(sh_strb)]
-            with m.If(e_last):
+                m.d.sync += [w_open.eq(1), w_addr.eq(c_beat), w_data.eq(c_data & data_mask),
+                             w_strb.eq(c_strb)]
+            with m.If(c_last):
                 m.d.sync += flush_w.eq(1)
         with m.Elif(flush_w):
             with m.If(w_open & can_push):
@@ -357,7 +409,10 @@ class DmaEngine(wiring.Component):
         bytes_written = Signal(32)
         cycles = Signal(32)
         ndone = Signal(24)
-        with m.If(e_go):
+        with m.If(tile_mode):
+            m.d.sync += [bytes_written.eq(bytes_written + tile.written_bytes),
+                         bytes_read.eq(bytes_read + tile.read_bytes)]
+        with m.Elif(e_go):
             m.d.sync += bytes_written.eq(bytes_written + eb)
             with m.If(e_has):
                 m.d.sync += bytes_read.eq(bytes_read + eb)
@@ -488,14 +543,18 @@ class DmaEngine(wiring.Component):
                     finish(Error.RANGE)
                 with m.Elif(~no_src & (src < d_end) & (dst < s_end)):
                     finish(Error.OVERLAP)
+                with m.Elif(tile_fits):
+                    m.d.comb += tile.start.eq(1)
+                    m.d.sync += [state.eq(_State.RUN), tile_mode.eq(1)]
                 with m.Else():
                     m.d.comb += walker.start.eq(1)
-                    m.d.sync += state.eq(_State.RUN)
+                    m.d.sync += [state.eq(_State.RUN), tile_mode.eq(0)]
             with m.Case(_State.RUN):
                 with m.If(read_err | write_err):
                     m.d.sync += [halt.eq(1), state.eq(_State.DRAIN)]
                     m.d.comb += walker.stop.eq(1)
-                with m.Elif(~walker.busy & (entries.level == 0) & reads_idle & wrote_all):
+                with m.Elif(~walker.busy & ~tile.busy & (entries.level == 0) & reads_idle &
+                            wrote_all):
                     m.d.sync += state.eq(_State.NEXT)
             with m.Case(_State.DRAIN):
                 # halted: the issued bursts finish, reads in flight come back (and are dropped)

@@ -1,7 +1,8 @@
 """Bus utilisation of the DMA layout engine (``make bench``).
 
 Each conversion runs as a chain from memory with a read latency of 20 cycles and no stalls, at
-three tensor sizes (64 KiB, 256 KiB, 1 MiB). ``cycles`` is the engine's own count from start to
+three tensor sizes (64 KiB, 256 KiB, 1 MiB; only the first with ``BENCH_QUICK=1``, which
+``python -m sim.bench --quick`` sets). ``cycles`` is the engine's own count from start to
 done (descriptor fetches included). Utilisation on each side is useful bytes over bus bytes per
 cycle times cycles: bytes read / (bus bytes x cycles), bytes written likewise. Goals (issue 8):
 a plain copy at least 98 %, every layout conversion at least 90 % on the busier side. Every
@@ -9,6 +10,7 @@ result is also checked against the model. The rows go to ``bench.json``.
 """
 
 import json
+import os
 
 import cocotb
 import numpy as np
@@ -34,6 +36,8 @@ LATENCY = 20
 SIZE = 1 << 23
 DENSE, IMAGE, CHAIN_AT = 0x10000, 0x300000, CHAIN + 0x600000
 SIZES = {"64 KiB": 32, "256 KiB": 64, "1 MiB": 128}     # H = W for C = 64 int8 channels
+if os.environ.get("BENCH_QUICK", "0") not in ("", "0"):
+    SIZES = {"64 KiB": 32}
 
 
 def conversions(hw):

@@ -1,0 +1,335 @@
+"""The DMA's transpose path: a double-buffered tile buffer with skewed banks.
+
+A descriptor whose innermost dimension (dim 0) is contiguous in the destination and one of
+whose other dimensions (the *column* dimension) is contiguous in the source is a transpose:
+walking it element by element reads one element per beat. This unit moves it a beat at a time
+on both sides instead.
+
+Tiles
+    A tile is ``L`` rows (indices of dim 0, ``L = bus bytes / element bytes``) by ``T = K * L``
+    columns (indices of the column dimension, ``K = tile_beats``). Each row is a contiguous run
+    of ``T`` elements in the source: ``K`` beats, or ``K + 1`` when it does not start on a beat.
+    Each column is a contiguous run of ``L`` elements in the destination: one beat, or two
+    partial ones when it does not start on a beat. Tiles at the edges are smaller.
+
+Skewed banks
+    The buffer is ``bus bytes`` memories one byte wide, each read at its own address, so that a
+    whole row beat goes in and a whole column beat comes out in one cycle. Element ``(a, b)``
+    (row ``a``, column ``b = kb * L + i``) is held in element bank ``(a + i) mod L`` at address
+    ``a * K + kb``: a row beat is rotated by ``a`` elements and written to every bank at one
+    address; column ``b`` reads bank ``e`` at row ``(e - i) mod L`` and rotates the result
+    back by ``i`` elements. Two halves, filled and drained alternately, let the reads of one
+    tile overlap the writes of the previous one.
+
+Stages
+    The *row walker* steps through rows (row within tile, column tile, row tile, then the two
+    remaining dimensions), additions only. The *beat generator* turns each row into beat
+    addresses for the engine's read planner, and queues the row for the *fill* stage, which
+    realigns the returning beats (a funnel shift by the row's offset in its first beat) or
+    makes pad beats (rows past ``valid`` of their dimension) and writes them into the buffer.
+    A full half is handed to the *drain* stage, which reads one column per cycle and sends it
+    to the engine's write combiner as one or two pieces (beat address, data, byte strobes).
+
+Ports
+-----
+Configuration (hold while ``busy``): ``src``, ``dst``, ``elog`` (element bytes = 2**elog, less
+than the bus width), ``pad``, and four dimensions in ``ext``, ``val``, ``sst``, ``dstr``: index
+0 the rows (destination stride = element bytes), 1 the columns (source stride = element bytes,
+``val == ext``), 2 and 3 the others (unused ones as extent 1). ``start`` begins a walk, ``busy``
+stays high until the last piece has left.
+
+Streams: ``req`` (beat addresses to read, in order), ``rdata`` (the read beats, in the same
+order), ``wr`` (pieces: ``addr`` of a beat, ``data``, ``strb``, ``last`` on the job's final
+piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress adds to the job's
+counters.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+DIMS = 4
+
+
+def piece_layout(addr_width: int, data_width: int) -> data.StructLayout:
+    return data.StructLayout({"addr": addr_width, "data": data_width,
+                              "strb": data_width // 8, "last": 1})
+
+
+def _rotate_right_bytes(value, amount, nbytes):
+    """``value`` (``nbytes`` bytes) rotated right by ``amount`` bytes (0 <= amount < nbytes)."""
+    return (Cat(value, value) >> (amount * 8))[:nbytes * 8]
+
+
+class TileTransposer(wiring.Component):
+    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
+        if data_width not in (64, 128, 256):
+            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
+        if tile_beats not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"tile_beats must be a power of two from 1 to 32, not "
+                             f"{tile_beats!r}")
+        if row_queue < 2:
+            raise ValueError(f"row_queue must be at least 2, not {row_queue!r}")
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.tile_beats = tile_beats
+        self.row_queue = row_queue
+        aw = addr_width
+        super().__init__({
+            "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
+            "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
+            "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
+            "start": In(1), "busy": Out(1),
+            "req": Out(stream.Signature(aw)),
+            "rdata": In(stream.Signature(data_width)),
+            "wr": Out(stream.Signature(piece_layout(aw, data_width))),
+            "read_bytes": Out(range(tile_beats * data_width // 8 + 1)),
+            "written_bytes": Out(range(data_width // 8 + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()            # log2 of the bus bytes
+        K = self.tile_beats
+        KB = (K - 1).bit_length()
+        aw = self.addr_width
+        elog = self.elog
+        ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
+
+        L = Signal(LB + 1)                    # elements per beat: rows per tile
+        T = Signal(LB + KB + 1)               # columns per tile
+        m.d.comb += [L.eq(Const(BB, LB + 1) >> elog), T.eq(Const(K * BB, LB + KB + 1) >> elog)]
+        lgl = Signal(range(LB + 1))           # log2 L
+        m.d.comb += lgl.eq(LB - elog)
+
+        # -- row walker -------------------------------------------------------------------------
+        walking = Signal()
+        a = Signal(LB)                        # row within the tile
+        rem0 = Signal(32)                     # rows from this row tile on
+        vrem0 = Signal(signed(34))            # rows with a source from this row tile on
+        rem1 = Signal(32)                     # columns from this column tile on
+        c2 = Signal(32)
+        c3 = Signal(32)
+        s_row, s1, s0, s2, s3 = (Signal(aw, name=n) for n in ("s_row", "s1", "s0", "s2", "s3"))
+        d1, d0, d2, d3 = (Signal(aw, name=n) for n in ("d1", "d0", "d2", "d3"))
+        nrows = Signal(LB + 1)
+        ncols = Signal(LB + KB + 1)
+        m.d.comb += [nrows.eq(Mux(rem0 < L, rem0, L)), ncols.eq(Mux(rem1 < T, rem1, T))]
+        wrap_a = a + 1 >= nrows
+        wrap_t1 = rem1 <= T
+        wrap_t0 = rem0 <= L
+        wrap_2 = c2 + 1 >= ext[2]
+        wrap_3 = c3 + 1 >= ext[3]
+        row_last = wrap_a & wrap_t1 & wrap_t0 & wrap_2 & wrap_3
+        row_has = (a < vrem0) & (c2 < val[2]) & (c3 < val[3])
+        row_take = Signal()
+        col_step_src = K * BB                               # source bytes per column tile
+        col_step_dst = Signal(aw)
+        row_step_src = Signal(aw)
+        m.d.comb += [col_step_dst.eq(dstr[1] << (lgl + KB)),
+                     row_step_src.eq(sst[0] << lgl)]
+
+        with m.If(self.start & ~walking):
+            m.d.sync += [walking.eq(1), a.eq(0), rem0.eq(ext[0]), vrem0.eq(val[0]),
+                         rem1.eq(ext[1]), c2.eq(0), c3.eq(0)]
+            m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
+            m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
+        with m.Elif(row_take):
+            with m.If(~wrap_a):
+                m.d.sync += [a.eq(a + 1), s_row.eq(s_row + sst[0])]
+            with m.Elif(~wrap_t1):
+                n_s1 = s1 + col_step_src
+                m.d.sync += [a.eq(0), rem1.eq(rem1 - T), s1.eq(n_s1), s_row.eq(n_s1),
+                             d1.eq(d1 + col_step_dst)]
+            with m.Elif(~wrap_t0):
+                n_s0 = s0 + row_step_src
+                n_d0 = d0 + BB
+                m.d.sync += [a.eq(0), rem1.eq(ext[1]), rem0.eq(rem0 - L), vrem0.eq(vrem0 - L),
+                             s0.eq(n_s0), s1.eq(n_s0), s_row.eq(n_s0), d0.eq(n_d0), d1.eq(n_d0)]
+            with m.Elif(~wrap_2):
+                n_s2 = s2 + sst[2]
+                n_d2 = d2 + dstr[2]
+                m.d.sync += [a.eq(0), rem1.eq(ext[1]), rem0.eq(ext[0]), vrem0.eq(val[0]),
+                             c2.eq(c2 + 1), s2.eq(n_s2), s0.eq(n_s2), s1.eq(n_s2),
+                             s_row.eq(n_s2), d2.eq(n_d2), d0.eq(n_d2), d1.eq(n_d2)]
+            with m.Elif(~wrap_3):
+                n_s3 = s3 + sst[3]
+                n_d3 = d3 + dstr[3]
+                m.d.sync += [a.eq(0), rem1.eq(ext[1]), rem0.eq(ext[0]), vrem0.eq(val[0]),
+                             c2.eq(0), c3.eq(c3 + 1), s3.eq(n_s3), s2.eq(n_s3), s0.eq(n_s3),
+                             s1.eq(n_s3), s_row.eq(n_s3), d3.eq(n_d3), d2.eq(n_d3),
+                             d0.eq(n_d3), d1.eq(n_d3)]
+            with m.Else():
+                m.d.sync += walking.eq(0)
+
+        # -- beat generator ---------------------------------------------------------------------
+        row_bytes = Signal(LB + KB + 1)
+        m.d.comb += row_bytes.eq(ncols << elog)
+        offset = s_row[:LB]
+        nout = (row_bytes + BB - 1) >> LB
+        nbeats = (offset + row_bytes + BB - 1) >> LB
+        rows = m.submodules.rows = SyncFIFOBuffered(
+            width=LB + 2 * (KB + 2) + LB + 3 + aw + (LB + KB + 1) + (LB + 1),
+            depth=self.row_queue)
+        g_active = Signal()
+        g_addr = Signal(aw)
+        g_left = Signal(KB + 2)
+        m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
+        g_free = ~g_active | (self.req.ready & (g_left == 1))
+        m.d.comb += row_take.eq(walking & rows.w_rdy & g_free)
+        m.d.comb += [rows.w_en.eq(row_take),
+                     rows.w_data.eq(Cat(offset, nbeats[:KB + 2], nout[:KB + 2], a, row_has,
+                                        wrap_a, row_last, d1, ncols, nrows))]
+        with m.If(self.req.valid & self.req.ready):
+            m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
+            with m.If(g_left == 1):
+                m.d.sync += g_active.eq(0)
+        with m.If(row_take & row_has):
+            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), s_row[LB:])),
+                         g_left.eq(nbeats)]
+
+        # -- the buffer -------------------------------------------------------------------------
+        depth = 2 * BB * K
+        banks = []
+        for k in range(BB):
+            mem = Memory(shape=8, depth=depth, init=[])
+            m.submodules[f"bank{k}"] = mem
+            banks.append((mem.write_port(), mem.read_port(domain="sync")))
+        full = Signal(2)
+
+        # -- fill -------------------------------------------------------------------------------
+        h_fill = Signal()
+        f = rows.r_data
+        pos = 0
+        fields = {}
+        for name, width in (("offset", LB), ("nbeats", KB + 2), ("nout", KB + 2), ("a", LB),
+                            ("has", 1), ("tile_last", 1), ("job_last", 1), ("dst", aw),
+                            ("ncols", LB + KB + 1), ("nrows", LB + 1)):
+            fields[name] = f[pos:pos + width]
+            pos += width
+        j = Signal(KB + 2)                    # beats of the row taken
+        kb = Signal(KB + 2)                   # beats of the row written
+        prev = Signal(W)
+        can_fill = rows.r_rdy & ~full.bit_select(h_fill, 1)
+        aligned = fields["offset"] == 0
+        # the row's bytes from its offset on; after its last beat, what follows `prev` lies
+        # past the row's end (columns that are never drained)
+        funnel = (Cat(prev, self.rdata.payload) >> (fields["offset"] * 8))[:W]
+        # an element of e bytes at byte i of the beat is byte i mod e of the pad value
+        pad_elem = Signal(W)
+        with m.Switch(elog):
+            for e in range(4):
+                with m.Case(e):
+                    m.d.comb += pad_elem.eq(Cat(*[(self.pad >> (8 * (i % (1 << e))))[:8]
+                                                  for i in range(BB)]))
+        fill_data = Signal(W)
+        write = Signal()
+        take_beat = Signal()
+        with m.If(can_fill):
+            with m.If(~fields["has"]):
+                m.d.comb += [write.eq(1), fill_data.eq(pad_elem)]
+            with m.Elif(aligned):
+                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
+                             fill_data.eq(self.rdata.payload)]
+            with m.Elif(j == 0):
+                m.d.comb += take_beat.eq(self.rdata.valid)
+            with m.Elif(j < fields["nbeats"]):
+                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
+                             fill_data.eq(funnel)]
+            with m.Else():
+                m.d.comb += [write.eq(1), fill_data.eq(funnel)]
+        m.d.comb += self.rdata.ready.eq(take_beat)
+        with m.If(take_beat):
+            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1)]
+        row_done = write & (kb + 1 == fields["nout"])
+        with m.If(write):
+            m.d.sync += kb.eq(kb + 1)
+        tiles = m.submodules.tiles = SyncFIFO(width=1 + aw + (LB + KB + 1) + (LB + 1) + 1,
+                                              depth=2)
+        m.d.comb += [rows.r_en.eq(row_done),
+                     tiles.w_en.eq(row_done & fields["tile_last"]),
+                     tiles.w_data.eq(Cat(h_fill, fields["dst"], fields["ncols"],
+                                         fields["nrows"], fields["job_last"])),
+                     self.read_bytes.eq(Mux(row_done & fields["has"],
+                                            fields["ncols"] << elog, 0))]
+        with m.If(row_done):
+            m.d.sync += [j.eq(0), kb.eq(0)]
+            with m.If(fields["tile_last"]):
+                m.d.sync += h_fill.eq(~h_fill)
+        rot_in = Signal(LB)
+        m.d.comb += rot_in.eq((BB - (fields["a"] << elog)) & (BB - 1))
+        w_addr = Cat(kb[:KB], fields["a"], h_fill) if K > 1 else Cat(fields["a"], h_fill)
+        rotated = _rotate_right_bytes(fill_data, rot_in, BB)
+        for k, (wp, _) in enumerate(banks):
+            m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(write), wp.data.eq(rotated[8 * k:8 * k + 8])]
+
+        # -- drain ------------------------------------------------------------------------------
+        t = tiles.r_data
+        t_half = t[0]
+        t_dst = t[1:1 + aw]
+        t_ncols = t[1 + aw:1 + aw + LB + KB + 1]
+        t_nrows = t[1 + aw + LB + KB + 1:1 + aw + LB + KB + 1 + LB + 1]
+        t_last = t[-1]
+        b = Signal(LB + KB + 1)               # column being read
+        col_dst = Signal(aw)
+        s_v = Signal()                        # a column is out of the banks
+        s_rot = Signal(LB)
+        s_dst = Signal(aw)
+        s_bytes = Signal(LB + 1)
+        s_last = Signal()
+        s_hi = Signal()                       # sending the second piece of the column
+        bmod = b & (L - 1)
+        bdiv = b >> lgl
+        col_out = Signal(W)
+        m.d.comb += col_out.eq(_rotate_right_bytes(
+            Cat(*[rp.data for _, rp in banks]), s_rot, BB))
+        strb = Signal(BB)
+        m.d.comb += strb.eq((Const(1, BB + 1) << s_bytes) - 1)
+        od = s_dst[:LB]
+        wide = Signal(2 * W)
+        wide_strb = Signal(2 * BB)
+        m.d.comb += [wide.eq(Cat(col_out, Const(0, W)) << (od * 8)),
+                     wide_strb.eq(Cat(strb, Const(0, BB)) << od)]
+        two = wide_strb[BB:] != 0
+        s_done = self.wr.ready & (s_hi | ~two)
+        m.d.comb += [self.wr.valid.eq(s_v),
+                     self.wr.payload.addr.eq(Cat(Const(0, LB), s_dst[LB:]) + Mux(s_hi, BB, 0)),
+                     self.wr.payload.data.eq(Mux(s_hi, wide[W:], wide[:W])),
+                     self.wr.payload.strb.eq(Mux(s_hi, wide_strb[BB:], wide_strb[:BB])),
+                     self.wr.payload.last.eq(s_last & (s_hi | ~two)),
+                     self.written_bytes.eq(Mux(s_v & s_done, s_bytes, 0))]
+        with m.If(s_v & self.wr.ready & ~s_hi & two):
+            m.d.sync += s_hi.eq(1)
+        advance = ~s_v | s_done
+        issue = advance & tiles.r_rdy
+        for k, (_, rp) in enumerate(banks):
+            # the row of column b in this byte's element bank: (bank - skew) mod L
+            row_k = Signal(LB, name=f"row{k}")
+            m.d.comb += row_k.eq(((Const(k, LB) >> elog) - bmod) & (L - 1))
+            r_addr = Cat(bdiv[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
+            m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
+        col_last = b + 1 == t_ncols
+        with m.If(advance):
+            m.d.sync += [s_v.eq(issue), s_hi.eq(0)]
+        with m.If(issue):
+            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b == 0, t_dst, col_dst)),
+                         s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
+                         col_dst.eq(Mux(b == 0, t_dst, col_dst) + dstr[1])]
+            with m.If(col_last):
+                m.d.sync += b.eq(0)
+            with m.Else():
+                m.d.sync += b.eq(b + 1)
+        m.d.comb += tiles.r_en.eq(issue & col_last)
+        with m.If(tiles.w_en):
+            m.d.sync += full.bit_select(h_fill, 1).eq(1)
+        with m.If(issue & col_last):
+            m.d.sync += full.bit_select(t_half, 1).eq(0)
+
+        m.d.comb += self.busy.eq(walking | g_active | rows.r_rdy | (rows.level != 0) |
+                                 (full != 0) | s_v)
+        return m
+
