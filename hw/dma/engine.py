@@ -37,6 +37,7 @@ from model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
 from ..bus.regbank import RegisterBank
+from .rows import RowCopier
 from .tile import TileTransposer
 from .walker import Walker
 
@@ -87,6 +88,8 @@ class DmaEngine(wiring.Component):
         self.tile_beats = tile_beats if tile_beats is not None else 1024 // data_width
         self._tile = TileTransposer(data_width=data_width, addr_width=addr_width,
                                     tile_beats=self.tile_beats, row_queue=read_fifo)
+        self._rows = RowCopier(data_width=data_width, addr_width=addr_width,
+                               run_queue=read_fifo)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
             "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -213,6 +216,22 @@ class DmaEngine(wiring.Component):
                         m.d.comb += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
                                      tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
 
+        # the row path: dim 0 contiguous on both sides
+        rows = m.submodules.rows = ResetInserter(dp_reset)(self._rows)
+        row_mode = Signal()
+        row_fits = (ndims >= 1) & (ndims <= MAX_DIMS) & (sst[0] == eb) & (dstr[0] == eb)
+        m.d.comb += [rows.src.eq(src[:aw]), rows.dst.eq(dst[:aw]), rows.elog.eq(elog),
+                     rows.pad.eq(pad)]
+        for k in range(MAX_DIMS):
+            m.d.comb += [rows.ext[k].eq(n_ext[k]), rows.val[k].eq(n_val[k]),
+                         rows.sst[k].eq(n_sst[k]), rows.dstr[k].eq(n_dst[k])]
+
+        # the two move a beat at a time through the same ports: `beats` is the one in use
+        beat_mode = tile_mode | row_mode
+
+        def beats(field):
+            return Mux(row_mode, field(rows), field(tile))
+
         # read planner: one burst open at a time; it is issued when the next element needs a
         # beat that does not continue it, when it is full, at the end of the walk, or when the
         # entry FIFO is full (so the extractor can go on)
@@ -226,11 +245,11 @@ class DmaEngine(wiring.Component):
         ar_free = ~arvalid | axi.arready
         # its requests: the walker's elements, or the transposer's beats
         beat_of = step.src & ~Const(BB - 1, aw)
-        p_valid = Mux(tile_mode, tile.req.valid, walker.o.valid)
-        p_beat = Mux(tile_mode, tile.req.payload, beat_of)
-        p_has = tile_mode | step.has_src
-        p_room = tile_mode | entries.w_rdy
-        same = open_ & (p_beat == b_last) & ~tile_mode
+        p_valid = Mux(beat_mode, beats(lambda u: u.req.valid), walker.o.valid)
+        p_beat = Mux(beat_mode, beats(lambda u: u.req.payload), beat_of)
+        p_has = beat_mode | step.has_src
+        p_room = beat_mode | entries.w_rdy
+        same = open_ & (p_beat == b_last) & ~beat_mode
         cont = (open_ & (p_beat == b_last + BB) & (b_len < self.max_burst) &
                 (p_beat[:12] != 0))
         can_issue = ar_free & (credit >= b_len) & ~halt
@@ -240,10 +259,11 @@ class DmaEngine(wiring.Component):
         # the open burst issued first
         step_ok = p_valid & p_room & (~p_has | same | cont | ~open_ | (need_close & can_issue))
         take_step = step_ok & (state == _State.RUN) & ~halt
-        m.d.comb += [walker.o.ready.eq(take_step & ~tile_mode),
-                     tile.req.ready.eq(take_step & tile_mode)]
+        m.d.comb += [walker.o.ready.eq(take_step & ~beat_mode),
+                     tile.req.ready.eq(take_step & tile_mode),
+                     rows.req.ready.eq(take_step & row_mode)]
         new_beat = st_has & ~same
-        m.d.comb += [entries.w_en.eq(take_step & ~tile_mode),
+        m.d.comb += [entries.w_en.eq(take_step & ~beat_mode),
                      entries.w_data.eq(Cat(step.dst, step.src[:L], st_has, new_beat,
                                            step.last))]
         issue = Signal()                      # the open burst (b_start, b_len) goes out
@@ -314,12 +334,11 @@ class DmaEngine(wiring.Component):
         sh_strb = Signal(BB)
         m.d.comb += [sh_data.eq(elem << (d_off << 3)),
                      sh_strb.eq(emask << d_off)]
-        piece = tile.wr.payload
-        c_valid = Mux(tile_mode, tile.wr.valid, e_ready)
-        c_beat = Mux(tile_mode, piece.addr, d_beat)
-        c_data = Mux(tile_mode, piece.data, sh_data)
-        c_strb = Mux(tile_mode, piece.strb, sh_strb)
-        c_last = Mux(tile_mode, piece.last, e_last)
+        c_valid = Mux(beat_mode, beats(lambda u: u.wr.valid), e_ready)
+        c_beat = Mux(beat_mode, beats(lambda u: u.wr.payload.addr), d_beat)
+        c_data = Mux(beat_mode, beats(lambda u: u.wr.payload.data), sh_data)
+        c_strb = Mux(beat_mode, beats(lambda u: u.wr.payload.strb), sh_strb)
+        c_last = Mux(beat_mode, beats(lambda u: u.wr.payload.last), e_last)
         data_mask = Signal(self.data_width)
         m.d.comb += data_mask.eq(Cat(*[c_strb[i].replicate(8) for i in range(BB)]))
         same_w = w_open & (c_beat == w_addr)
@@ -329,11 +348,14 @@ class DmaEngine(wiring.Component):
         can_close = awfifo.w_rdy & wlens.w_rdy
         can_push = wfifo.w_rdy & (next_in_burst | ~wb_open | can_close)
         c_go = c_valid & (same_w | ~w_open | can_push) & ~halt & (state == _State.RUN)
-        e_go = c_go & ~tile_mode
+        e_go = c_go & ~beat_mode
         m.d.comb += [entries.r_en.eq(e_go), tile.wr.ready.eq(c_go & tile_mode),
-                     rfifo.r_en.eq(Mux(tile_mode, tile.rdata.ready, e_go & e_new)),
+                     rows.wr.ready.eq(c_go & row_mode),
+                     rfifo.r_en.eq(Mux(beat_mode, beats(lambda u: u.rdata.ready),
+                                       e_go & e_new)),
                      tile.rdata.valid.eq(rfifo.r_rdy & tile_mode & ~halt),
-                     tile.rdata.payload.eq(rfifo.r_data)]
+                     rows.rdata.valid.eq(rfifo.r_rdy & row_mode & ~halt),
+                     tile.rdata.payload.eq(rfifo.r_data), rows.rdata.payload.eq(rfifo.r_data)]
         with m.If(e_go & e_new):
             m.d.sync += cur.eq(rfifo.r_data)
 
@@ -409,9 +431,9 @@ class DmaEngine(wiring.Component):
         bytes_written = Signal(32)
         cycles = Signal(32)
         ndone = Signal(24)
-        with m.If(tile_mode):
-            m.d.sync += [bytes_written.eq(bytes_written + tile.written_bytes),
-                         bytes_read.eq(bytes_read + tile.read_bytes)]
+        with m.If(beat_mode):
+            m.d.sync += [bytes_written.eq(bytes_written + beats(lambda u: u.written_bytes)),
+                         bytes_read.eq(bytes_read + beats(lambda u: u.read_bytes))]
         with m.Elif(e_go):
             m.d.sync += bytes_written.eq(bytes_written + eb)
             with m.If(e_has):
@@ -543,18 +565,21 @@ class DmaEngine(wiring.Component):
                     finish(Error.RANGE)
                 with m.Elif(~no_src & (src < d_end) & (dst < s_end)):
                     finish(Error.OVERLAP)
+                with m.Elif(row_fits):
+                    m.d.comb += rows.start.eq(1)
+                    m.d.sync += [state.eq(_State.RUN), row_mode.eq(1), tile_mode.eq(0)]
                 with m.Elif(tile_fits):
                     m.d.comb += tile.start.eq(1)
-                    m.d.sync += [state.eq(_State.RUN), tile_mode.eq(1)]
+                    m.d.sync += [state.eq(_State.RUN), row_mode.eq(0), tile_mode.eq(1)]
                 with m.Else():
                     m.d.comb += walker.start.eq(1)
-                    m.d.sync += [state.eq(_State.RUN), tile_mode.eq(0)]
+                    m.d.sync += [state.eq(_State.RUN), row_mode.eq(0), tile_mode.eq(0)]
             with m.Case(_State.RUN):
                 with m.If(read_err | write_err):
                     m.d.sync += [halt.eq(1), state.eq(_State.DRAIN)]
                     m.d.comb += walker.stop.eq(1)
-                with m.Elif(~walker.busy & ~tile.busy & (entries.level == 0) & reads_idle &
-                            wrote_all):
+                with m.Elif(~walker.busy & ~tile.busy & ~rows.busy & (entries.level == 0) &
+                            reads_idle & wrote_all):
                     m.d.sync += state.eq(_State.NEXT)
             with m.Case(_State.DRAIN):
                 # halted: the issued bursts finish, reads in flight come back (and are dropped)

@@ -58,6 +58,17 @@ def piece_layout(addr_width: int, data_width: int) -> data.StructLayout:
                               "strb": data_width // 8, "last": 1})
 
 
+def pad_pattern(m, pad, elog, nbytes):
+    """A beat of pad elements: byte ``i`` is byte ``i mod element bytes`` of ``pad``."""
+    out = Signal(8 * nbytes)
+    with m.Switch(elog):
+        for e in range(4):
+            with m.Case(e):
+                m.d.comb += out.eq(Cat(*[(pad >> (8 * (i % (1 << e))))[:8]
+                                         for i in range(nbytes)]))
+    return out
+
+
 def _rotate_right_bytes(value, amount, nbytes):
     """``value`` (``nbytes`` bytes) rotated right by ``amount`` bytes (0 <= amount < nbytes)."""
     return (Cat(value, value) >> (amount * 8))[:nbytes * 8]
@@ -219,13 +230,7 @@ class TileTransposer(wiring.Component):
         # the row's bytes from its offset on; after its last beat, what follows `prev` lies
         # past the row's end (columns that are never drained)
         funnel = (Cat(prev, self.rdata.payload) >> (fields["offset"] * 8))[:W]
-        # an element of e bytes at byte i of the beat is byte i mod e of the pad value
-        pad_elem = Signal(W)
-        with m.Switch(elog):
-            for e in range(4):
-                with m.Case(e):
-                    m.d.comb += pad_elem.eq(Cat(*[(self.pad >> (8 * (i % (1 << e))))[:8]
-                                                  for i in range(BB)]))
+        pad_elem = pad_pattern(m, self.pad, elog, BB)
         fill_data = Signal(W)
         write = Signal()
         take_beat = Signal()
