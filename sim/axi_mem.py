@@ -42,6 +42,7 @@ class AxiMemory:
         quiet(self.ar.log, self.r.log, self.write_if.log, self.write_if.aw_channel.log,
               self.write_if.w_channel.log, self.write_if.b_channel.log)
         self.cycle = 0
+        self.longest_read = 0                           # beats of the longest read burst
         self._pending = collections.deque()
         self._arrived = Event()
         cocotb.start_soon(self._count())
@@ -102,6 +103,7 @@ class AxiMemory:
             assert size == self.byte_lanes, f"narrow read burst (arsize {int(ar.arsize)})"
             assert int(ar.arburst) == 1, "only INCR bursts are expected"
             assert (addr & 0xFFF) + beats * size <= 0x1000, f"burst at 0x{addr:x} crosses 4 KiB"
+            self.longest_read = max(self.longest_read, beats)
             for n in range(beats):
                 a = addr + n * size
                 r = self.r._transaction_obj()

@@ -66,6 +66,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench("dma", "sim.dma.test_dma", dma_engine, (
         Case("d64", {"data_width": 64}),
         Case("d256", {"data_width": 256}, ("verilator",)),
+        # AXI4's longest bursts: 256 beats of 16 bytes, a whole 4 KiB page
+        Case("d128-b256", {"data_width": 128, "max_burst": 256, "read_fifo": 256},
+             ("verilator",)),
     )),
 )
 

@@ -1,29 +1,34 @@
-"""The DMA layout engine: descriptors from registers or a chain in memory, checked, then walked
-one element per cycle through an AXI4 master.
+"""The DMA layout engine: descriptors from registers or a chain in memory, checked, then moved
+through an AXI4 master by one of three paths.
 
 Front end: the register bank (``model/registers/dma.py``) and the descriptor source: the
 registers (``ctrl.start``), or a chain fetched from memory one 128-byte descriptor at a time
 (``ctrl.start_chain``). Each descriptor is checked against the model's rules
 (:class:`model.dma.descriptor.Error`, in the same order) before anything moves.
 
-Mid end: a :class:`~hw.dma.walker.Walker` steps through the descriptor's elements in order
-(innermost dimension first), each with its source address, destination address and whether it
-has a source.
+Mid end: the descriptor's shape picks the path.
 
-Back end: the *read planner* merges the beats that consecutive elements need into INCR bursts
-(at most ``max_burst`` beats, never across 4 KiB) and issues a burst only when the beat FIFO has
-room for it, so several reads are in flight and R never waits. The *extractor* takes each
-element's bytes out of its beat (or the pad value). The *write combiner* gathers elements that
-fall in one beat (with byte strobes) and consecutive beats into bursts, and issues a burst's
-address once all its beats are buffered.
+- *Row path* (:class:`~hw.dma.rows.RowCopier`): dimension 0 contiguous on both sides. Runs
+  of dimension 0 move a beat per cycle through a funnel-shift realigner.
+- *Tile path* (:class:`~hw.dma.tile.TileTransposer`): dimension 0 contiguous in the
+  destination and another dimension contiguous in the source, at most four dimensions. Tiles
+  go through a double-buffered skewed-bank buffer: a row beat in and a column beat out per
+  cycle.
+- *Element path* (:class:`~hw.dma.walker.Walker` and the extractor): anything else, one
+  element per cycle.
+
+The row and tile paths ask for beats and hand back pieces of beats (address, data, strobes);
+the element path asks for elements, which the extractor takes out of their beats.
+
+Back end: the *read planner* merges the beats asked for into INCR bursts (at most
+``max_burst`` beats, never across 4 KiB) and issues a burst only when the read FIFO has room
+for it, so several reads are in flight and R never waits. The *write combiner* gathers pieces
+that fall in one beat (with byte strobes) and consecutive beats into bursts, and issues a
+burst's address once all its beats are buffered.
 
 A descriptor ends when its last write is answered, so the next one sees its results. Errors end
 the job: no new address is issued, bursts already issued complete (their data was read before
 the error), reads in flight are drained, and the engine takes the next job.
-
-This first engine moves one element per cycle: full bus rate for contiguous copies with 8-byte
-elements on a 64-bit bus, less for narrow elements and wider buses. The tile transposer that
-lifts layout conversions to bus rate is still to come (issue 8).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal

@@ -266,6 +266,42 @@ async def test_random_descriptors(dut):
         tb.assert_writes_within(lo, hi - lo, f"random descriptor {i}")
 
 
+@cocotb.test()
+async def test_paths_and_long_bursts(dut):
+    """Each of the engine's three paths on long runs at odd offsets: a copy (row path) and a
+    transpose with long rows (tile path) across several 4 KiB pages, and a gather with a
+    stride in both dimension 0s (element path). Reads reach the engine's longest burst."""
+    tb = await TB.start(dut, salt=10)
+    max_burst = params().get("max_burst", 16)
+    n = 4 * max_burst * tb.bb + 37                         # several longest bursts
+    rows, cols = 8, max(600, 2 * max_burst * tb.bb + 5)
+    cases = [
+        ("copy", Descriptor(DENSE + 3, IMAGE + 5, 1, (Dim(n, 1, 1),))),
+        ("copy of fp16 with pad", Descriptor(DENSE + 2, IMAGE + 6, 2,
+                                             (Dim(n // 2, 2, 2, n // 2 - 9),), pad=0x1234)),
+        ("transpose", Descriptor(DENSE + 1, IMAGE + 3, 1,
+                                 (Dim(rows, cols + 3, 1, rows - 2), Dim(cols, 1, rows)),
+                                 pad=0x5A)),
+        ("gather", Descriptor(DENSE, IMAGE, 2, (Dim(300, 6, 2), Dim(7, 2000, 600)))),
+    ]
+    src = np.frombuffer(random.Random(tb.rng.getrandbits(32)).randbytes(1 << 15), np.uint8)
+    for what, d in cases:
+        tb.mem.fill(GUARD)
+        tb.mem.load(DENSE, src)
+        model = tb.mem.mem.copy()
+        execute([d], model)
+        tb.mem.written[:] = False
+        code, _, cycles = await tb.run([d], chain=False)
+        assert code == 0, f"{what}: error {Error(code).name}"
+        if not (tb.mem.mem[:CHAIN] == model[:CHAIN]).all():
+            bad = int(np.flatnonzero(tb.mem.mem[:CHAIN] != model[:CHAIN])[0])
+            raise AssertionError(f"{what} differs at 0x{bad:x}: {d}")
+        lo, hi = d.dst_range()
+        tb.assert_writes_within(lo, hi - lo, what)
+        dut._log.info("%s: %d bytes in %d cycles", what, d.dst_bytes, cycles)
+    assert tb.mem.longest_read == max_burst, (tb.mem.longest_read, max_burst)
+
+
 # -- errors -------------------------------------------------------------------------------------
 
 GOOD = Descriptor(DENSE, IMAGE, 1, (Dim(40, 1, 1),))
