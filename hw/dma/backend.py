@@ -1,0 +1,214 @@
+"""The DMA's back end: the AXI4 transport for the mid end's beat requests and pieces, and the
+front end's descriptor fetches.
+
+Reads
+    The *read planner* keeps one burst open. A requested beat that follows the open burst's
+    last beat joins it (up to ``max_burst`` beats, never across 4 KiB); any other beat sends the
+    open burst and opens the next. The open burst also goes when no request comes. A burst is
+    issued only when the read FIFO has room for all its beats (a credit count), so several
+    reads are in flight and R never waits. A descriptor fetch (``fetch_go``) is one burst of
+    128 bytes with its own ID; its beats leave on ``fetch_beat`` instead of the read FIFO.
+Writes
+    The *write combiner* merges pieces that fall in the open beat (byte strobes OR'ed) and
+    collects consecutive beats into a burst (up to ``max_burst``, never across 4 KiB). A
+    burst's address is queued once all its beats are in the W FIFO, so W never waits.
+Errors
+    A read or write error response raises ``read_err`` / ``write_err``. With ``halt`` high no
+    new address is issued and nothing new is accepted; bursts already issued complete and
+    reads in flight drain (``drained``).
+
+``idle``: no read or write in flight or buffered (the end of a descriptor).
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from model.dma.descriptor import DESCRIPTOR_BYTES
+
+from ..bus.axi import AXI4Signature, Burst, Resp
+from .tile import piece_layout
+
+DATA_ID = 0
+FETCH_ID = 1
+
+
+class BackEnd(wiring.Component):
+    def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
+                 read_fifo=64):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.max_burst = max_burst
+        self.read_fifo = read_fifo
+        aw = addr_width
+        super().__init__({
+            "m_axi": Out(AXI4Signature(addr_width=aw, data_width=data_width,
+                                       id_width=id_width)),
+            "req": In(stream.Signature(aw)),
+            "rdata": Out(stream.Signature(data_width)),
+            "wr": In(stream.Signature(piece_layout(aw, data_width))),
+            "fetch_addr": In(aw), "fetch_go": In(1),
+            "fetch_beat": Out(stream.Signature(data_width + 1, always_ready=True)),
+            "halt": In(1),
+            "read_err": Out(1), "write_err": Out(1), "idle": Out(1), "drained": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        aw = self.addr_width
+        axi = self.m_axi
+        halt = self.halt
+        mb = self.max_burst
+
+        rfifo = m.submodules.rfifo = SyncFIFOBuffered(width=W, depth=self.read_fifo)
+        wfifo = m.submodules.wfifo = SyncFIFOBuffered(width=W + BB, depth=2 * mb)
+        awfifo = m.submodules.awfifo = SyncFIFOBuffered(width=aw + 9, depth=8)
+        wlens = m.submodules.wlens = SyncFIFOBuffered(width=9, depth=8)
+
+        # -- read planner -----------------------------------------------------------------------
+        open_ = Signal()
+        b_start = Signal(aw)                  # address of the burst's first beat
+        b_len = Signal(range(mb + 1))
+        b_last = Signal(aw)                   # address of its last beat
+        credit = Signal(range(self.read_fifo + 1), init=self.read_fifo)
+        inflight = Signal(range(self.read_fifo + 1))
+        arvalid = Signal()
+        ar_free = ~arvalid | axi.arready
+        beat = self.req.payload
+        cont = open_ & (beat == b_last + BB) & (b_len < mb) & (beat[:12] != 0)
+        can_issue = ar_free & (credit >= b_len) & ~halt
+        m.d.comb += self.req.ready.eq(~halt & (~open_ | cont | can_issue))
+        issue = Signal()                      # the open burst (b_start, b_len) goes out
+        with m.If(self.req.valid & self.req.ready):
+            with m.If(cont):
+                m.d.sync += [b_len.eq(b_len + 1), b_last.eq(beat)]
+            with m.Else():
+                m.d.comb += issue.eq(open_)
+                m.d.sync += [open_.eq(1), b_start.eq(beat), b_last.eq(beat), b_len.eq(1)]
+        with m.Elif(open_ & ~self.req.valid & can_issue):
+            m.d.comb += issue.eq(1)
+            m.d.sync += open_.eq(0)
+
+        fetch_beats = DESCRIPTOR_BYTES // BB
+        m.d.comb += [axi.arvalid.eq(arvalid), axi.arsize.eq(LB), axi.arburst.eq(Burst.INCR),
+                     axi.arcache.eq(0b0011), axi.rready.eq(1)]
+        with m.If(axi.arvalid & axi.arready):
+            m.d.sync += arvalid.eq(0)
+        with m.If(issue):
+            m.d.sync += [arvalid.eq(1), axi.arid.eq(DATA_ID), axi.araddr.eq(b_start),
+                         axi.arlen.eq(b_len - 1)]
+        with m.Elif(self.fetch_go):
+            m.d.sync += [arvalid.eq(1), axi.arid.eq(FETCH_ID), axi.araddr.eq(self.fetch_addr),
+                         axi.arlen.eq(fetch_beats - 1)]
+        r_beat = axi.rvalid & axi.rready
+        r_data = r_beat & (axi.rid == DATA_ID)
+        m.d.comb += [rfifo.w_en.eq(r_data & ~halt), rfifo.w_data.eq(axi.rdata),
+                     self.fetch_beat.valid.eq(r_beat & (axi.rid == FETCH_ID)),
+                     self.fetch_beat.payload.eq(Cat(axi.rdata, axi.rresp != Resp.OKAY)),
+                     self.rdata.valid.eq(rfifo.r_rdy & ~halt),
+                     self.rdata.payload.eq(rfifo.r_data),
+                     rfifo.r_en.eq(self.rdata.ready & ~halt)]
+        popped = rfifo.r_en & rfifo.r_rdy
+        m.d.sync += [credit.eq(credit - Mux(issue, b_len, 0) + popped),
+                     inflight.eq(inflight + Mux(issue, b_len, 0) - r_data)]
+        with m.If(r_data & (axi.rresp != Resp.OKAY)):
+            m.d.sync += self.read_err.eq(1)
+
+        # -- write combiner: one open beat, one open burst (its beats go to the W FIFO) -------
+        w_open = Signal()
+        w_addr = Signal(aw)                   # the open beat's address
+        w_data = Signal(W)
+        w_strb = Signal(BB)
+        wb_open = Signal()
+        wb_start = Signal(aw)
+        wb_len = Signal(range(mb + 1))
+        piece = self.wr.payload
+        data_mask = Signal(W)
+        m.d.comb += data_mask.eq(Cat(*[piece.strb[i].replicate(8) for i in range(BB)]))
+        same_w = w_open & (piece.addr == w_addr)
+        # pushing the open beat: into the open burst if it continues, else the burst is closed
+        next_in_burst = wb_open & (w_addr == wb_start + (wb_len << LB)) & \
+            (wb_len < mb) & (w_addr[:12] != 0)
+        can_close = awfifo.w_rdy & wlens.w_rdy
+        can_push = wfifo.w_rdy & (next_in_burst | ~wb_open | can_close)
+        m.d.comb += self.wr.ready.eq((same_w | ~w_open | can_push) & ~halt)
+        go = self.wr.valid & self.wr.ready
+
+        push = Signal()
+        close = Signal()
+        m.d.comb += [wfifo.w_data.eq(Cat(w_data, w_strb)), wfifo.w_en.eq(push),
+                     awfifo.w_data.eq(Cat(wb_start, wb_len - 1)), awfifo.w_en.eq(close),
+                     wlens.w_data.eq(wb_len), wlens.w_en.eq(close)]
+        flush = Signal()                      # the last piece is in: push and close what is open
+
+        def push_open_beat():
+            """The open beat goes to the W FIFO: it extends the open burst, or closes it and
+            starts the next."""
+            m.d.comb += push.eq(1)
+            with m.If(next_in_burst):
+                m.d.sync += wb_len.eq(wb_len + 1)
+            with m.Else():
+                m.d.comb += close.eq(wb_open)
+                m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
+
+        with m.If(go):
+            with m.If(same_w):
+                m.d.sync += [w_data.eq((w_data & ~data_mask) | (piece.data & data_mask)),
+                             w_strb.eq(w_strb | piece.strb)]
+            with m.Else():
+                with m.If(w_open):
+                    push_open_beat()
+                m.d.sync += [w_open.eq(1), w_addr.eq(piece.addr),
+                             w_data.eq(piece.data & data_mask), w_strb.eq(piece.strb)]
+            with m.If(piece.last):
+                m.d.sync += flush.eq(1)
+        with m.Elif(flush):
+            with m.If(w_open & can_push):
+                push_open_beat()
+                m.d.sync += w_open.eq(0)
+            with m.Elif(~w_open & wb_open & can_close):
+                m.d.comb += close.eq(1)
+                m.d.sync += [wb_open.eq(0), flush.eq(0)]
+            with m.Elif(~w_open & ~wb_open):
+                m.d.sync += flush.eq(0)
+
+        # AW from the burst FIFO (nothing new once halted); W only for bursts whose address
+        # has been issued
+        awvalid = Signal()
+        aw_go = awfifo.r_rdy & ~halt & (~awvalid | axi.awready)
+        m.d.comb += [axi.awvalid.eq(awvalid), axi.awsize.eq(LB), axi.awburst.eq(Burst.INCR),
+                     axi.awcache.eq(0b0011), axi.bready.eq(1), awfifo.r_en.eq(aw_go)]
+        with m.If(axi.awvalid & axi.awready):
+            m.d.sync += awvalid.eq(0)
+        issued_bursts = Signal(range(64))     # bursts with AW issued and W not finished
+        with m.If(aw_go):
+            m.d.sync += [awvalid.eq(1), axi.awid.eq(DATA_ID), axi.awaddr.eq(awfifo.r_data[:aw]),
+                         axi.awlen.eq(awfifo.r_data[aw:])]
+        w_count = Signal(9)
+        w_go = wlens.r_rdy & wfifo.r_rdy & (issued_bursts != 0)
+        w_lastbeat = w_count == wlens.r_data - 1
+        w_sent = w_go & axi.wready
+        m.d.comb += [axi.wvalid.eq(w_go), axi.wdata.eq(wfifo.r_data[:W]),
+                     axi.wstrb.eq(wfifo.r_data[W:]), axi.wlast.eq(w_lastbeat),
+                     wfifo.r_en.eq(w_sent), wlens.r_en.eq(w_sent & w_lastbeat)]
+        with m.If(w_sent):
+            m.d.sync += w_count.eq(Mux(w_lastbeat, 0, w_count + 1))
+        m.d.sync += issued_bursts.eq(issued_bursts + aw_go - (w_sent & w_lastbeat))
+        pending_b = Signal(range(256))
+        b_beat = axi.bvalid & axi.bready
+        m.d.sync += pending_b.eq(pending_b + aw_go - b_beat)
+        with m.If(b_beat & (axi.bresp != Resp.OKAY)):
+            m.d.sync += self.write_err.eq(1)
+
+        writes_idle = (~w_open & ~wb_open & ~flush & (awfifo.level == 0) &
+                       (issued_bursts == 0) & (pending_b == 0) & ~awvalid &
+                       (wfifo.level == 0))
+        reads_idle = (inflight == 0) & ~arvalid & ~open_
+        m.d.comb += [self.idle.eq(writes_idle & reads_idle),
+                     self.drained.eq((inflight == 0) & ~arvalid & (issued_bursts == 0) &
+                                     (pending_b == 0) & ~awvalid)]
+        return m

@@ -1,0 +1,104 @@
+"""The DMA's element path: any descriptor, one element per cycle.
+
+A :class:`~hw.dma.walker.Walker` steps through the elements in order. Each element with a
+source asks for its beat unless the previous element's beat is the same one; the element
+waits in the *entry* queue for that beat, and the *extractor* takes its bytes out (or the pad
+value) and sends them on as a piece of a destination beat, with its byte strobes.
+
+Ports are those of :class:`~hw.dma.tile.TileTransposer` with five dimensions (unused ones as
+extent 1).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .tile import piece_layout
+from .walker import Walker
+
+DIMS = 5
+
+
+class ElementPath(wiring.Component):
+    def __init__(self, *, data_width=64, addr_width=32, queue=96):
+        if data_width not in (64, 128, 256):
+            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
+        if queue < 2:
+            raise ValueError(f"queue must be at least 2, not {queue!r}")
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.queue = queue
+        aw = addr_width
+        self._walker = Walker(levels=DIMS, addr_width=aw)
+        super().__init__({
+            "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
+            "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
+            "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
+            "start": In(1), "busy": Out(1),
+            "req": Out(stream.Signature(aw)),
+            "rdata": In(stream.Signature(data_width)),
+            "wr": Out(stream.Signature(piece_layout(aw, data_width))),
+            "read_bytes": Out(4),
+            "written_bytes": Out(4),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        aw = self.addr_width
+        walker = m.submodules.walker = self._walker
+        for k in range(DIMS):
+            m.d.comb += [walker.extent[k].eq(self.ext[k]), walker.valid[k].eq(self.val[k]),
+                         walker.src_stride[k].eq(self.sst[k]),
+                         walker.dst_stride[k].eq(self.dstr[k])]
+        m.d.comb += [walker.src_base.eq(self.src), walker.dst_base.eq(self.dst),
+                     walker.start.eq(self.start)]
+        eb = Signal(4)
+        m.d.comb += eb.eq(1 << self.elog)
+
+        # elements waiting for their beat: as many as the beats the engine can have in flight
+        entries = m.submodules.entries = SyncFIFOBuffered(width=aw + LB + 3, depth=self.queue)
+        step = walker.o.payload
+        beat_of = Cat(Const(0, LB), step.src[LB:])
+        asked = Signal()                      # `last_beat` holds the beat asked for last
+        last_beat = Signal(aw)
+        new_beat = step.has_src & ~(asked & (beat_of == last_beat))
+        m.d.comb += [self.req.valid.eq(walker.o.valid & new_beat & entries.w_rdy),
+                     self.req.payload.eq(beat_of)]
+        take = walker.o.valid & entries.w_rdy & (~new_beat | self.req.ready)
+        m.d.comb += [walker.o.ready.eq(take), entries.w_en.eq(take),
+                     entries.w_data.eq(Cat(step.dst, step.src[:LB], step.has_src, new_beat,
+                                           step.last))]
+        with m.If(take & new_beat):
+            m.d.sync += [asked.eq(1), last_beat.eq(beat_of)]
+
+        # extractor: entries in order; a new beat is taken when the entry asked for one
+        e_dst = entries.r_data[:aw]
+        e_off = entries.r_data[aw:aw + LB]
+        e_has = entries.r_data[aw + LB]
+        e_new = entries.r_data[aw + LB + 1]
+        e_last = entries.r_data[aw + LB + 2]
+        cur = Signal(W)
+        beat = Mux(e_new, self.rdata.payload, cur)
+        elem = Signal(64)
+        m.d.comb += elem.eq(Mux(e_has, (beat >> (e_off << 3))[:64], self.pad))
+        emask = Signal(8)
+        m.d.comb += emask.eq((Const(1, 9) << eb) - 1)
+        d_off = e_dst[:LB]
+        m.d.comb += [self.wr.valid.eq(entries.r_rdy & (~e_new | self.rdata.valid)),
+                     self.wr.payload.addr.eq(Cat(Const(0, LB), e_dst[LB:])),
+                     self.wr.payload.data.eq(elem << (d_off << 3)),
+                     self.wr.payload.strb.eq(emask << d_off),
+                     self.wr.payload.last.eq(e_last)]
+        go = self.wr.valid & self.wr.ready
+        m.d.comb += [entries.r_en.eq(go), self.rdata.ready.eq(go & e_new),
+                     self.written_bytes.eq(Mux(go, eb, 0)),
+                     self.read_bytes.eq(Mux(go & e_has, eb, 0))]
+        with m.If(go & e_new):
+            m.d.sync += cur.eq(self.rdata.payload)
+
+        m.d.comb += self.busy.eq(walker.busy | entries.r_rdy | (entries.level != 0))
+        return m

@@ -1,0 +1,296 @@
+"""The DMA's front end: the register bank, the descriptor source, the checks and the job's
+sequence.
+
+A job runs the descriptor held in the registers (``ctrl.start``) or a chain in memory
+(``ctrl.start_chain``), whose 128-byte descriptors the back end fetches one burst at a time.
+Each descriptor is checked against the model's rules (:class:`model.dma.descriptor.Error`, in
+the same order, one dimension per cycle) before the mid end starts on it. A descriptor ends
+when the mid end is done and the back end idle (its last write answered), so the next one sees
+its results. An error response from the back end *halts* it: the front end waits until what
+was issued has drained, then ends the job with the error code and the failing descriptor's
+index. ``dp_reset`` clears the mid and back end between descriptors.
+
+Ports: ``s_axil`` (registers), ``irq``; the descriptor and ``start`` to the mid end, which
+answers ``busy``, ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
+``fetch_beat``, ``halt``, ``read_err``, ``write_err``, ``idle``, ``drained`` with the back end.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS, Error
+from model.registers.dma import DMA
+
+from ..bus.axi import AXI4LiteSignature
+from ..bus.regbank import RegisterBank
+
+
+class _State(enum.Enum, shape=4):
+    IDLE = 0
+    FETCH = 1        # reading a chain descriptor
+    CHECK = 2        # one dimension per cycle
+    VERDICT = 3
+    RUN = 4
+    DRAIN = 5        # stopped by an error: wait for what was issued to finish
+    NEXT = 6
+
+
+class FrontEnd(wiring.Component):
+    def __init__(self, *, data_width=64, addr_width=32):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.regmap = DMA
+        self._bank = RegisterBank(DMA, addr_width=8)
+        aw = addr_width
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
+            "irq": Out(1),
+            # the descriptor, to the mid end
+            "src": Out(aw), "dst": Out(aw), "elog": Out(2), "pad": Out(64), "ndims": Out(3),
+            "ext": Out(32).array(MAX_DIMS), "val": Out(32).array(MAX_DIMS),
+            "sst": Out(32).array(MAX_DIMS), "dstr": Out(32).array(MAX_DIMS),
+            "start": Out(1), "busy": In(1), "read_bytes": In(35), "written_bytes": In(35),
+            # the back end
+            "fetch_addr": Out(aw), "fetch_go": Out(1),
+            "fetch_beat": In(stream.Signature(data_width + 1, always_ready=True)),
+            "halt": Out(1), "dp_reset": Out(1),
+            "read_err": In(1), "write_err": In(1), "idle": In(1), "drained": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        aw = self.addr_width
+        fetch_beats = DESCRIPTOR_BYTES // BB
+
+        bank = m.submodules.bank = self._bank
+        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
+        regs = bank.regs
+
+        state = Signal(_State)
+        chain = Signal()                      # the job is a chain
+        index = Signal(24)                    # descriptor of the job being worked on
+        error_code = Signal(4)
+        m.d.comb += [regs.status.busy.r_data.eq(state != _State.IDLE),
+                     regs.hwinfo.data_bytes.r_data.eq(BB),
+                     regs.hwinfo.max_dims.r_data.eq(MAX_DIMS),
+                     regs.hwinfo.addr_width.r_data.eq(aw),
+                     regs.error.code.r_data.eq(error_code),
+                     regs.error.index.r_data.eq(index)]
+
+        # -- the active descriptor ----------------------------------------------------------------
+        src = Signal(64)
+        dst = Signal(64)
+        nxt = Signal(64)
+        pad = Signal(64)
+        elog = Signal(2)
+        ndims = Signal(3)
+        last_desc = Signal()
+        want_irq = Signal()
+        ext = [Signal(32, name=f"ext{k}") for k in range(MAX_DIMS)]
+        val = [Signal(32, name=f"val{k}") for k in range(MAX_DIMS)]
+        sst = [Signal(32, name=f"sst{k}") for k in range(MAX_DIMS)]
+        dstr = [Signal(32, name=f"dstr{k}") for k in range(MAX_DIMS)]
+        eb = Signal(4)
+        m.d.comb += eb.eq(1 << elog)
+
+        start_regs = regs.ctrl.start.pulse[0] & (state == _State.IDLE)
+        start_chain = regs.ctrl.start_chain.pulse[0] & (state == _State.IDLE) & \
+            ~regs.ctrl.start.pulse[0]
+        fetch_addr = Signal(64)
+        m.d.comb += self.fetch_addr.eq(fetch_addr[:aw])
+
+        m.d.comb += [self.src.eq(src[:aw]), self.dst.eq(dst[:aw]), self.elog.eq(elog),
+                     self.pad.eq(pad), self.ndims.eq(ndims)]
+        for k in range(MAX_DIMS):
+            m.d.comb += [self.ext[k].eq(ext[k]), self.val[k].eq(val[k]), self.sst[k].eq(sst[k]),
+                         self.dstr[k].eq(dstr[k])]
+
+        # -- the checks: one dimension per cycle, then the verdict ------------------------------
+        k_chk = Signal(range(MAX_DIMS + 1))
+        span = Signal(70)                     # bytes the destination's inner dimensions reach
+        src_top = Signal(70)
+        no_src = Signal()                     # some valid is 0: nothing is read
+        first_dim_err = Signal(4)             # zero extent / valid > extent, first dimension
+        nest_err = Signal()
+        cur_e = Signal(32)
+        cur_v = Signal(32)
+        cur_s = Signal(32)
+        cur_d = Signal(32)
+        for k in range(MAX_DIMS):
+            with m.If(k_chk == k):
+                m.d.comb += [cur_e.eq(ext[k]), cur_v.eq(val[k]), cur_s.eq(sst[k]),
+                             cur_d.eq(dstr[k])]
+        p_dst = Signal(64)
+        p_src = Signal(64)
+        m.d.comb += [p_dst.eq((cur_e - 1)[:32] * cur_d), p_src.eq((cur_v - 1)[:32] * cur_s)]
+
+        dp_reset = Signal()
+        halt = Signal()                       # an error: issue nothing new
+        m.d.comb += [self.dp_reset.eq(dp_reset), self.halt.eq(halt)]
+
+        # counters
+        bytes_read = Signal(32)
+        bytes_written = Signal(32)
+        cycles = Signal(32)
+        ndone = Signal(24)
+        m.d.sync += [bytes_written.eq(bytes_written + self.written_bytes),
+                     bytes_read.eq(bytes_read + self.read_bytes)]
+        with m.If((state != _State.IDLE) & (cycles != 0xFFFFFFFF)):
+            m.d.sync += cycles.eq(cycles + 1)
+        m.d.comb += [regs.bytes_read.value.r_data.eq(bytes_read),
+                     regs.bytes_written.value.r_data.eq(bytes_written),
+                     regs.cycles.value.r_data.eq(cycles),
+                     regs.descriptors.value.r_data.eq(ndone)]
+
+        # -- the sequencer --------------------------------------------------------------------
+        done_set = Signal()
+        err_set = Signal()
+        irq_set = Signal()
+        fetched = Signal(DESCRIPTOR_BYTES * 8)
+        fetch_count = Signal(range(fetch_beats + 1))
+        fetch_err = Signal()
+
+        def finish(code):
+            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE)]
+            m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
+
+        def load_fields(words):
+            """Latch a descriptor from (src, dst, next, pad, control, dims...) values."""
+            s_, d_, n_, p_, c_, dims = words
+            m.d.sync += [src.eq(s_), dst.eq(d_), nxt.eq(n_), pad.eq(p_), elog.eq(c_[0:2]),
+                         ndims.eq(c_[2:5]), last_desc.eq(c_[8]), want_irq.eq(c_[9])]
+            for k in range(MAX_DIMS):
+                e_, v_, ss_, ds_ = dims[k]
+                m.d.sync += [ext[k].eq(e_), val[k].eq(v_), sst[k].eq(ss_), dstr[k].eq(ds_)]
+
+        with m.Switch(state):
+            with m.Case(_State.IDLE):
+                with m.If(start_regs | start_chain):
+                    m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
+                                 bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
+                                 ndone.eq(0), halt.eq(0),
+                                 fetch_addr.eq(regs.chain_addr.value.data)]
+                    with m.If(start_regs):
+                        load_fields((
+                            regs.src_addr.value.data, regs.dst_addr.value.data, 0,
+                            Cat(regs.pad_lo.value.data, regs.pad_hi.value.data),
+                            Cat(regs.control.element.data, regs.control.dims.data,
+                                Const(0, 3), Const(1, 1), regs.control.irq.data),
+                            [(getattr(regs, f"dim{k}_extent").value.data,
+                              getattr(regs, f"dim{k}_valid").value.data,
+                              getattr(regs, f"dim{k}_src_stride").value.data,
+                              getattr(regs, f"dim{k}_dst_stride").value.data)
+                             for k in range(MAX_DIMS)]))
+                        m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), span.eq(0),
+                                     src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
+                                     nest_err.eq(0)]
+                    with m.Else():
+                        m.d.sync += [state.eq(_State.FETCH), fetch_count.eq(0),
+                                     fetch_err.eq(0)]
+            with m.Case(_State.FETCH):
+                with m.If(fetch_addr[:7] != 0):
+                    finish(Error.ALIGN)
+                with m.Elif(fetch_addr[aw:] != 0):
+                    finish(Error.RANGE)
+                with m.Else():
+                    started = Signal()
+                    with m.If(~started):
+                        m.d.comb += self.fetch_go.eq(1)
+                        m.d.sync += started.eq(1)
+                    beat = self.fetch_beat
+                    with m.If(beat.valid):
+                        m.d.sync += [fetched.eq(Cat(fetched[W:], beat.payload[:W])),
+                                     fetch_count.eq(fetch_count + 1)]
+                        with m.If(beat.payload[W]):
+                            m.d.sync += fetch_err.eq(1)
+                    with m.If(fetch_count == fetch_beats):
+                        m.d.sync += started.eq(0)
+                        with m.If(fetch_err):
+                            finish(Error.FETCH_ERROR)
+                        with m.Else():
+                            f = fetched
+                            dims = [(f[320 + 128 * k:352 + 128 * k], f[352 + 128 * k:384 + 128 * k],
+                                     f[384 + 128 * k:416 + 128 * k],
+                                     f[416 + 128 * k:448 + 128 * k]) for k in range(MAX_DIMS)]
+                            load_fields((f[0:64], f[64:128], f[128:192], f[192:256],
+                                         f[256:288], dims))
+                            m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), span.eq(0),
+                                         src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
+                                         nest_err.eq(0)]
+            with m.Case(_State.CHECK):
+                with m.If((k_chk < ndims) & (k_chk < MAX_DIMS)):
+                    with m.If(first_dim_err == 0):
+                        with m.If(cur_e == 0):
+                            m.d.sync += first_dim_err.eq(Error.ZERO_EXTENT)
+                        with m.Elif(cur_v > cur_e):
+                            m.d.sync += first_dim_err.eq(Error.DIMS)
+                    with m.If((cur_e > 1) & (cur_d < span + eb)):
+                        m.d.sync += nest_err.eq(1)
+                    with m.If(cur_e > 1):
+                        m.d.sync += span.eq(span + p_dst)
+                    with m.If(cur_v == 0):
+                        m.d.sync += no_src.eq(1)
+                    with m.Else():
+                        m.d.sync += src_top.eq(src_top + p_src)
+                    m.d.sync += k_chk.eq(k_chk + 1)
+                with m.Else():
+                    m.d.sync += state.eq(_State.VERDICT)
+            with m.Case(_State.VERDICT):
+                misaligned = Signal()
+                for k in range(MAX_DIMS):
+                    with m.If((k < ndims) & (((sst[k] | dstr[k]) & (eb - 1)) != 0)):
+                        m.d.comb += misaligned.eq(1)
+                with m.If(((src | dst) & (eb - 1)) != 0):
+                    m.d.comb += misaligned.eq(1)
+                s_end = Signal(72)
+                d_end = Signal(72)
+                m.d.comb += [s_end.eq(src + src_top + eb), d_end.eq(dst + span + eb)]
+                top = 1 << aw
+                with m.If((ndims == 0) | (ndims > MAX_DIMS)):
+                    finish(Error.DIMS)
+                with m.Elif(first_dim_err != 0):
+                    finish(first_dim_err)
+                with m.Elif(nest_err):
+                    finish(Error.DIMS)
+                with m.Elif(misaligned):
+                    finish(Error.ALIGN)
+                with m.Elif(~no_src & (s_end > top)):
+                    finish(Error.RANGE)
+                with m.Elif(d_end > top):
+                    finish(Error.RANGE)
+                with m.Elif(~no_src & (src < d_end) & (dst < s_end)):
+                    finish(Error.OVERLAP)
+                with m.Else():
+                    m.d.comb += self.start.eq(1)
+                    m.d.sync += state.eq(_State.RUN)
+            with m.Case(_State.RUN):
+                with m.If(self.read_err | self.write_err):
+                    m.d.sync += [halt.eq(1), state.eq(_State.DRAIN)]
+                with m.Elif(~self.busy & self.idle):
+                    m.d.sync += state.eq(_State.NEXT)
+            with m.Case(_State.DRAIN):
+                # halted: the issued bursts finish, reads in flight come back (and are dropped)
+                with m.If(self.drained):
+                    finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
+            with m.Case(_State.NEXT):
+                m.d.sync += ndone.eq(ndone + 1)
+                m.d.comb += [dp_reset.eq(1), irq_set.eq(want_irq)]
+                with m.If(~chain | last_desc):
+                    m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
+                    m.d.comb += done_set.eq(1)
+                with m.Else():
+                    m.d.sync += [index.eq(index + 1), fetch_addr.eq(nxt), state.eq(_State.FETCH),
+                                 fetch_count.eq(0), fetch_err.eq(0)]
+        with m.If(dp_reset):
+            m.d.sync += halt.eq(0)
+
+        m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
+                     regs.status.desc_irq.set.eq(irq_set),
+                     self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
+                                 (regs.status.error.data[0] & regs.irq_enable.error.data[0]) |
+                                 (regs.status.desc_irq.data[0] &
+                                  regs.irq_enable.desc_irq.data[0]))]
+        return m
