@@ -142,10 +142,12 @@ def run_transposer(desc, bb, tile_beats, seed, memory):
     return run_mover(dut, desc, bb, seed, memory)
 
 
-def run_mover(dut, desc, bb, seed, memory):
+def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
     """Run one descriptor through a transposer or row copier with a memory that answers reads
     after a random delay, and random backpressure on every stream; returns the memory
-    afterwards and what was counted: beats read, the bytes the unit reported."""
+    afterwards and what was counted: beats read, the bytes the unit reported. ``slots``: the
+    descriptor's dimension for each of the unit's (default: in order); ``flags``: other
+    configuration inputs."""
     rng = np.random.default_rng(seed)
     mem = memory.copy()
     out = {"beats": 0, "read": 0, "written": 0}
@@ -155,8 +157,11 @@ def run_mover(dut, desc, bb, seed, memory):
         ctx.set(dut.dst, desc.dst)
         ctx.set(dut.elog, desc.element_bytes.bit_length() - 1)
         ctx.set(dut.pad, desc.pad)
+        for name, value in flags.items():
+            ctx.set(getattr(dut, name), value)
         for k in range(len(dut.ext)):
-            d = desc.dims[k] if k < len(desc.dims) else Dim(1, 0, 0)
+            d = (slots or desc.dims)[k] if k < len(slots or desc.dims) else None
+            d = d or Dim(1, 0, 0)
             ctx.set(dut.ext[k], d.extent)
             ctx.set(dut.val[k], d.valid)
             ctx.set(dut.sst[k], d.src_stride)
@@ -216,6 +221,68 @@ def test_transposer_matches_the_executor(bb, tile_beats, seed):
         want = memory.copy()
         execute([desc], want)
         got, counts = run_transposer(desc, bb, tile_beats, seed, memory)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
+        assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+
+
+def random_grouped(rng, bb, tile_beats):
+    """A transpose whose rows (dimension 0, a power of two under a beat, and the next
+    destination dimension) or columns (the source-contiguous dimension, a power of two, and
+    the next source dimension), or both, are grouped. Returns the descriptor, the
+    transposer's slots and its flags."""
+    elog = int(rng.integers(0, min((bb // 2).bit_length(), 4)))
+    eb = 1 << elog
+    L = bb // eb
+    g_rows, g_cols = bool(rng.random() < 0.7), bool(rng.random() < 0.7)
+    if not (g_rows or g_cols):
+        g_rows = True
+    r0 = 1 << int(rng.integers(0, L.bit_length() - 1)) if g_rows else int(rng.integers(1, 2 * L))
+    r1 = int(rng.integers(1, 9)) if g_rows else 1
+    c0 = (1 << int(rng.integers(0, (tile_beats * L).bit_length() - 1)) if g_cols
+          else int(rng.integers(2, 40)))
+    c1 = int(rng.integers(1, 6)) if g_cols else 1
+    o = int(rng.integers(1, 3))
+    # source: columns innermost (contiguous), then the rows' dimensions, then the outer one
+    s_c1 = eb * c0
+    s_r0 = eb * c0 * c1 + eb * int(rng.integers(0, 3))
+    s_r1 = s_r0 * r0 + eb * int(rng.integers(0, 5))
+    s_o = s_r1 * r1 + eb * int(rng.integers(0, 5))
+    # destination: rows innermost (contiguous), then the columns' dimensions, then the outer
+    d_r1 = eb * r0
+    d_c0 = d_r1 * r1 + eb * int(rng.integers(0, 3))
+    d_c1 = d_c0 * c0 + eb * int(rng.integers(0, 3))
+    if g_cols and rng.random() < 0.5:                 # the columns' second dimension first
+        d_c1 = d_r1 * r1 + eb * int(rng.integers(0, 3))
+        d_c0 = d_c1 * c1 + eb * int(rng.integers(0, 3))
+    d_o = max(d_c0 * c0, d_c1 * c1) + eb * int(rng.integers(0, 5))
+    v_r0 = r0 if rng.random() < 0.6 else int(rng.integers(0, r0 + 1))
+    v_r1 = r1 if rng.random() < 0.6 else int(rng.integers(0, r1 + 1))
+    dims = {"r0": Dim(r0, s_r0, eb, v_r0), "r1": Dim(r1, s_r1, d_r1, v_r1),
+            "c0": Dim(c0, eb, d_c0), "c1": Dim(c1, s_c1, d_c1), "o": Dim(o, s_o, d_o)}
+    used = ["r0", "c0", "o"] + (["r1"] if g_rows else []) + (["c1"] if g_cols else [])
+    order = sorted(used, key=lambda n: dims[n].dst_stride)
+    desc = Descriptor(eb * int(rng.integers(0, 64)), 0x8000 + eb * int(rng.integers(0, 64)), eb,
+                      tuple(dims[n] for n in order),
+                      pad=int(rng.integers(0, 1 << 64, dtype=np.uint64)))
+    slots = [dims["r0"], dims["c0"], dims["o"], None, dims["r1"] if g_rows else None,
+             dims["c1"] if g_cols else None]
+    return desc, slots, {"group_rows": int(g_rows), "group_cols": int(g_cols)}
+
+
+@pytest.mark.parametrize("bb,tile_beats,seed", [(8, 2, 0), (16, 1, 1), (32, 1, 2), (32, 2, 3),
+                                                (8, 4, 4)])
+def test_transposer_grouped_rows_and_columns(bb, tile_beats, seed):
+    rng = np.random.default_rng(seed)
+    memory = rng.integers(0, 256, 1 << 16, dtype=np.uint8)
+    for _ in range(4):
+        desc, slots, flags = random_grouped(rng, bb, tile_beats)
+        print(desc, flags)
+        want = memory.copy()
+        execute([desc], want)
+        dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=tile_beats,
+                             row_queue=8)
+        got, counts = run_mover(dut, desc, bb, seed, memory, slots, **flags)
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
         assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes

@@ -20,7 +20,7 @@ the path and begins; ``path`` tells which one runs (0 elements, 1 rows, 2 tiles)
 ``written_bytes`` feed the job's counters.
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -92,25 +92,74 @@ class MidEnd(wiring.Component):
                 m.d.comb += [u.ext[k].eq(n_ext[k]), u.val[k].eq(n_val[k]),
                              u.sst[k].eq(n_sst[k]), u.dstr[k].eq(n_dst[k])]
 
-        # the tile path's column dimension, and its other two
-        col = Signal(2)
+        # the tile path: the column dimension (the lowest of 1 to 3 contiguous in the source
+        # with every index valid); grouped rows: dimension 0 a power of two under a beat and
+        # dimension 1 continuing it in the destination; grouped columns: the column dimension a
+        # power of two under a tile row and another continuing it in the source; at most two
+        # other dimensions
+        L = Signal(LB + 1)
+        T = Signal(LB + 8)
+        m.d.comb += [L.eq(Const(BB, LB + 1) >> self.elog),
+                     T.eq(Const(self._tile.tile_beats * BB, LB + 8) >> self.elog)]
+
+        def pow2(v):
+            return (v != 0) & ((v & (v - 1)) == 0)
+
+        col = Signal(3)
         col_ok = [(k < ndims) & (sst[k] == eb) & (val[k] == ext[k]) & (ext[k] > 1)
                   for k in range(4)]
-        with m.If(col_ok[1]):
-            m.d.comb += col.eq(1)
-        with m.Elif(col_ok[2]):
-            m.d.comb += col.eq(2)
-        with m.Elif(col_ok[3]):
-            m.d.comb += col.eq(3)
+        for k in (3, 2, 1):
+            with m.If(col_ok[k]):
+                m.d.comb += col.eq(k)
+        col_ext = Signal(32)
         with m.Switch(col):
-            for c, (p, q) in {1: (2, 3), 2: (1, 3), 3: (1, 2)}.items():
-                with m.Case(c):
-                    for t_k, k in enumerate((0, c, p, q)):
-                        m.d.comb += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
-                                     tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
+            for k in (1, 2, 3):
+                with m.Case(k):
+                    m.d.comb += col_ext.eq(ext[k])
+        g_rows = Signal()
+        m.d.comb += g_rows.eq((col >= 2) & (ndims >= 3) & pow2(ext[0]) & (ext[0] < L) &
+                              (dstr[1] == (ext[0] << self.elog)))
+        c_hi = Signal(3)                      # the columns' second dimension, 0 for none
+        for k in (4, 3, 2, 1):
+            with m.If((k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
+                      (sst[k] == (col_ext << self.elog)) & (val[k] == ext[k])):
+                m.d.comb += c_hi.eq(k)
+        g_cols = Signal()
+        m.d.comb += g_cols.eq((c_hi != 0) & pow2(col_ext) & (col_ext < T))
+        # the others, in order
+        free = [Signal(name=f"free{k}") for k in range(MAX_DIMS)]
+        for k in range(1, MAX_DIMS):
+            m.d.comb += free[k].eq((k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
+                                   ~(g_cols & (c_hi == k)))
+        o1 = Signal(3)                        # the first free dimension
+        o2 = Signal(3)
+        for k in reversed(range(1, MAX_DIMS)):
+            with m.If(free[k]):
+                m.d.comb += o1.eq(k)
+        # the second: the lowest free one above the first
+        for k in reversed(range(2, MAX_DIMS)):
+            with m.If(free[k] & (k > o1)):
+                m.d.comb += o2.eq(k)
+        n_free = sum(free[k] for k in range(1, MAX_DIMS))
+        r_hi = Signal(3)
+        cols_hi = Signal(3)
+        m.d.comb += [r_hi.eq(Mux(g_rows, 1, 0)), cols_hi.eq(Mux(g_cols, c_hi, 0))]
+        for t_k, sel in enumerate([0, col, o1, o2, r_hi, cols_hi]):
+            with m.Switch(sel):
+                for k in range(MAX_DIMS):
+                    with m.Case(k):
+                        if t_k > 0 and k == 0:          # slot unused: extent 1
+                            m.d.comb += [tile.ext[t_k].eq(1), tile.val[t_k].eq(1),
+                                         tile.sst[t_k].eq(0), tile.dstr[t_k].eq(0)]
+                        else:
+                            m.d.comb += [tile.ext[t_k].eq(n_ext[k]),
+                                         tile.val[t_k].eq(n_val[k]),
+                                         tile.sst[t_k].eq(n_sst[k]),
+                                         tile.dstr[t_k].eq(n_dst[k])]
+        m.d.comb += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols)]
         row_fits = (sst[0] == eb) & (dstr[0] == eb)
-        tile_fits = ((ndims >= 2) & (ndims <= 4) & (dstr[0] == eb) & (ext[0] > 1) &
-                     (col != 0) & (self.elog < LB))
+        tile_fits = ((ndims >= 2) & (dstr[0] == eb) & (ext[0] > 1) & (col != 0) &
+                     (self.elog < LB) & (n_free <= 2))
 
         path = Signal(Path)
         m.d.comb += self.path.eq(path)

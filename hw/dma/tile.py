@@ -50,7 +50,8 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-DIMS = 4
+DIMS = 6
+ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
 
 
 def piece_layout(addr_width: int, data_width: int) -> data.StructLayout:
@@ -90,6 +91,7 @@ class TileTransposer(wiring.Component):
         aw = addr_width
         super().__init__({
             "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
+            "group_rows": In(1), "group_cols": In(1),
             "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
             "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
             "start": In(1), "busy": Out(1),
@@ -117,12 +119,40 @@ class TileTransposer(wiring.Component):
         lgl = Signal(range(LB + 1))           # log2 L
         m.d.comb += lgl.eq(LB - elog)
 
+        # grouped rows: dimension 0 (a power of two, less than L) with its next dimension make
+        # the rows; grouped columns likewise. In a tile, row a is (a mod E0, a div E0) and
+        # column b is (b mod E1, b div E1): tiles start at index 0 of both dimensions.
+        g_rows, g_cols = self.group_rows, self.group_cols
+        lg0 = Signal(range(LB + 1))           # log2 of the rows' first dimension
+        lgc = Signal(range(LB + KB + 1))      # log2 of the columns' first dimension
+        for i in range(LB + 1):
+            with m.If(ext[ROWS][i]):
+                m.d.comb += lg0.eq(i)
+        for i in range(LB + KB + 1):
+            with m.If(ext[COLS][i]):
+                m.d.comb += lgc.eq(i)
+        sh0 = Signal(range(LB + 1))
+        m.d.comb += sh0.eq(Mux(g_rows, lg0, 0))
+        lo_mask = Signal(LB)                  # row a's index in dimension 0 is a & lo_mask
+        m.d.comb += lo_mask.eq(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1))
+        rows_total = Mux(g_rows, ext[ROWS_HI] << lg0, ext[ROWS])
+        cols_total = Mux(g_cols, ext[COLS_HI] << lgc, ext[COLS])
+        vrem_init = Mux(g_rows, val[ROWS_HI], val[ROWS])
+        v_lo = Mux(g_rows, val[ROWS], L)
+        # source step after the last index of dimension 0 in a grouped row
+        row_wrap = Signal(aw)
+        m.d.comb += row_wrap.eq(sst[ROWS_HI] - (sst[ROWS] << lg0) + sst[ROWS])
+        # destination step after the last index of the columns' first dimension
+        col_wrap = Signal(aw)
+        m.d.comb += col_wrap.eq(dstr[COLS_HI] - (dstr[COLS] << lgc) + dstr[COLS])
+
         # -- row walker -------------------------------------------------------------------------
         walking = Signal()
         a = Signal(LB)                        # row within the tile
-        rem0 = Signal(32)                     # rows from this row tile on
-        vrem0 = Signal(signed(34))            # rows with a source from this row tile on
-        rem1 = Signal(32)                     # columns from this column tile on
+        rem0 = Signal(38)                     # rows from this row tile on
+        vrem0 = Signal(signed(38))            # rows (grouped: groups) with a source, from
+                                              # this row tile on
+        rem1 = Signal(43)                     # columns from this column tile on
         c2 = Signal(32)
         c3 = Signal(32)
         s_row, s1, s0, s2, s3 = (Signal(aw, name=n) for n in ("s_row", "s1", "s0", "s2", "s3"))
@@ -136,22 +166,28 @@ class TileTransposer(wiring.Component):
         wrap_2 = c2 + 1 >= ext[2]
         wrap_3 = c3 + 1 >= ext[3]
         row_last = wrap_a & wrap_t1 & wrap_t0 & wrap_2 & wrap_3
-        row_has = (a < vrem0) & (c2 < val[2]) & (c3 < val[3])
+        row_has = ((a >> sh0) < vrem0) & ((a & lo_mask) < v_lo) & (c2 < val[2]) & (c3 < val[3])
         row_take = Signal()
         col_step_src = K * BB                               # source bytes per column tile
         col_step_dst = Signal(aw)
         row_step_src = Signal(aw)
-        m.d.comb += [col_step_dst.eq(dstr[1] << (lgl + KB)),
-                     row_step_src.eq(sst[0] << lgl)]
+        # shifts: columns per tile over the columns' first dimension, rows over the rows'
+        tiles_c = Signal(range(LB + KB + 1))
+        tiles_r = Signal(range(LB + 1))
+        m.d.comb += [tiles_c.eq(lgl + KB - lgc), tiles_r.eq(lgl - lg0)]
+        m.d.comb += [col_step_dst.eq(Mux(g_cols, dstr[COLS_HI] << tiles_c,
+                                         dstr[COLS] << (lgl + KB))),
+                     row_step_src.eq(Mux(g_rows, sst[ROWS_HI] << tiles_r, sst[ROWS] << lgl))]
+        next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
 
         with m.If(self.start & ~walking):
-            m.d.sync += [walking.eq(1), a.eq(0), rem0.eq(ext[0]), vrem0.eq(val[0]),
-                         rem1.eq(ext[1]), c2.eq(0), c3.eq(0)]
+            m.d.sync += [walking.eq(1), a.eq(0), rem0.eq(rows_total), vrem0.eq(vrem_init),
+                         rem1.eq(cols_total), c2.eq(0), c3.eq(0)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
             m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
         with m.Elif(row_take):
             with m.If(~wrap_a):
-                m.d.sync += [a.eq(a + 1), s_row.eq(s_row + sst[0])]
+                m.d.sync += [a.eq(a + 1), s_row.eq(s_row + next_row)]
             with m.Elif(~wrap_t1):
                 n_s1 = s1 + col_step_src
                 m.d.sync += [a.eq(0), rem1.eq(rem1 - T), s1.eq(n_s1), s_row.eq(n_s1),
@@ -159,18 +195,21 @@ class TileTransposer(wiring.Component):
             with m.Elif(~wrap_t0):
                 n_s0 = s0 + row_step_src
                 n_d0 = d0 + BB
-                m.d.sync += [a.eq(0), rem1.eq(ext[1]), rem0.eq(rem0 - L), vrem0.eq(vrem0 - L),
+                m.d.sync += [a.eq(0), rem1.eq(cols_total), rem0.eq(rem0 - L),
+                             vrem0.eq(vrem0 - (L >> sh0)),
                              s0.eq(n_s0), s1.eq(n_s0), s_row.eq(n_s0), d0.eq(n_d0), d1.eq(n_d0)]
             with m.Elif(~wrap_2):
                 n_s2 = s2 + sst[2]
                 n_d2 = d2 + dstr[2]
-                m.d.sync += [a.eq(0), rem1.eq(ext[1]), rem0.eq(ext[0]), vrem0.eq(val[0]),
+                m.d.sync += [a.eq(0), rem1.eq(cols_total), rem0.eq(rows_total),
+                             vrem0.eq(vrem_init),
                              c2.eq(c2 + 1), s2.eq(n_s2), s0.eq(n_s2), s1.eq(n_s2),
                              s_row.eq(n_s2), d2.eq(n_d2), d0.eq(n_d2), d1.eq(n_d2)]
             with m.Elif(~wrap_3):
                 n_s3 = s3 + sst[3]
                 n_d3 = d3 + dstr[3]
-                m.d.sync += [a.eq(0), rem1.eq(ext[1]), rem0.eq(ext[0]), vrem0.eq(val[0]),
+                m.d.sync += [a.eq(0), rem1.eq(cols_total), rem0.eq(rows_total),
+                             vrem0.eq(vrem_init),
                              c2.eq(0), c3.eq(c3 + 1), s3.eq(n_s3), s2.eq(n_s3), s0.eq(n_s3),
                              s1.eq(n_s3), s_row.eq(n_s3), d3.eq(n_d3), d2.eq(n_d3),
                              d0.eq(n_d3), d1.eq(n_d3)]
@@ -318,12 +357,15 @@ class TileTransposer(wiring.Component):
             r_addr = Cat(bdiv[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
             m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
         col_last = b + 1 == t_ncols
+        c_mask = Signal(LB + KB)
+        m.d.comb += c_mask.eq(ext[COLS] - 1)
+        next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
         with m.If(advance):
             m.d.sync += [s_v.eq(issue), s_hi.eq(0)]
         with m.If(issue):
             m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b == 0, t_dst, col_dst)),
                          s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
-                         col_dst.eq(Mux(b == 0, t_dst, col_dst) + dstr[1])]
+                         col_dst.eq(Mux(b == 0, t_dst, col_dst) + next_col)]
             with m.If(col_last):
                 m.d.sync += b.eq(0)
             with m.Else():
