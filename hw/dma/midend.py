@@ -144,19 +144,26 @@ class MidEnd(wiring.Component):
         r_hi = Signal(3)
         cols_hi = Signal(3)
         m.d.comb += [r_hi.eq(Mux(g_rows, 1, 0)), cols_hi.eq(Mux(g_cols, c_hi, 0))]
-        for t_k, sel in enumerate([0, col, o1, o2, r_hi, cols_hi]):
+        m.d.comb += [tile.ext[0].eq(n_ext[0]), tile.val[0].eq(n_val[0]),
+                     tile.sst[0].eq(n_sst[0]), tile.dstr[0].eq(n_dst[0])]
+        for t_k, sel in enumerate([col, o1, o2, r_hi, cols_hi], start=1):
             with m.Switch(sel):
-                for k in range(MAX_DIMS):
+                with m.Case(0):                 # slot unused: extent 1
+                    m.d.comb += [tile.ext[t_k].eq(1), tile.val[t_k].eq(1)]
+                for k in range(1, MAX_DIMS):
                     with m.Case(k):
-                        if t_k > 0 and k == 0:          # slot unused: extent 1
-                            m.d.comb += [tile.ext[t_k].eq(1), tile.val[t_k].eq(1),
-                                         tile.sst[t_k].eq(0), tile.dstr[t_k].eq(0)]
-                        else:
-                            m.d.comb += [tile.ext[t_k].eq(n_ext[k]),
-                                         tile.val[t_k].eq(n_val[k]),
-                                         tile.sst[t_k].eq(n_sst[k]),
-                                         tile.dstr[t_k].eq(n_dst[k])]
-        m.d.comb += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols)]
+                        m.d.comb += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
+                                     tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
+        # packed rows: rows shorter than a beat, one after the other in the source, each beat of
+        # them starting on a beat boundary (the base and the other dimensions' strides)
+        beat_aligned = ((self.src & (BB - 1)) == 0)
+        for k in range(1, MAX_DIMS):
+            beat_aligned = beat_aligned & (~free[k] | ((sst[k] & (BB - 1)) == 0))
+        pack = Signal()
+        m.d.comb += pack.eq(~g_rows & ~g_cols & pow2(col_ext) & (col_ext < L) &
+                            (sst[0] == (col_ext << self.elog)) & beat_aligned)
+        m.d.comb += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols),
+                     tile.pack_rows.eq(pack)]
         row_fits = (sst[0] == eb) & (dstr[0] == eb)
         tile_fits = ((ndims >= 2) & (dstr[0] == eb) & (ext[0] > 1) & (col != 0) &
                      (self.elog < LB) & (n_free <= 2))

@@ -91,7 +91,7 @@ class TileTransposer(wiring.Component):
         aw = addr_width
         super().__init__({
             "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
-            "group_rows": In(1), "group_cols": In(1),
+            "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
             "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
             "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
             "start": In(1), "busy": Out(1),
@@ -146,6 +146,16 @@ class TileTransposer(wiring.Component):
         col_wrap = Signal(aw)
         m.d.comb += col_wrap.eq(dstr[COLS_HI] - (dstr[COLS] << lgc) + dstr[COLS])
 
+        # packed rows: rows of 2**lgc elements, shorter than a beat, one after the other in the
+        # source from a beat boundary on: a beat holds P = 2**lgp of them and is written to the
+        # buffer in one cycle. Row a then lives in element bank (i + f(a)) mod L, with
+        # f(a) = (a >> lgp) + (a mod P) * 2**lgc, so the P rows of a beat take disjoint banks.
+        pack = self.pack_rows
+        lgp = Signal(range(LB + 1))
+        m.d.comb += lgp.eq(lgl - lgc)
+        a_step = Signal(LB + 1)
+        m.d.comb += a_step.eq(Mux(pack, Const(1, LB + 1) << lgp, 1))
+
         # -- row walker -------------------------------------------------------------------------
         walking = Signal()
         a = Signal(LB)                        # row within the tile
@@ -160,7 +170,7 @@ class TileTransposer(wiring.Component):
         nrows = Signal(LB + 1)
         ncols = Signal(LB + KB + 1)
         m.d.comb += [nrows.eq(Mux(rem0 < L, rem0, L)), ncols.eq(Mux(rem1 < T, rem1, T))]
-        wrap_a = a + 1 >= nrows
+        wrap_a = a + a_step >= nrows
         wrap_t1 = rem1 <= T
         wrap_t0 = rem0 <= L
         wrap_2 = c2 + 1 >= ext[2]
@@ -180,6 +190,7 @@ class TileTransposer(wiring.Component):
                      row_step_src.eq(Mux(g_rows, sst[ROWS_HI] << tiles_r, sst[ROWS] << lgl))]
         next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
 
+
         with m.If(self.start & ~walking):
             m.d.sync += [walking.eq(1), a.eq(0), rem0.eq(rows_total), vrem0.eq(vrem_init),
                          rem1.eq(cols_total), c2.eq(0), c3.eq(0)]
@@ -187,7 +198,7 @@ class TileTransposer(wiring.Component):
             m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
         with m.Elif(row_take):
             with m.If(~wrap_a):
-                m.d.sync += [a.eq(a + 1), s_row.eq(s_row + next_row)]
+                m.d.sync += [a.eq(a + a_step), s_row.eq(s_row + Mux(pack, BB, next_row))]
             with m.Elif(~wrap_t1):
                 n_s1 = s1 + col_step_src
                 m.d.sync += [a.eq(0), rem1.eq(rem1 - T), s1.eq(n_s1), s_row.eq(n_s1),
@@ -222,8 +233,15 @@ class TileTransposer(wiring.Component):
         offset = s_row[:LB]
         nout = (row_bytes + BB - 1) >> LB
         nbeats = (offset + row_bytes + BB - 1) >> LB
+        # packed rows: how many of the beat's rows have a source
+        real = Signal(LB + 1)
+        with_src = Signal(signed(39))
+        nsrc = Signal(LB + 1)
+        m.d.comb += [real.eq(Mux(nrows - a < a_step, nrows - a, a_step)),
+                     with_src.eq(vrem0 - a),
+                     nsrc.eq(Mux(~row_has, 0, Mux(with_src < real, with_src, real)))]
         rows = m.submodules.rows = SyncFIFOBuffered(
-            width=LB + 2 * (KB + 2) + LB + 3 + aw + (LB + KB + 1) + (LB + 1),
+            width=LB + 2 * (KB + 2) + LB + 3 + aw + (LB + KB + 1) + 2 * (LB + 1),
             depth=self.row_queue)
         g_active = Signal()
         g_addr = Signal(aw)
@@ -233,7 +251,7 @@ class TileTransposer(wiring.Component):
         m.d.comb += row_take.eq(walking & rows.w_rdy & g_free)
         m.d.comb += [rows.w_en.eq(row_take),
                      rows.w_data.eq(Cat(offset, nbeats[:KB + 2], nout[:KB + 2], a, row_has,
-                                        wrap_a, row_last, d1, ncols, nrows))]
+                                        wrap_a, row_last, d1, ncols, nrows, nsrc))]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
             with m.If(g_left == 1):
@@ -258,7 +276,7 @@ class TileTransposer(wiring.Component):
         fields = {}
         for name, width in (("offset", LB), ("nbeats", KB + 2), ("nout", KB + 2), ("a", LB),
                             ("has", 1), ("tile_last", 1), ("job_last", 1), ("dst", aw),
-                            ("ncols", LB + KB + 1), ("nrows", LB + 1)):
+                            ("ncols", LB + KB + 1), ("nrows", LB + 1), ("nsrc", LB + 1)):
             fields[name] = f[pos:pos + width]
             pos += width
         j = Signal(KB + 2)                    # beats of the row taken
@@ -276,6 +294,16 @@ class TileTransposer(wiring.Component):
         with m.If(can_fill):
             with m.If(~fields["has"]):
                 m.d.comb += [write.eq(1), fill_data.eq(pad_elem)]
+            with m.Elif(pack):
+                # rows past the last with a source are pad
+                keep = Signal(BB + 1)
+                keep_n = Signal(range(BB + 1))
+                m.d.comb += [keep_n.eq(fields["nsrc"] << (lgc + elog)),
+                             keep.eq((Const(1, BB + 1) << keep_n) - 1)]
+                keep_bits = Cat(*[keep[i].replicate(8) for i in range(BB)])
+                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
+                             fill_data.eq((self.rdata.payload & keep_bits) |
+                                          (pad_elem & ~keep_bits))]
             with m.Elif(aligned):
                 m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
                              fill_data.eq(self.rdata.payload)]
@@ -298,17 +326,24 @@ class TileTransposer(wiring.Component):
                      tiles.w_en.eq(row_done & fields["tile_last"]),
                      tiles.w_data.eq(Cat(h_fill, fields["dst"], fields["ncols"],
                                          fields["nrows"], fields["job_last"])),
-                     self.read_bytes.eq(Mux(row_done & fields["has"],
-                                            fields["ncols"] << elog, 0))]
+                     self.read_bytes.eq(Mux(~row_done, 0,
+                                            Mux(pack, fields["nsrc"] << (lgc + elog),
+                                                Mux(fields["has"], fields["ncols"] << elog,
+                                                    0))))]
         with m.If(row_done):
             m.d.sync += [j.eq(0), kb.eq(0)]
             with m.If(fields["tile_last"]):
                 m.d.sync += h_fill.eq(~h_fill)
         rot_in = Signal(LB)
-        m.d.comb += rot_in.eq((BB - (fields["a"] << elog)) & (BB - 1))
-        w_addr = Cat(kb[:KB], fields["a"], h_fill) if K > 1 else Cat(fields["a"], h_fill)
+        skew = Mux(pack, fields["a"] >> lgp, fields["a"])
+        m.d.comb += rot_in.eq((BB - (skew << elog)) & (BB - 1))
         rotated = _rotate_right_bytes(fill_data, rot_in, BB)
         for k, (wp, _) in enumerate(banks):
+            # packed: the bank's element came from row a + (its place in the beat) >> lgc
+            w_row = Signal(LB, name=f"w_row{k}")
+            place = ((Const(k, LB) >> elog) - skew) & (L - 1)
+            m.d.comb += w_row.eq(Mux(pack, fields["a"] + (place >> lgc), fields["a"]))
+            w_addr = Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill)
             m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(write), wp.data.eq(rotated[8 * k:8 * k + 8])]
 
         # -- drain ------------------------------------------------------------------------------
@@ -328,9 +363,24 @@ class TileTransposer(wiring.Component):
         s_hi = Signal()                       # sending the second piece of the column
         bmod = b & (L - 1)
         bdiv = b >> lgl
+        col_rot = Signal(W)
+        m.d.comb += col_rot.eq(_rotate_right_bytes(Cat(*[rp.data for _, rp in banks]), s_rot, BB))
+        # packed: element a of the column is at f(a) after the rotation
         col_out = Signal(W)
-        m.d.comb += col_out.eq(_rotate_right_bytes(
-            Cat(*[rp.data for _, rp in banks]), s_rot, BB))
+        m.d.comb += col_out.eq(col_rot)
+        with m.If(pack):
+            with m.Switch(Cat(lgp, elog)):
+                for e in range(4):
+                    n_el = BB >> e
+                    lg_n = n_el.bit_length() - 1
+                    for p_ in range(1, lg_n + 1):
+                        with m.Case(p_ | (e << len(lgp))):
+                            order = []
+                            for a_ in range(n_el):
+                                f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
+                                order += [col_rot.word_select(f_a * (1 << e) + j, 8)
+                                          for j in range(1 << e)]
+                            m.d.comb += col_out.eq(Cat(*order))
         strb = Signal(BB)
         m.d.comb += strb.eq((Const(1, BB + 1) << s_bytes) - 1)
         od = s_dst[:LB]
@@ -353,7 +403,10 @@ class TileTransposer(wiring.Component):
         for k, (_, rp) in enumerate(banks):
             # the row of column b in this byte's element bank: (bank - skew) mod L
             row_k = Signal(LB, name=f"row{k}")
-            m.d.comb += row_k.eq(((Const(k, LB) >> elog) - bmod) & (L - 1))
+            x = Signal(LB, name=f"x{k}")
+            m.d.comb += x.eq(((Const(k, LB) >> elog) - bmod) & (L - 1))
+            # packed: the row whose f is x
+            m.d.comb += row_k.eq(Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x))
             r_addr = Cat(bdiv[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
             m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
         col_last = b + 1 == t_ncols
