@@ -5,7 +5,8 @@
 #   make lint      ruff, and verilator --lint-only on the emitted Verilog
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
 #   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput,
-#                  sparse decompressor density sweep)
+#                  sparse decompressor density sweep, DMA bus utilisation; QUICK=1: the
+#                  smallest size of each, in minutes)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -56,7 +57,7 @@ regs: $(STAMP)
 	$(VENV)/bin/atomcube regs --out docs/registers
 
 bench: $(STAMP)
-	$(PY) -m sim.bench
+	$(PY) -m sim.bench $(if $(filter 1,$(QUICK)),--quick)
 
 bench-model: $(STAMP)
 	$(PY) -m model.nvdla.lut_bench

@@ -5,8 +5,10 @@ out, through whichever of three paths suits the descriptor's shape.
   of dimension 0 move a beat per cycle through a funnel-shift realigner.
 - *Tile path* (:class:`~hw.dma.tile.TileTransposer`): dimension 0 contiguous in the
   destination and another dimension (the lowest of 1 to 3 with every index valid) contiguous
-  in the source, at most four dimensions, elements narrower than a beat. A double-buffered
-  skewed-bank buffer takes a row beat in and gives a column beat out per cycle.
+  in the source, at most two dimensions besides these and the grouped ones, elements narrower
+  than a beat. A double-buffered skewed-bank buffer takes a row beat in and gives a column
+  beat out per cycle. Dimensions shorter than a beat are grouped with their neighbours, or
+  packed several rows to a beat, when the strides allow (see the tile module).
 - *Element path* (:class:`~hw.dma.elements.ElementPath`): anything else, one element per
   cycle.
 

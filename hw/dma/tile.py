@@ -21,6 +21,23 @@ Skewed banks
     back by ``i`` elements. Two halves, filled and drained alternately, let the reads of one
     tile overlap the writes of the previous one.
 
+Small dimensions
+    Three variants keep both sides at a beat per cycle when a dimension is shorter than a beat.
+
+    - *Grouped rows* (``group_rows``): dimension 0 is a power of two under ``L`` and the next
+      destination dimension (``ROWS_HI``) continues it, as the 8 channels and the lines of a
+      DMP chunk do. Row ``a`` of a tile is index ``a mod E0`` of dimension 0 and
+      ``a div E0`` of the next, so a column is still one destination beat.
+    - *Grouped columns* (``group_cols``): the column dimension is a power of two under ``T``
+      and another dimension (``COLS_HI``) continues it in the source. Column ``b`` is index
+      ``b mod E1`` of the column dimension and ``b div E1`` of the other, so a row is still one
+      contiguous run of the source.
+    - *Packed rows* (``pack_rows``): rows of ``2**c`` elements, shorter than a beat, follow
+      each other in the source from a beat boundary, so a beat holds ``P`` rows. The beat is
+      written in one cycle with the skew ``f(a) = (a >> log2 P) + (a mod P) * 2**c`` in place
+      of ``a`` (the beat's rows land in disjoint banks); a column reads bank ``e`` at row
+      ``f^-1((e - i) mod L)`` and puts element ``a`` in place with a fixed permutation.
+
 Stages
     The *row walker* steps through rows (row within tile, column tile, row tile, then the two
     remaining dimensions), additions only. The *beat generator* turns each row into beat
@@ -33,9 +50,10 @@ Stages
 Ports
 -----
 Configuration (hold while ``busy``): ``src``, ``dst``, ``elog`` (element bytes = 2**elog, less
-than the bus width), ``pad``, and four dimensions in ``ext``, ``val``, ``sst``, ``dstr``: index
-0 the rows (destination stride = element bytes), 1 the columns (source stride = element bytes,
-``val == ext``), 2 and 3 the others (unused ones as extent 1). ``start`` begins a walk, ``busy``
+than the bus width), ``pad``, the flags above, and six dimensions in ``ext``, ``val``,
+``sst``, ``dstr``: ``ROWS`` (destination stride = element bytes), ``COLS`` (source stride =
+element bytes, ``val == ext``), ``OUTER1`` and ``OUTER2`` (the others), ``ROWS_HI`` and
+``COLS_HI`` (the grouped ones); unused ones as extent 1. ``start`` begins a walk, ``busy``
 stays high until the last piece has left.
 
 Streams: ``req`` (beat addresses to read, in order), ``rdata`` (the read beats, in the same
