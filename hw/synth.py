@@ -163,6 +163,18 @@ def build(block: str, family: str, outdir: Path | None = None) -> Result:
     return Result(block, family, seconds=time.monotonic() - t0, **figures)
 
 
+def collect(block: str, family: str) -> Result | None:
+    """The figures of an earlier build of ``block`` (``build/synth``), or None."""
+    out = ROOT / "build" / "synth" / family / block
+    report = out / "nextpnr.json"
+    if not report.exists():
+        return None
+    netlist = out / f"atomcube_{block}.json"
+    ffs = _netlist_ffs(netlist) if not FAMILIES[family]["ff"] else None
+    figures = read_report(json.loads(report.read_text()), family, ffs)
+    return Result(block, family, seconds=float("nan"), **figures)
+
+
 def _rows(results: list[Result]):
     for r in results:
         fmax = f"{r.fmax_mhz:.1f}" if r.fmax_mhz is not None else "-"
@@ -192,10 +204,17 @@ def main(argv=None) -> int:
                     help="only this block (repeatable; default: all)")
     ap.add_argument("--report", type=Path, nargs="?", const=ROOT / "docs" / "resources.md",
                     help="also write the table as Markdown (default docs/resources.md)")
+    ap.add_argument("--collect", action="store_true",
+                    help="build nothing: tabulate the builds already in build/synth")
     args = ap.parse_args(argv)
     results, ok = [], True
     for family in args.family or list(FAMILIES):
         for block in args.block or list(BLOCKS):
+            if args.collect:
+                r = collect(block, family)
+                if r is not None:
+                    results.append(r)
+                continue
             print(f"{family}/{block} ...", end=" ", flush=True)
             try:
                 r = build(block, family)
@@ -216,8 +235,9 @@ def main(argv=None) -> int:
             "# Resources and maximum frequency, each block alone\n\n"
             "Written by `make report` (`python -m hw.synth --report`): Yosys and nextpnr from "
             "the YoWASP packages, placed out of context (no I/O), asking for "
-            f"{TARGET_MHZ:.0f} MHz. Fmax is nextpnr's figure after routing; LUT4 counts "
-            "logic, carry and RAM LUTs.\n\n" + markdown(results) + "\n")
+            f"{TARGET_MHZ:.0f} MHz. Fmax is nextpnr's figure after routing. LUT4: nextpnr's "
+            "TRELLIS_COMB cells (ECP5) or ICESTORM_LC (iCE40); BRAM: DP16KD (ECP5) or EBR and "
+            "SPRAM (iCE40); MULT: MULT18X18D or SB_MAC16.\n\n" + markdown(results) + "\n")
         print(f"\nwrote {args.report}")
     return 0 if ok else 1
 
