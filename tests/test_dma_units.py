@@ -137,6 +137,16 @@ def random_transpose(rng, bb):
     return Descriptor(src, dst, eb, tuple(dims), pad=int(rng.integers(0, 1 << 64, dtype=np.uint64)))
 
 
+def check_against_executor(desc, memory, got, counts):
+    """``got`` (memory after the unit ran ``desc``) equals the executor's result on ``memory``,
+    byte for byte, and the unit counted the descriptor's bytes."""
+    want = memory.copy()
+    execute([desc], want)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
+    assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+
+
 def run_transposer(desc, bb, tile_beats, seed, memory):
     dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=tile_beats, row_queue=8)
     return run_mover(dut, desc, bb, seed, memory)
@@ -218,12 +228,8 @@ def test_transposer_matches_the_executor(bb, tile_beats, seed):
     for _ in range(3):
         desc = random_transpose(rng, bb)
         print(desc)
-        want = memory.copy()
-        execute([desc], want)
         got, counts = run_transposer(desc, bb, tile_beats, seed, memory)
-        bad = np.flatnonzero(got != want)
-        assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-        assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+        check_against_executor(desc, memory, got, counts)
 
 
 def random_grouped(rng, bb, tile_beats):
@@ -278,14 +284,10 @@ def test_transposer_grouped_rows_and_columns(bb, tile_beats, seed):
     for _ in range(4):
         desc, slots, flags = random_grouped(rng, bb, tile_beats)
         print(desc, flags)
-        want = memory.copy()
-        execute([desc], want)
         dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=tile_beats,
                              row_queue=8)
         got, counts = run_mover(dut, desc, bb, seed, memory, slots, **flags)
-        bad = np.flatnonzero(got != want)
-        assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-        assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+        check_against_executor(desc, memory, got, counts)
 
 
 def random_packed(rng, bb):
@@ -316,13 +318,9 @@ def test_transposer_packed_rows(bb, seed):
     for _ in range(4):
         desc = random_packed(rng, bb)
         print(desc)
-        want = memory.copy()
-        execute([desc], want)
         dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=2, row_queue=8)
         got, counts = run_mover(dut, desc, bb, seed, memory, pack_rows=1)
-        bad = np.flatnonzero(got != want)
-        assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-        assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+        check_against_executor(desc, memory, got, counts)
         # every source beat is read once
         assert counts["beats"] <= -(-desc.dims[0].extent * desc.dims[1].extent
                                     * desc.element_bytes // bb) * desc.dims[2].extent
@@ -376,13 +374,9 @@ def test_row_copier_matches_the_executor(bb, seed):
     for _ in range(4):
         desc = random_rows(rng, bb)
         print(desc)
-        want = memory.copy()
-        execute([desc], want)
         got, counts = run_mover(RowCopier(data_width=8 * bb, addr_width=16, run_queue=8), desc,
                                 bb, seed, memory)
-        bad = np.flatnonzero(got != want)
-        assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-        assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+        check_against_executor(desc, memory, got, counts)
 
 
 def test_row_copier_reads_each_beat_once():
@@ -426,10 +420,6 @@ def test_element_path_matches_the_executor(bb, seed):
     for make in (random_gather, random_gather, random_rows, random_transpose):
         desc = make(rng, bb)
         print(desc)
-        want = memory.copy()
-        execute([desc], want)
         got, counts = run_mover(ElementPath(data_width=8 * bb, addr_width=16, queue=8), desc,
                                 bb, seed, memory)
-        bad = np.flatnonzero(got != want)
-        assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-        assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+        check_against_executor(desc, memory, got, counts)

@@ -10,11 +10,10 @@ extent 1).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
 
-from .tile import piece_layout
+from .tile import path_ports
 from .walker import Walker
 
 DIMS = 5
@@ -22,8 +21,6 @@ DIMS = 5
 
 class ElementPath(wiring.Component):
     def __init__(self, *, data_width=64, addr_width=32, queue=96):
-        if data_width not in (64, 128, 256):
-            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if queue < 2:
             raise ValueError(f"queue must be at least 2, not {queue!r}")
         self.data_width = data_width
@@ -31,17 +28,7 @@ class ElementPath(wiring.Component):
         self.queue = queue
         aw = addr_width
         self._walker = Walker(levels=DIMS, addr_width=aw)
-        super().__init__({
-            "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
-            "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
-            "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
-            "start": In(1), "busy": Out(1),
-            "req": Out(stream.Signature(aw)),
-            "rdata": In(stream.Signature(data_width)),
-            "wr": Out(stream.Signature(piece_layout(aw, data_width))),
-            "read_bytes": Out(4),
-            "written_bytes": Out(4),
-        })
+        super().__init__(path_ports(data_width=data_width, addr_width=aw, dims=DIMS))
 
     def elaborate(self, platform):
         m = Module()

@@ -23,14 +23,14 @@ the path and begins; ``path`` tells which one runs (0 elements, 1 rows, 2 tiles)
 """
 
 from amaranth import Const, Module, Mux, Signal
-from amaranth.lib import enum, stream, wiring
+from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from model.dma.descriptor import MAX_DIMS
 
 from .elements import ElementPath
 from .rows import RowCopier
-from .tile import TileTransposer, piece_layout
+from .tile import TileTransposer, path_ports
 
 
 class Path(enum.Enum, shape=2):
@@ -53,15 +53,10 @@ class MidEnd(wiring.Component):
         self._tile = TileTransposer(data_width=data_width, addr_width=aw,
                                     tile_beats=tile_beats, row_queue=queue)
         super().__init__({
-            "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64), "ndims": In(3),
-            "ext": In(32).array(MAX_DIMS), "val": In(32).array(MAX_DIMS),
+            **path_ports(data_width=data_width, addr_width=aw, dims=MAX_DIMS),
+            # as the front end holds them: strides of 32 bits, unused dimensions included
             "sst": In(32).array(MAX_DIMS), "dstr": In(32).array(MAX_DIMS),
-            "start": In(1), "busy": Out(1), "path": Out(Path),
-            "req": Out(stream.Signature(aw)),
-            "rdata": In(stream.Signature(data_width)),
-            "wr": Out(stream.Signature(piece_layout(aw, data_width))),
-            "read_bytes": Out(35),
-            "written_bytes": Out(35),
+            "ndims": In(3), "path": Out(Path),
         })
 
     def elaborate(self, platform):

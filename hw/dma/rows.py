@@ -16,11 +16,10 @@ the run.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
 
-from .tile import pad_pattern, piece_layout
+from .tile import pad_pattern, path_ports
 from .walker import Walker
 
 DIMS = 5
@@ -28,8 +27,6 @@ DIMS = 5
 
 class RowCopier(wiring.Component):
     def __init__(self, *, data_width=64, addr_width=32, run_queue=64):
-        if data_width not in (64, 128, 256):
-            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if run_queue < 2:
             raise ValueError(f"run_queue must be at least 2, not {run_queue!r}")
         self.data_width = data_width
@@ -37,17 +34,7 @@ class RowCopier(wiring.Component):
         self.run_queue = run_queue
         aw = addr_width
         self._walker = Walker(levels=DIMS - 1, addr_width=aw)
-        super().__init__({
-            "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
-            "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
-            "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
-            "start": In(1), "busy": Out(1),
-            "req": Out(stream.Signature(aw)),
-            "rdata": In(stream.Signature(data_width)),
-            "wr": Out(stream.Signature(piece_layout(aw, data_width))),
-            "read_bytes": Out(35),
-            "written_bytes": Out(35),
-        })
+        super().__init__(path_ports(data_width=data_width, addr_width=aw, dims=DIMS))
 
     def elaborate(self, platform):
         m = Module()

@@ -77,6 +77,25 @@ def piece_layout(addr_width: int, data_width: int) -> data.StructLayout:
                               "strb": data_width // 8, "last": 1})
 
 
+def path_ports(*, data_width, addr_width, dims):
+    """The ports every mid-end path has (see the module's docstring): the descriptor, start
+    and busy, the three beat streams and the byte counts. Checks ``data_width``."""
+    if data_width not in (64, 128, 256):
+        raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
+    aw = addr_width
+    return {
+        "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
+        "ext": In(32).array(dims), "val": In(32).array(dims),
+        "sst": In(aw).array(dims), "dstr": In(aw).array(dims),
+        "start": In(1), "busy": Out(1),
+        "req": Out(stream.Signature(aw)),
+        "rdata": In(stream.Signature(data_width)),
+        "wr": Out(stream.Signature(piece_layout(aw, data_width))),
+        "read_bytes": Out(35),
+        "written_bytes": Out(35),
+    }
+
+
 def pad_pattern(m, pad, elog, nbytes):
     """A beat of pad elements: byte ``i`` is byte ``i mod element bytes`` of ``pad``."""
     out = Signal(8 * nbytes)
@@ -95,8 +114,6 @@ def _rotate_right_bytes(value, amount, nbytes):
 
 class TileTransposer(wiring.Component):
     def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
-        if data_width not in (64, 128, 256):
-            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if tile_beats not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"tile_beats must be a power of two from 1 to 32, not "
                              f"{tile_beats!r}")
@@ -108,16 +125,8 @@ class TileTransposer(wiring.Component):
         self.row_queue = row_queue
         aw = addr_width
         super().__init__({
-            "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
+            **path_ports(data_width=data_width, addr_width=aw, dims=DIMS),
             "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
-            "ext": In(32).array(DIMS), "val": In(32).array(DIMS),
-            "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
-            "start": In(1), "busy": Out(1),
-            "req": Out(stream.Signature(aw)),
-            "rdata": In(stream.Signature(data_width)),
-            "wr": Out(stream.Signature(piece_layout(aw, data_width))),
-            "read_bytes": Out(range(tile_beats * data_width // 8 + 1)),
-            "written_bytes": Out(range(data_width // 8 + 1)),
         })
 
     def elaborate(self, platform):
