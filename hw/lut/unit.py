@@ -16,6 +16,8 @@ Ports
     and ``last`` as they came in.
 ``irq``
     High while ``status & irq_enable`` has a bit set.
+``busy``
+    A run is in progress (``status.busy``): samples are accepted.
 
 Timing
 ------
@@ -110,6 +112,7 @@ class LutUnit(wiring.Component):
             "i_stream": In(stream.Signature(in_layout(lanes, flavor))),
             "o_stream": Out(stream.Signature(out_layout(lanes, flavor))),
             "irq": Out(1),
+            "busy": Out(1),
         })
 
     # -- elaboration -----------------------------------------------------------------------------
@@ -128,6 +131,7 @@ class LutUnit(wiring.Component):
         run_end = Signal()
         m.d.comb += [
             regs.status.busy.r_data.eq(busy),
+            self.busy.eq(busy),
             regs.status.done.set.eq(run_end),
             regs.hwinfo.lanes.r_data.eq(lanes),
             regs.hwinfo.flavor.r_data.eq(int(flavor == "cdp")),

@@ -1,0 +1,268 @@
+"""The SoC's buses: an AXI4-Lite decoder from one manager to several register banks, an adapter
+from AXI4-Lite to single-beat AXI4, and an AXI4 arbiter from several managers onto one memory
+port."""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from ..bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
+
+__all__ = ["LiteDecoder", "LiteToAxi", "AxiArbiter"]
+
+
+class LiteDecoder(wiring.Component):
+    """One AXI4-Lite manager to the subordinates of ``windows``, a list of ``(name, base,
+    size)`` with ``size`` a power of two and ``base`` a multiple of it. Each subordinate port
+    ``<name>`` sees the address less ``base``, ``addr_width`` bits (log2 of its size).
+
+    One write and one read are in flight at a time (enough for the UART bridge): the decoder takes
+    a write's address and data together, passes them on, and waits for the response. An address
+    outside every window is answered DECERR (reads return 0) and goes nowhere."""
+
+    def __init__(self, windows, *, addr_width=32):
+        self.windows = []
+        for name, base, size in windows:
+            if size & (size - 1) or size < 4 or base % size:
+                raise ValueError(f"window {name}: size 0x{size:x} must be a power of two and "
+                                 f"base 0x{base:x} a multiple of it")
+            self.windows.append((name, base, size))
+        spans = sorted((b, b + s, n) for n, b, s in self.windows)
+        for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
+            if start < end:
+                raise ValueError(f"windows {a} and {b} overlap")
+        members = {"s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32))}
+        for name, _, size in self.windows:
+            members[name] = Out(AXI4LiteSignature(addr_width=max(2, (size - 1).bit_length()),
+                                                  data_width=32))
+        super().__init__(members)
+
+    def _select(self, m, addr):
+        hits = Signal(len(self.windows))
+        for i, (_, base, size) in enumerate(self.windows):
+            m.d.comb += hits[i].eq((addr & ~(size - 1)) == base)
+        return hits
+
+    def elaborate(self, platform):
+        m = Module()
+        s = self.s_axil
+        ports = [getattr(self, n) for n, _, _ in self.windows]
+
+        # writes: address and data taken together, then passed on, then the response back
+        w_sel = Signal(len(ports))
+        w_state = Signal(2)                  # 0 idle, 1 forwarding, 2 response
+        awv, wv = Signal(), Signal()
+        w_addr, w_data, w_strb = Signal(32), Signal(32), Signal(4)
+        hits = self._select(m, s.awaddr)
+        take_w = (w_state == 0) & s.awvalid & s.wvalid
+        m.d.comb += [s.awready.eq(take_w), s.wready.eq(take_w)]
+        with m.If(take_w):
+            m.d.sync += [w_sel.eq(hits), w_addr.eq(s.awaddr), w_data.eq(s.wdata),
+                         w_strb.eq(s.wstrb), awv.eq(hits.any()), wv.eq(hits.any()),
+                         w_state.eq(Mux(hits.any(), 1, 2))]
+        b_valid, b_resp = Signal(), Signal(2)
+        for i, p in enumerate(ports):
+            on = w_sel[i]
+            m.d.comb += [p.awaddr.eq(w_addr), p.wdata.eq(w_data), p.wstrb.eq(w_strb),
+                         p.awvalid.eq(on & awv), p.wvalid.eq(on & wv),
+                         p.bready.eq(on & (w_state == 1) & ~awv & ~wv & s.bready)]
+            with m.If(on & (w_state == 1)):
+                with m.If(p.awready):
+                    m.d.sync += awv.eq(0)
+                with m.If(p.wready):
+                    m.d.sync += wv.eq(0)
+                m.d.comb += [b_valid.eq(p.bvalid & ~awv & ~wv), b_resp.eq(p.bresp)]
+        with m.If(w_state == 2):
+            m.d.comb += [b_valid.eq(1), b_resp.eq(Resp.DECERR)]
+        m.d.comb += [s.bvalid.eq(b_valid & (w_state != 0)), s.bresp.eq(b_resp)]
+        with m.If(s.bvalid & s.bready):
+            m.d.sync += w_state.eq(0)
+
+        # reads
+        r_sel = Signal(len(ports))
+        r_state = Signal(2)
+        arv = Signal()
+        r_addr = Signal(32)
+        rhits = self._select(m, s.araddr)
+        take_r = (r_state == 0) & s.arvalid
+        m.d.comb += s.arready.eq(take_r)
+        with m.If(take_r):
+            m.d.sync += [r_sel.eq(rhits), r_addr.eq(s.araddr), arv.eq(rhits.any()),
+                         r_state.eq(Mux(rhits.any(), 1, 2))]
+        r_valid, r_resp, r_data = Signal(), Signal(2), Signal(32)
+        for i, p in enumerate(ports):
+            on = r_sel[i]
+            m.d.comb += [p.araddr.eq(r_addr), p.arvalid.eq(on & arv),
+                         p.rready.eq(on & (r_state == 1) & ~arv & s.rready)]
+            with m.If(on & (r_state == 1)):
+                with m.If(p.arready):
+                    m.d.sync += arv.eq(0)
+                m.d.comb += [r_valid.eq(p.rvalid & ~arv), r_resp.eq(p.rresp),
+                             r_data.eq(p.rdata)]
+        with m.If(r_state == 2):
+            m.d.comb += [r_valid.eq(1), r_resp.eq(Resp.DECERR), r_data.eq(0)]
+        m.d.comb += [s.rvalid.eq(r_valid & (r_state != 0)), s.rresp.eq(r_resp),
+                     s.rdata.eq(r_data)]
+        with m.If(s.rvalid & s.rready):
+            m.d.sync += r_state.eq(0)
+        return m
+
+
+class LiteToAxi(wiring.Component):
+    """AXI4-Lite (32-bit data) to AXI4 single-beat accesses of 4 bytes on a wider bus: the word
+    goes out on its lane of ``wdata`` with the matching strobes, and comes back from its lane of
+    ``rdata``. One write and one read in flight at a time."""
+
+    def __init__(self, *, addr_width=32, data_width=64, id_width=4):
+        self.data_width = data_width
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
+            "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                       id_width=id_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        s, a = self.s_axil, self.m_axi
+        lanes = self.data_width // 32
+        lane_bits = (lanes - 1).bit_length()
+
+        # writes: address and data together, then the burst of one beat, then the response
+        busy_w = Signal()
+        awv, wv = Signal(), Signal()
+        take_w = ~busy_w & s.awvalid & s.wvalid
+        m.d.comb += [s.awready.eq(take_w), s.wready.eq(take_w)]
+        with m.If(take_w):
+            lane = s.awaddr[2:2 + lane_bits] if lane_bits else 0
+            m.d.sync += [busy_w.eq(1), awv.eq(1), wv.eq(1), a.awaddr.eq(s.awaddr),
+                         a.wdata.eq(s.wdata.replicate(lanes)),
+                         a.wstrb.eq(s.wstrb << (lane * 4) if lane_bits else s.wstrb)]
+        with m.If(awv & a.awready):
+            m.d.sync += awv.eq(0)
+        with m.If(wv & a.wready):
+            m.d.sync += wv.eq(0)
+        m.d.comb += [a.awvalid.eq(awv), a.wvalid.eq(wv), a.wlast.eq(1), a.awlen.eq(0),
+                     a.awsize.eq(2), a.awburst.eq(Burst.INCR), a.awcache.eq(0b0011),
+                     s.bvalid.eq(a.bvalid), s.bresp.eq(a.bresp), a.bready.eq(s.bready)]
+        with m.If(a.bvalid & a.bready):
+            m.d.sync += busy_w.eq(0)
+
+        busy_r = Signal()
+        arv = Signal()
+        lane_r = Signal(max(1, lane_bits))
+        take_r = ~busy_r & s.arvalid
+        m.d.comb += s.arready.eq(take_r)
+        with m.If(take_r):
+            m.d.sync += [busy_r.eq(1), arv.eq(1), a.araddr.eq(s.araddr)]
+            if lane_bits:
+                m.d.sync += lane_r.eq(s.araddr[2:2 + lane_bits])
+        with m.If(arv & a.arready):
+            m.d.sync += arv.eq(0)
+        m.d.comb += [a.arvalid.eq(arv), a.arlen.eq(0), a.arsize.eq(2), a.arburst.eq(Burst.INCR),
+                     a.arcache.eq(0b0011),
+                     s.rvalid.eq(a.rvalid), s.rresp.eq(a.rresp),
+                     s.rdata.eq(a.rdata.word_select(lane_r, 32) if lane_bits else a.rdata),
+                     a.rready.eq(s.rready)]
+        with m.If(a.rvalid & a.rready):
+            m.d.sync += busy_r.eq(0)
+        return m
+
+
+class AxiArbiter(wiring.Component):
+    """``managers`` AXI4 managers onto one AXI4 port, all of one data width.
+
+    Each manager's IDs are widened with its index in the top bits, and responses go back by
+    those bits, so managers may keep several transactions in flight. AR and AW are each granted
+    round-robin; once a manager's address is presented it stays until taken. Write data follows
+    the order in which write addresses were granted (a FIFO of ``write_depth`` grants)."""
+
+    def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8):
+        if managers < 1:
+            raise ValueError(f"managers must be at least 1, not {managers!r}")
+        self.managers = managers
+        self.sel_bits = max(1, (managers - 1).bit_length())
+        self.write_depth = write_depth
+        self.in_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                    id_width=id_width)
+        self.out_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                     id_width=id_width + self.sel_bits)
+        members = {f"s{i}": In(self.in_sig) for i in range(managers)}
+        members["m_axi"] = Out(self.out_sig)
+        super().__init__(members)
+
+    def _grant(self, m, name, valids, ready):
+        """Round-robin choice among ``valids``, held while the chosen address waits."""
+        n = self.managers
+        hold = Signal(name=f"{name}_hold")
+        held = Signal(self.sel_bits, name=f"{name}_held")
+        last = Signal(self.sel_bits, name=f"{name}_last")
+        pick = Signal(self.sel_bits, name=f"{name}_pick")
+        any_valid = Signal(name=f"{name}_any")
+        m.d.comb += any_valid.eq(valids.any())
+        # the first valid manager after `last`, in circular order
+        for off in reversed(range(1, n + 1)):
+            for k in range(n):
+                with m.If((last == k) & valids[(k + off) % n]):
+                    m.d.comb += pick.eq((k + off) % n)
+        sel = Signal(self.sel_bits, name=f"{name}_sel")
+        m.d.comb += sel.eq(Mux(hold, held, pick))
+        go = Signal(name=f"{name}_go")
+        m.d.comb += go.eq(hold | any_valid)
+        with m.If(go & ready):
+            m.d.sync += [hold.eq(0), last.eq(sel)]
+        with m.Elif(go):
+            m.d.sync += [hold.eq(1), held.eq(sel)]
+        return sel, go
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.managers
+        ins = [getattr(self, f"s{i}") for i in range(n)]
+        o = self.m_axi
+        sb = self.sel_bits
+        chans = {"ar": ("id", "addr", "len", "size", "burst", "lock", "cache", "prot", "qos",
+                        "region")}
+        chans["aw"] = chans["ar"]
+
+        # W order: the managers whose write addresses went out, oldest first
+        order = m.submodules.order = SyncFIFOBuffered(width=sb, depth=self.write_depth)
+
+        for ch in ("ar", "aw"):
+            valids = Signal(n, name=f"{ch}_valids")
+            m.d.comb += valids.eq(Cat(getattr(p, f"{ch}valid") for p in ins))
+            ready = getattr(o, f"{ch}ready")
+            gate = order.w_rdy if ch == "aw" else 1
+            sel, go = self._grant(m, ch, valids, ready & gate)
+            m.d.comb += getattr(o, f"{ch}valid").eq(go & gate)
+            for i, p in enumerate(ins):
+                with m.If(sel == i):
+                    for f in chans[ch]:
+                        src = getattr(p, f"{ch}{f}")
+                        dst = getattr(o, f"{ch}{f}")
+                        m.d.comb += dst.eq(Cat(src, Const(i, sb)) if f == "id" else src)
+                    m.d.comb += getattr(p, f"{ch}ready").eq(ready & gate)
+            if ch == "aw":
+                m.d.comb += [order.w_en.eq(o.awvalid & o.awready), order.w_data.eq(sel)]
+
+        # W: from the manager at the head of the order
+        w_sel = order.r_data
+        for i, p in enumerate(ins):
+            with m.If(order.r_rdy & (w_sel == i)):
+                m.d.comb += [o.wdata.eq(p.wdata), o.wstrb.eq(p.wstrb), o.wlast.eq(p.wlast),
+                             o.wvalid.eq(p.wvalid), p.wready.eq(o.wready)]
+        m.d.comb += order.r_en.eq(o.wvalid & o.wready & o.wlast)
+
+        # R and B: back to the manager named by the top bits of the ID
+        iw = self.in_sig.id_width
+        for i, p in enumerate(ins):
+            mine_r = o.rid[iw:] == i
+            mine_b = o.bid[iw:] == i
+            m.d.comb += [p.rid.eq(o.rid[:iw]), p.rdata.eq(o.rdata), p.rresp.eq(o.rresp),
+                         p.rlast.eq(o.rlast), p.rvalid.eq(o.rvalid & mine_r),
+                         p.bid.eq(o.bid[:iw]), p.bresp.eq(o.bresp), p.bvalid.eq(o.bvalid & mine_b)]
+            with m.If(mine_r):
+                m.d.comb += o.rready.eq(p.rready)
+            with m.If(mine_b):
+                m.d.comb += o.bready.eq(p.bready)
+        return m

@@ -1,0 +1,143 @@
+"""The LUT port: streams int32 samples from memory into the LUT unit and its results back to
+memory, a bus beat (``lanes`` samples) per cycle each way (registers: ``LUT_PORT`` of
+:mod:`model.registers.soc`).
+
+A job reads ``beats`` beats from ``src_addr`` and writes as many from ``dst_addr``. The LUT
+unit's run must already be started (its ``busy`` output is checked at start, so a forgotten
+start is an error, not a hang); the port marks the last beat, which ends the run. Each result
+word is the LUT's 32-bit output; its flags (hit, underflow, overflow, LO chosen) are not
+written, and the LUT unit's statistics counters count them.
+
+A read or write error response does not stop the job: it runs to its end, inside the
+destination, so the LUT unit's run ends too, and then reports the error.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from model.registers.soc import LUT_PORT, LutPortError
+
+from ..bus.axi import AXI4LiteSignature, AXI4Signature
+from ..bus.regbank import RegisterBank
+from ..lut.unit import in_layout, out_layout
+from ..sparse.engines import StreamReader, StreamWriter, connect_read, connect_write
+
+__all__ = ["LutPort"]
+
+
+class LutPort(wiring.Component):
+    """Parameters: ``data_width`` (64, 128 or 256 bits: 2, 4 or 8 lanes of 32-bit samples),
+    ``addr_width``, ``id_width``, ``max_burst``.
+
+    Ports: ``s_axil`` (registers), ``m_axi``, ``o_samples`` (to the LUT unit's ``i_stream``),
+    ``i_results`` (from its ``o_stream``), ``lut_busy`` (its ``busy``), ``irq``."""
+
+    def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16):
+        if data_width not in (64, 128, 256):
+            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
+        self.data_width = data_width
+        self.lanes = data_width // 32
+        self.addr_width = addr_width
+        self._bank = RegisterBank(LUT_PORT, addr_width=12)
+        self._reader = StreamReader(streams=1, data_width=data_width, addr_width=addr_width,
+                                    id_width=id_width, max_burst=max_burst,
+                                    fifo_depth=2 * max_burst)
+        self._writer = StreamWriter(data_width=data_width, addr_width=addr_width,
+                                    id_width=id_width, max_burst=max_burst)
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=12, data_width=32)),
+            "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                       id_width=id_width)),
+            "o_samples": Out(stream.Signature(in_layout(self.lanes, "sdp"))),
+            "i_results": In(stream.Signature(out_layout(self.lanes, "sdp"))),
+            "lut_busy": In(1),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bank = m.submodules.bank = self._bank
+        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
+        regs = bank.regs
+        reader = m.submodules.reader = self._reader
+        writer = m.submodules.writer = self._writer
+        connect_read(m, reader.axi, self.m_axi)
+        connect_write(m, writer.axi, self.m_axi)
+        DB = self.data_width // 8
+        beat_log2 = (DB - 1).bit_length()
+        aw = self.addr_width
+
+        src, dst = regs.src_addr.value.data, regs.dst_addr.value.data
+        beats = regs.beats.value.data
+        running = Signal()
+        in_left = Signal(24)
+        out_left = Signal(24)
+        code = Signal(3)
+        done = Signal()
+        cycles = Signal(32)
+        m.d.comb += [
+            regs.status.busy.r_data.eq(running),
+            regs.error.code.r_data.eq(code),
+            regs.hwinfo.data_bytes.r_data.eq(DB),
+            regs.hwinfo.lanes.r_data.eq(self.lanes),
+            regs.cycles.value.r_data.eq(cycles),
+            regs.status.done.set.eq(done),
+            regs.status.error.set.eq(done & (code != LutPortError.NONE)),
+            self.irq.eq(((regs.status.done.data & regs.irq_enable.done.data) |
+                         (regs.status.error.data & regs.irq_enable.error.data)).any()),
+        ]
+
+        # start: every check before the first access
+        span = beats << beat_log2
+        start = regs.ctrl.start.pulse[0] & ~running
+        check = Signal(3)
+        m.d.comb += check.eq(
+            Mux((src[:beat_log2] != 0) | (dst[:beat_log2] != 0), LutPortError.ALIGN,
+                Mux((beats == 0) | (src + span > (1 << aw)) | (dst + span > (1 << aw)),
+                    LutPortError.SIZE,
+                    Mux(~self.lut_busy, LutPortError.LUT_IDLE, LutPortError.NONE))))
+        m.d.comb += [reader.addr[0].eq(src), reader.beats[0].eq(beats), writer.addr.eq(dst)]
+        with m.If(start):
+            m.d.sync += [code.eq(check), cycles.eq(0)]
+            with m.If(check == LutPortError.NONE):
+                m.d.sync += [running.eq(1), in_left.eq(beats), out_left.eq(beats)]
+                m.d.comb += [reader.load[0].eq(1), writer.load.eq(1)]
+            with m.Else():
+                m.d.comb += done.eq(1)
+        with m.If(running & (cycles != 0xFFFF_FFFF)):
+            m.d.sync += cycles.eq(cycles + 1)
+
+        # samples out: a beat is `lanes` int32 samples
+        o = self.o_samples
+        m.d.comb += [o.valid.eq(reader.o_valid[0] & (in_left != 0)),
+                     reader.o_ready[0].eq(o.ready & (in_left != 0)),
+                     o.payload.mask.eq(-1), o.payload.last.eq(in_left == 1)]
+        for k in range(self.lanes):
+            m.d.comb += o.payload.data[k].eq(reader.o_data[0].word_select(k, 32))
+        with m.If(o.valid & o.ready):
+            m.d.sync += in_left.eq(in_left - 1)
+
+        # results in: each lane's int32 result, in sample order
+        i = self.i_results
+        m.d.comb += [writer.i_valid.eq(i.valid & (out_left != 0)),
+                     i.ready.eq(writer.i_ready & (out_left != 0)),
+                     writer.i_data.eq(Cat(i.payload.data[k].as_unsigned()
+                                          for k in range(self.lanes))),
+                     writer.finish.eq(running & (out_left == 0))]
+        with m.If(i.valid & i.ready):
+            m.d.sync += out_left.eq(out_left - 1)
+
+        # the end: every result written and answered, every read answered
+        with m.If(running & writer.done & reader.idle):
+            m.d.sync += [running.eq(0),
+                         code.eq(Mux(reader.error, LutPortError.READ_ERROR,
+                                     Mux(writer.error, LutPortError.WRITE_ERROR,
+                                         LutPortError.NONE)))]
+            m.d.comb += [reader.flush.eq(1), writer.flush.eq(1)]
+        # `done` is raised the cycle after, once `code` holds the outcome
+        finished = Signal()
+        m.d.sync += finished.eq(running & writer.done & reader.idle)
+        with m.If(finished):
+            m.d.comb += done.eq(1)
+        return m

@@ -1,0 +1,113 @@
+"""On-chip memory as an AXI4 subordinate: block RAM of ``size`` bytes at address 0.
+
+INCR and FIXED bursts of up to 256 beats of any size up to the bus width are served, one beat a
+cycle on each of reads and writes, which proceed independently (a read port and a write port on
+one memory; a read of a word being written in the same cycle returns the old bytes). Byte strobes
+apply. A burst that reaches past ``size`` is answered DECERR and a WRAP burst SLVERR; neither
+writes anything, and their reads return zeros.
+
+``stalls`` (a non-zero seed) makes the memory refuse addresses and write data and hold back read
+data on about one cycle in four, from a 16-bit LFSR: testbenches use it to put backpressure on
+the managers behind the arbiter. Builds for boards leave it at 0.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In
+
+from ..bus.axi import AXI4Signature, Burst, Resp
+
+__all__ = ["AxiRam"]
+
+
+class AxiRam(wiring.Component):
+    def __init__(self, *, size, data_width=64, addr_width=32, id_width=6, stalls=0):
+        bpb = data_width // 8
+        if size & (size - 1) or size < 4 * bpb:
+            raise ValueError(f"size {size} must be a power of two of at least 4 bus beats")
+        if not isinstance(stalls, int) or not 0 <= stalls < 1 << 16:
+            raise ValueError(f"stalls must be 0 (none) or a 16-bit LFSR seed, not {stalls!r}")
+        self.size = size
+        self.stalls = stalls
+        self.data_width = data_width
+        self.sig = AXI4Signature(addr_width=addr_width, data_width=data_width, id_width=id_width)
+        super().__init__({"s_axi": In(self.sig)})
+
+    def _check(self, m, addr, length, size, burst):
+        """The response a burst gets: OKAY, DECERR past the end, SLVERR for WRAP or a beat
+        wider than the bus."""
+        end = Signal(len(addr) + 9)
+        m.d.comb += end.eq(addr + ((length + 1) << size))
+        fixed_end = addr + (1 << size)
+        past = Mux(burst == Burst.FIXED, fixed_end, end) > self.size
+        bad = (burst == Burst.WRAP) | (size > self.sig.size_code)
+        return Mux(bad, Resp.SLVERR, Mux(past, Resp.DECERR, Resp.OKAY))
+
+    def elaborate(self, platform):
+        m = Module()
+        a = self.s_axi
+        bpb = self.data_width // 8
+        shift = self.sig.size_code
+        depth = self.size // bpb
+        m.submodules.mem = mem = Memory(shape=self.data_width, depth=depth, init=[])
+        wp = mem.write_port(granularity=8)
+        rp = mem.read_port()
+
+        go = Signal(init=1)
+        if self.stalls:
+            lfsr = Signal(16, init=self.stalls)
+            m.d.sync += lfsr.eq(Cat(lfsr[15] ^ lfsr[13] ^ lfsr[12] ^ lfsr[10], lfsr[:15]))
+            m.d.comb += go.eq(lfsr[0] | lfsr[7])
+
+        def step(addr, size, burst):
+            return Mux(burst == Burst.FIXED, addr, addr + (1 << size))
+
+        # writes: one burst at a time, its response after the last beat
+        w_active, w_resp_pending = Signal(), Signal()
+        w_addr = Signal(len(a.awaddr))
+        w_size = Signal(3)
+        w_burst = Signal(2)
+        w_resp = Signal(2)
+        m.d.comb += [a.awready.eq(~w_active & ~w_resp_pending & go), a.wready.eq(w_active & go)]
+        with m.If(a.awvalid & a.awready):
+            m.d.sync += [w_active.eq(1), w_addr.eq(a.awaddr), w_size.eq(a.awsize),
+                         w_burst.eq(a.awburst), a.bid.eq(a.awid),
+                         w_resp.eq(self._check(m, a.awaddr, a.awlen, a.awsize, a.awburst))]
+        beat_w = a.wvalid & a.wready
+        m.d.comb += [wp.addr.eq(w_addr[shift:]), wp.data.eq(a.wdata),
+                     wp.en.eq(Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0))]
+        with m.If(beat_w):
+            m.d.sync += w_addr.eq(step(w_addr, w_size, w_burst))
+            with m.If(a.wlast):
+                m.d.sync += [w_active.eq(0), w_resp_pending.eq(1)]
+        m.d.comb += [a.bvalid.eq(w_resp_pending), a.bresp.eq(w_resp)]
+        with m.If(a.bvalid & a.bready):
+            m.d.sync += w_resp_pending.eq(0)
+
+        # reads: the port reads a beat whenever the output register is free or being taken
+        r_active = Signal()
+        r_addr = Signal(len(a.araddr))
+        r_left = Signal(9)
+        r_size = Signal(3)
+        r_burst = Signal(2)
+        r_resp = Signal(2)
+        rvalid, rlast = Signal(), Signal()
+        m.d.comb += a.arready.eq(~r_active & ~rvalid & go)
+        with m.If(a.arvalid & a.arready):
+            m.d.sync += [r_active.eq(1), r_addr.eq(a.araddr), r_left.eq(a.arlen + 1),
+                         r_size.eq(a.arsize), r_burst.eq(a.arburst), a.rid.eq(a.arid),
+                         r_resp.eq(self._check(m, a.araddr, a.arlen, a.arsize, a.arburst))]
+        advance = ~rvalid | a.rready
+        fetch = r_active & advance & go
+        m.d.comb += [rp.addr.eq(r_addr[shift:]), rp.en.eq(fetch)]
+        with m.If(fetch):
+            m.d.sync += [r_addr.eq(step(r_addr, r_size, r_burst)), r_left.eq(r_left - 1),
+                         rvalid.eq(1), rlast.eq(r_left == 1)]
+            with m.If(r_left == 1):
+                m.d.sync += r_active.eq(0)
+        with m.Elif(a.rready):
+            m.d.sync += rvalid.eq(0)
+        m.d.comb += [a.rvalid.eq(rvalid), a.rlast.eq(rlast), a.rresp.eq(r_resp),
+                     a.rdata.eq(Mux(r_resp == Resp.OKAY, rp.data, 0))]
+        return m

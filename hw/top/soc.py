@@ -1,0 +1,151 @@
+"""The SoC: the blocks, on-chip memory and the UART bridge on one bus (``docs/board.md``).
+
+::
+
+    UART -- bridge --(AXI4-Lite)-- decoder --+-- memory window --> Lite-to-AXI4 --+
+                                             +-- sysctl, dma, sparse, lut,        |
+                                             |   lut_port registers               |
+    DMA engine, sparse decompressor, LUT port (AXI4 managers) -------------------+--> arbiter
+                                                                                        |
+                                                                 on-chip RAM (AXI4) <---+
+
+The address map is :data:`model.registers.soc.SOC_MAP`, with the memory at 0. The LUT unit's
+sample stream comes from the LUT port, which reads samples from memory; the decompressor's atom
+stream is not connected (its jobs write to memory, ``ctrl.write_enable``). ``irq`` carries each
+block's interrupt (the order of :data:`model.registers.soc.IRQ_BITS`); ``sysctl.irq`` shows them
+too.
+"""
+
+from dataclasses import dataclass
+
+from amaranth import Cat, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from model.registers.soc import IRQ_BITS, SOC_ID, SOC_MAP, SYSCTL
+
+from ..bus.regbank import RegisterBank
+from .bridge import UartBridge
+from .interconnect import AxiArbiter, LiteDecoder, LiteToAxi
+from .lutport import LutPort
+from .memory import AxiRam
+
+__all__ = ["SocConfig", "Soc", "connect_lite"]
+
+
+@dataclass(frozen=True)
+class SocConfig:
+    """What a SoC build holds. ``clk_hz`` and ``baud`` fix the UART's divisor."""
+
+    mem_bytes: int = 64 * 1024
+    data_width: int = 64
+    dma: bool = True
+    sparse: bool = True
+    lut: bool = True
+    clk_hz: int = 25_000_000
+    baud: int = 115_200
+    ram_stalls: int = 0           # testbenches only: AxiRam's LFSR seed for random stalls
+
+    def __post_init__(self):
+        if self.data_width != 64:
+            raise ValueError(f"data_width: the SoC is built for a 64-bit memory bus, not "
+                             f"{self.data_width!r}")
+        if self.mem_bytes & (self.mem_bytes - 1) or not 1024 <= self.mem_bytes <= 1 << 22:
+            raise ValueError(f"mem_bytes {self.mem_bytes}: must be a power of two from 1 KiB "
+                             f"to 4 MiB")
+        if self.clk_hz // self.baud < 4:
+            raise ValueError(f"baud {self.baud}: at most clk_hz / 4 = {self.clk_hz // 4}")
+
+    @property
+    def divisor(self):
+        return round(self.clk_hz / self.baud)
+
+    @property
+    def lut_lanes(self):
+        return self.data_width // 32
+
+
+def connect_lite(m, manager, subordinate):
+    """Wire an AXI4-Lite manager port to a subordinate of another address width (the address
+    is cut or zero-extended)."""
+    for name, member in manager.signature.members.items():
+        a, b = getattr(manager, name), getattr(subordinate, name)
+        if member.flow == wiring.Out:
+            m.d.comb += b.eq(a)
+        else:
+            m.d.comb += a.eq(b)
+
+
+class Soc(wiring.Component):
+    """Ports: ``rx``, ``tx`` (UART), ``irq`` (one line per block), ``bridge_busy``."""
+
+    def __init__(self, config: SocConfig = SocConfig()):
+        self.config = c = config
+        windows = [w for w in SOC_MAP if w.name == "sysctl" or getattr(c, w.name.split("_")[0])]
+        self.windows = [("mem", 0, c.mem_bytes), *windows]
+        super().__init__({
+            "rx": In(1, init=1), "tx": Out(1, init=1),
+            "irq": Out(len(IRQ_BITS)), "bridge_busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        from ..dma.engine import DmaEngine
+        from ..lut.unit import LutUnit
+        from ..sparse.decompressor import SparseDecompressor
+
+        m = Module()
+        c = self.config
+        bridge = m.submodules.bridge = UartBridge(divisor=c.divisor)
+        m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx),
+                     self.bridge_busy.eq(bridge.busy)]
+        dec = m.submodules.decoder = LiteDecoder(self.windows)
+        wiring.connect(m, bridge.m_axil, dec.s_axil)
+
+        sysctl = m.submodules.sysctl = RegisterBank(SYSCTL, addr_width=12)
+        connect_lite(m, dec.sysctl, sysctl.s_axil)
+        regs = sysctl.regs
+        m.d.comb += [regs.id.value.r_data.eq(SOC_ID),
+                     regs.config.mem_kib.r_data.eq(c.mem_bytes // 1024),
+                     regs.config.data_bytes.r_data.eq(c.data_width // 8),
+                     regs.config.dma.r_data.eq(c.dma), regs.config.sparse.r_data.eq(c.sparse),
+                     regs.config.lut.r_data.eq(c.lut),
+                     regs.config.lut_lanes.r_data.eq(c.lut_lanes if c.lut else 0),
+                     regs.clock.khz.r_data.eq(c.clk_hz // 1000),
+                     regs.irq.lines.r_data.eq(self.irq)]
+
+        # AXI4 managers: the bridge's memory window first, then each block's
+        to_axi = m.submodules.mem_port = LiteToAxi(data_width=c.data_width)
+        connect_lite(m, dec.mem, to_axi.s_axil)
+        managers = [to_axi.m_axi]
+        irqs = dict.fromkeys(IRQ_BITS, 0)
+        if c.dma:
+            dma = m.submodules.dma = DmaEngine(data_width=c.data_width)
+            connect_lite(m, dec.dma, dma.s_axil)
+            managers.append(dma.m_axi)
+            irqs["dma"] = dma.irq
+        if c.sparse:
+            sparse = m.submodules.sparse = SparseDecompressor(data_width=c.data_width)
+            connect_lite(m, dec.sparse, sparse.s_axil)
+            m.d.comb += sparse.o_atoms.ready.eq(1)
+            managers.append(sparse.m_axi)
+            irqs["sparse"] = sparse.irq
+        if c.lut:
+            lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp")
+            port = m.submodules.lut_port = LutPort(data_width=c.data_width)
+            connect_lite(m, dec.lut, lut.s_axil)
+            connect_lite(m, dec.lut_port, port.s_axil)
+            wiring.connect(m, port.o_samples, lut.i_stream)
+            wiring.connect(m, lut.o_stream, port.i_results)
+            m.d.comb += port.lut_busy.eq(lut.busy)
+            managers.append(port.m_axi)
+            irqs["lut"], irqs["lut_port"] = lut.irq, port.irq
+        m.d.comb += self.irq.eq(Cat(irqs[k] for k in IRQ_BITS))
+
+        arb = m.submodules.arbiter = AxiArbiter(len(managers), data_width=c.data_width)
+        for i, mgr in enumerate(managers):
+            wiring.connect(m, mgr, getattr(arb, f"s{i}"))
+        ram = m.submodules.ram = AxiRam(size=c.mem_bytes, data_width=c.data_width,
+                                        id_width=arb.out_sig.id_width, stalls=c.ram_stalls)
+        wiring.connect(m, arb.m_axi, ram.s_axi)
+        return m
+
