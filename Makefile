@@ -10,6 +10,7 @@
 #   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
 #                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name)
 #   make report    the same, written to docs/resources.md
+#   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -21,11 +22,11 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model synth report clean \
-        distclean
+.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model synth report \
+        bitstream clean distclean
 
 help:
-	@sed -n '2,15p' Makefile | sed 's/^# //'
+	@sed -n '2,16p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -50,6 +51,10 @@ synth: $(FPGA_STAMP)
 
 report: $(FPGA_STAMP)
 	$(PY) -m hw.synth $(SYNTH_ARGS) --report
+
+BOARD ?= ulx3s
+bitstream: $(FPGA_STAMP)
+	$(PY) -m hw.bitstream --board $(BOARD)
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

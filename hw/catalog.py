@@ -45,6 +45,13 @@ def dma_engine(**params):
     return DmaEngine(**params)
 
 
+def soc(**params):
+    """The SoC (:class:`hw.top.soc.Soc`); ``params`` go to :class:`hw.top.soc.SocConfig`."""
+    from .top.soc import Soc, SocConfig
+
+    return Soc(SocConfig(**params))
+
+
 # name -> (factory, one-line description); the cocotb benches build from the same factories
 BLOCKS = {
     "regbank_selftest": (regbank_selftest,
@@ -54,6 +61,8 @@ BLOCKS = {
     "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
                         "sparse weight decompressor, 128-bit bus, 64-element atoms"),
     "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
+    "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
+                   "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),
 }
 
 

