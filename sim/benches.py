@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hw.catalog import dma_engine, lut_unit, regbank_selftest, sparse_decompressor
+from hw.catalog import dma_engine, lut_unit, regbank_selftest, soc, sparse_decompressor
 
 from .runner import SIMULATORS
 
@@ -69,6 +69,17 @@ BENCHES: tuple[Bench, ...] = (
         # AXI4's longest bursts: 256 beats of 16 bytes, a whole 4 KiB page
         Case("d128-b256", {"data_width": 128, "max_burst": 256, "read_fifo": 256},
              ("verilator",)),
+    )),
+    # the SoC through its UART: the line at 8 clock cycles a bit, the memory stalling at random.
+    # The full SoC simulates at about 10 000 cycles a second and its tests run 40 million
+    # cycles (7 minutes, 3 more to compile): `make sim` runs it, the CI suite the LUT-only SoC
+    Bench("soc", "sim.soc.test_soc", soc, (
+        Case("bridge", {"dma": False, "sparse": False, "lut": False, "mem_bytes": 4096,
+                        "baud": 3_125_000, "ram_stalls": 0xACE1}),
+        Case("lut", {"dma": False, "sparse": False, "mem_bytes": 65536, "baud": 3_125_000,
+                     "ram_stalls": 0xACE1}, ("verilator",)),
+        Case("full", {"mem_bytes": 65536, "baud": 3_125_000, "ram_stalls": 0xACE1},
+             ("verilator",), regression=False),
     )),
 )
 

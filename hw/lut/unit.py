@@ -22,7 +22,9 @@ Ports
 Timing
 ------
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 5 cycles after its sample was accepted when the output is not stalled. Every
+``LATENCY`` = 10 cycles after its sample was accepted when the output is not stalled: the input
+register, eight stages (P1 to P8, each one subtract, shift, multiply or add deep, for the clock
+rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped.
 
@@ -50,7 +52,9 @@ from ..bus.regbank import RegisterBank
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-LATENCY = 5
+#: pipeline stages between the input register and the output register (P1 to P8)
+STAGES = 8
+LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
 _FRAC_BITS = {"sdp": 35, "cdp": 16}
@@ -225,13 +229,14 @@ class LutUnit(wiring.Component):
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
-        # stage valid/mask/last shift register: s0 .. s3; s4 is the output register
-        v = [Signal(name=f"v{k}") for k in range(4)]
-        mask = [Signal(lanes, name=f"mask{k}") for k in range(4)]
-        last = [Signal(name=f"last{k}") for k in range(4)]
+        # valid/mask/last beside the data: index 0 is the input register, 1 to 8 the ends of
+        # stages P1 to P8; the output register follows
+        v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
+        mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
+        last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
         with m.If(advance):
             m.d.sync += [v[0].eq(accept), mask[0].eq(i.payload.mask), last[0].eq(i.payload.last)]
-            for k in range(1, 4):
+            for k in range(1, STAGES + 1):
                 m.d.sync += [v[k].eq(v[k - 1]), mask[k].eq(mask[k - 1]),
                              last[k].eq(last[k - 1])]
 
@@ -241,14 +246,10 @@ class LutUnit(wiring.Component):
             x0 = Signal(signed(W), name=f"x0_{lane}")
             with m.If(advance):
                 m.d.sync += x0.eq(i.payload.data[lane])
-            x1 = Signal(signed(W), name=f"x1_{lane}")
-            with m.If(advance):
-                m.d.sync += x1.eq(x0)
             results = {}
             for t in ("le", "lo"):
-                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, x1, mems,
-                                              W, FB, OW)
-            # stage 4: which table, registered into the output
+                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, mems, W, FB, OW)
+            # which table, registered into the output
             (le_out, le_st), (lo_out, lo_st) = results["le"], results["lo"]
             le_hit, lo_hit = le_st == HIT, lo_st == HIT
             chosen = Signal(name=f"chosen_{lane}")
@@ -264,7 +265,8 @@ class LutUnit(wiring.Component):
 
         with m.If(advance):
             m.d.sync += [
-                o.valid.eq(v[3]), o.payload.mask.eq(mask[3]), o.payload.last.eq(last[3]),
+                o.valid.eq(v[STAGES]), o.payload.mask.eq(mask[STAGES]),
+                o.payload.last.eq(last[STAGES]),
                 o.payload.chosen.eq(Cat(*out_chosen)),
             ]
             for lane in range(lanes):
@@ -273,7 +275,7 @@ class LutUnit(wiring.Component):
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics: counted as samples enter the output register ------------------------------
-        count = advance & v[3] & busy & regs.ctrl.perf_enable.data[0]
+        count = advance & v[STAGES] & busy & regs.ctrl.perf_enable.data[0]
         for name in COUNTERS[flavor]:
             bits = []
             for lane, (le_st, lo_st, chosen) in enumerate(s3_states):
@@ -289,7 +291,7 @@ class LutUnit(wiring.Component):
                     "lo_hit": lo_hit if flavor == "sdp" else lo_hit & ~le_hit,
                     "priority": ~(both_u | both_o | (le_hit ^ lo_hit)),
                 }[name]
-                bits.append(cond & mask[3][lane])
+                bits.append(cond & mask[STAGES][lane])
             inc = Signal(range(lanes + 1), name=f"inc_{name}")
             m.d.comb += inc.eq(sum(bits[1:], bits[0].as_unsigned()) if lanes > 1 else bits[0])
             cnt = Signal(32, name=f"cnt_{name}")
@@ -301,97 +303,113 @@ class LutUnit(wiring.Component):
                 m.d.sync += cnt.eq(Mux(total[32], 0xFFFF_FFFF, total[:32]))
         return m
 
-    def _table_lane(self, m, advance, c, t, lane, x0, x1, mems, W, FB, OW):
-        """Stages 1 to 3 of one table for one lane; returns (result, state) at stage 3."""
+    def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
+        """Stages P1 to P8 of one table for one lane (see :data:`STAGES`); returns (result,
+        state) as registered at the end of P8."""
         name = f"{t}{lane}"
         n = c["n"]
-        # stage 1 (combinational from x0): state, index, fraction, memory address
-        under_a = x0 <= c["start"]
-        d = Signal(W, name=f"d_{name}")
-        m.d.comb += d.eq((x0 - c["start"])[:W])
+
+        def reg(value, label, shape=None):
+            """``value`` registered at the end of this stage (held while stalled)."""
+            r = Signal(shape if shape is not None else value.shape(), name=f"{label}_{name}")
+            with m.If(advance):
+                m.d.sync += r.eq(value)
+            return r
+
+        # P1: distance from the table's start
+        d1 = reg((x0 - c["start"])[:W], "d1", W)
+        ua1 = reg(x0 <= c["start"], "ua1", 1)
+        x1 = reg(x0, "x1")
+
+        # P2: leading one (exponential index), linear index, mantissa
         e = Signal(range(W), name=f"e_{name}")       # position of d's leading one
         for b in range(W):
-            with m.If(d[b]):
+            with m.If(d1[b]):
                 m.d.comb += e.eq(b)
         sel = c["select"]
         sel_pos = Signal(range(W + FB + 1), name=f"shr_{name}")
         m.d.comb += sel_pos.eq(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()))
-        shr = Mux(c["exp"], e, sel_pos)
-        num = Signal(W, name=f"num_{name}")
-        m.d.comb += num.eq(Mux(c["exp"], d & ~(Const(1, W) << e), d))
-        frac = Signal(FB, name=f"frac_{name}")
-        m.d.comb += frac.eq(Mux(~c["exp"] & (sel < 0), 0, ((num << FB) >> shr)[:FB]))
-        # index, saturated at 511
-        idx_pos = d >> sel_pos
         neg = Signal(4, name=f"shl_{name}")
         m.d.comb += neg.eq(Mux(sel < -10, 10, (-sel)[:4]))
-        idx_neg = d << neg
-        idx_lin = Signal(9, name=f"idxl_{name}")
-        raw = Mux(sel < 0, idx_neg, idx_pos)
-        m.d.comb += idx_lin.eq(Mux(raw > 511, 511, raw))
+        raw = Mux(sel < 0, d1 << neg, d1 >> sel_pos)
+        idxl2 = reg(Mux(raw > 511, 511, raw), "idxl2", 9)
+        e2 = reg(e, "e2")
+        num2 = reg(Mux(c["exp"], d1 & ~(Const(1, W) << e), d1), "num2", W)
+        ua2 = reg(ua1, "ua2", 1)
+        x2 = reg(x1, "x2")
+
+        # P3: fraction (variable shift), state, table address (the read is registered)
+        shr = Mux(c["exp"], e2, sel_pos)
+        frac = Mux(~c["exp"] & (sel < 0), 0, ((num2 << FB) >> shr)[:FB])
         idx_exp = Signal(signed(11), name=f"idxe_{name}")
-        m.d.comb += idx_exp.eq(e - c["offset"])
+        m.d.comb += idx_exp.eq(e2 - c["offset"])
         under = Signal(name=f"under_{name}")
         over = Signal(name=f"over_{name}")
         index = Signal(9, name=f"index_{name}")
         m.d.comb += [
-            under.eq(under_a | (c["exp"] & (idx_exp < 0))),
-            over.eq(~under & Mux(c["exp"], idx_exp >= n, idx_lin >= n)),
-            index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idx_lin)))),
+            under.eq(ua2 | (c["exp"] & (idx_exp < 0))),
+            over.eq(~under & Mux(c["exp"], idx_exp >= n, idxl2 >= n)),
+            index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idxl2)))),
         ]
-        state1 = Signal(2, name=f"st1_{name}")
-        frac1 = Signal(FB, name=f"frac1_{name}")
-        odd1 = Signal(name=f"odd1_{name}")
-        with m.If(advance):
-            m.d.sync += [state1.eq(Mux(under, UFLOW, Mux(over, OFLOW, HIT))),
-                         frac1.eq(Mux(under | over, 0, frac)), odd1.eq(index[0])]
+        state3 = reg(Mux(under, UFLOW, Mux(over, OFLOW, HIT)), "st3", 2)
+        frac3 = reg(Mux(under | over, 0, frac), "frac3", FB)
+        odd3 = reg(index[0], "odd3", 1)
+        x3 = reg(x2, "x3")
         ev = mems[(t, 0)].read_port(domain="sync")
         od = mems[(t, 1)].read_port(domain="sync")
         m.d.comb += [ev.addr.eq((index + 1) >> 1), od.addr.eq(index >> 1),
                      ev.en.eq(advance), od.en.eq(advance)]
 
-        # stage 2: products
-        y0 = Mux(odd1, od.data, ev.data).as_signed()
-        y1 = Mux(odd1, ev.data, od.data).as_signed()
-        diff = Signal(signed(17), name=f"dy_{name}")
-        m.d.comb += diff.eq(y1 - y0)
-        prod = diff * frac1
-        under1 = state1 == UFLOW
+        # P4: the entries' difference, the distance from the out-of-range reference
+        y0 = Mux(odd3, od.data, ev.data).as_signed()
+        y1 = Mux(odd3, ev.data, od.data).as_signed()
+        under3 = state3 == UFLOW
         # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
         # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
         bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
                    (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
-        ref = Mux(under1, c["start"] + bias.as_signed(), c["end"])
-        scale = Mux(under1, c["uscale"], c["oscale"])
-        p = (x1 - ref) * scale
-        hitp = Signal(signed(FB + 18), name=f"hitp_{name}")
-        y0_2 = Signal(signed(16), name=f"y0_{name}")
-        p2 = Signal(signed(W + 3 + 16), name=f"p_{name}")
-        sh2 = Signal(5, name=f"sh_{name}")
-        state2 = Signal(2, name=f"st2_{name}")
-        with m.If(advance):
-            m.d.sync += [
-                hitp.eq((y0 << FB) + prod if self.flavor == "sdp" else prod),
-                y0_2.eq(y0), p2.eq(p), sh2.eq(Mux(under1, c["ushift"], c["oshift"])),
-                state2.eq(state1),
-            ]
+        ref = Mux(under3, c["start"] + bias.as_signed(), c["end"])
+        dy4 = reg(y1 - y0, "dy4", signed(17))
+        xr4 = reg(x3 - ref, "xr4", signed(W + 3))
+        y0_4 = reg(y0, "y0_4", signed(16))
+        frac4 = reg(frac3, "frac4", FB)
+        scale4 = reg(Mux(under3, c["uscale"], c["oscale"]), "scale4", signed(16))
+        sh4 = reg(Mux(under3, c["ushift"], c["oshift"]), "sh4", 5)
+        state4 = reg(state3, "st4", 2)
 
-        # stage 3: round, shift, saturate
+        # P5: partial products of 17-bit slices, one multiplier block each
+        K = 17
+        fl5 = reg(dy4 * frac4[:K], "fl5", signed(17 + K + 1))
+        fh5 = reg(dy4 * frac4[K:], "fh5", signed(17 + max(FB - K, 1) + 1)) if FB > K else None
+        ql5 = reg(scale4 * xr4[:K], "ql5", signed(16 + K + 1))
+        qh5 = reg(scale4 * xr4[K:].as_signed(), "qh5", signed(16 + W + 3 - K))
+        y0_5, sh5, state5 = reg(y0_4, "y0_5"), reg(sh4, "sh5"), reg(state4, "st5")
+
+        # P6: the products
+        prod = fl5 if fh5 is None else fl5 + (fh5 << K)
+        hitp6 = reg((y0_5 << FB) + prod if self.flavor == "sdp" else prod, "hitp6",
+                    signed(FB + 18))
+        p6 = reg(ql5 + (qh5 << K), "p6", signed(W + 3 + 16))
+        y0_6, sh6, state6 = reg(y0_5, "y0_6"), reg(sh5, "sh6"), reg(state5, "st6")
+
+        # P7: round and shift
         if self.flavor == "sdp":
-            hit_v = _sat(_round_shift(hitp, FB), 32)
+            hit7 = reg(_sat(_round_shift(hitp6, FB), 32), "hit7", signed(OW))
         else:
-            hit_v = _sat(y0_2 + _round_shift(hitp, FB), 16)
-        left = sh2 >= 16
-        clamped = Mux(p2 > (1 << 40), 1 << 40, Mux(p2 < -(1 << 40), -(1 << 40), p2))
+            hit7 = reg(_sat(y0_6 + _round_shift(hitp6, FB), 16), "hit7", signed(OW))
+        left = sh6 >= 16
+        clamped = Mux(p6 > (1 << 40), 1 << 40, Mux(p6 < -(1 << 40), -(1 << 40), p6))
         lsh = Signal(signed(41 + 17), name=f"lsh_{name}")
-        m.d.comb += lsh.eq(clamped << (32 - sh2)[:5])
-        term = Mux(left, lsh, _round_shift(p2, sh2[:4]))
+        m.d.comb += lsh.eq(clamped << (32 - sh6)[:5])
+        term7 = reg(Mux(left, lsh, _round_shift(p6, sh6[:4])), "term7", signed(41 + 17))
+        y0_7, state7 = reg(y0_6, "y0_7"), reg(state6, "st7")
+
+        # P8: add the entry, saturate, choose the hit or out-of-range result
         if self.flavor == "sdp":
-            oor = _sat(y0_2 + _sat(term, 32), 32)
+            oor = _sat(y0_7 + _sat(term7, 32), 32)
         else:
-            oor = _sat(y0_2 + term, 16)
-        out3 = Signal(signed(OW), name=f"out3_{name}")
-        state3 = Signal(2, name=f"st3_{name}")
-        with m.If(advance):
-            m.d.sync += [out3.eq(Mux(state2 == HIT, hit_v, oor)), state3.eq(state2)]
-        return out3, state3
+            oor = _sat(y0_7 + term7, 16)
+        out8 = reg(Mux(state7 == HIT, hit7, oor), "out8", signed(OW))
+        state8 = reg(state7, "st8", 2)
+        return out8, state8
+

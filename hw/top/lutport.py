@@ -74,7 +74,8 @@ class LutPort(wiring.Component):
         in_left = Signal(24)
         out_left = Signal(24)
         code = Signal(3)
-        done = Signal()
+        fail_now = Signal()                  # a start refused by the checks
+        finished = Signal()                  # a job that ran has ended; `code` holds its outcome
         cycles = Signal(32)
         m.d.comb += [
             regs.status.busy.r_data.eq(running),
@@ -82,8 +83,8 @@ class LutPort(wiring.Component):
             regs.hwinfo.data_bytes.r_data.eq(DB),
             regs.hwinfo.lanes.r_data.eq(self.lanes),
             regs.cycles.value.r_data.eq(cycles),
-            regs.status.done.set.eq(done),
-            regs.status.error.set.eq(done & (code != LutPortError.NONE)),
+            regs.status.done.set.eq(fail_now | finished),
+            regs.status.error.set.eq(fail_now | (finished & (code != LutPortError.NONE))),
             self.irq.eq(((regs.status.done.data & regs.irq_enable.done.data) |
                          (regs.status.error.data & regs.irq_enable.error.data)).any()),
         ]
@@ -104,7 +105,7 @@ class LutPort(wiring.Component):
                 m.d.sync += [running.eq(1), in_left.eq(beats), out_left.eq(beats)]
                 m.d.comb += [reader.load[0].eq(1), writer.load.eq(1)]
             with m.Else():
-                m.d.comb += done.eq(1)
+                m.d.comb += fail_now.eq(1)
         with m.If(running & (cycles != 0xFFFF_FFFF)):
             m.d.sync += cycles.eq(cycles + 1)
 
@@ -136,8 +137,5 @@ class LutPort(wiring.Component):
                                          LutPortError.NONE)))]
             m.d.comb += [reader.flush.eq(1), writer.flush.eq(1)]
         # `done` is raised the cycle after, once `code` holds the outcome
-        finished = Signal()
         m.d.sync += finished.eq(running & writer.done & reader.idle)
-        with m.If(finished):
-            m.d.comb += done.eq(1)
         return m
