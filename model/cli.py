@@ -7,6 +7,7 @@
     atomcube layout convert TENSOR.npy --to nvdla-feature|sophgo|dmp [options] -o IMAGE.bin
     atomcube layout convert IMAGE.bin -o TENSOR.npy          (reads IMAGE.json)
     atomcube layout explain --format F --shape N,C,H,W [options]
+    atomcube board info|check|peek|poke|load|dump --port DEV [--baud N] ...   (pyserial)
 """
 
 from __future__ import annotations
@@ -443,6 +444,87 @@ def _layout_options(p):
                    help="DMP: plain DWHC whatever C is (network output)")
 
 
+# -- atomcube board: a board running the SoC, through its UART bridge ----------------------------
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+def _board_open(args):
+    from .board.driver import Board, Link, open_serial
+
+    return Board(Link(open_serial(args.port, args.baud, args.timeout)))
+
+
+def _board(args) -> int:
+    from .board.driver import check
+    from .board.protocol import BridgeError, ProtocolError
+
+    try:
+        b = _board_open(args)
+        if args.board_command == "info":
+            for k, v in b.info().items():
+                print(f"{k}: {v}")
+        elif args.board_command == "check":
+            results = check(b, args.seed, progress=lambda w: print(f"running {w}",
+                                                                    file=sys.stderr))
+            rows = [(r.what, r.nbytes, r.cycles, "yes" if r.match else
+                     f"NO (byte {r.first_diff})") for r in results]
+            print(table(("job", "bytes", "cycles", "equals the model"), rows))
+            return 0 if all(r.match for r in results) else 1
+        elif args.board_command == "peek":
+            for k, w in enumerate(b.link.read_words(args.address, args.count)):
+                print(f"0x{args.address + 4 * k:08x}: 0x{w:08x}")
+        elif args.board_command == "poke":
+            b.link.write_words(args.address, args.words)
+        elif args.board_command == "load":
+            data = args.file.read_bytes()
+            b.write_bytes(args.address, data)
+            print(f"wrote {len(data)} bytes at 0x{args.address:x}")
+        elif args.board_command == "dump":
+            args.file.write_bytes(b.read_bytes(args.address, args.nbytes))
+            print(f"wrote {args.file} ({args.nbytes} bytes from 0x{args.address:x})")
+    except (BridgeError, ProtocolError, RuntimeError, ValueError, TimeoutError, OSError) as e:
+        print(f"atomcube board: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _board_parser(sub) -> None:
+    brd = sub.add_parser("board", help="a board running the atomcube SoC, over its UART",
+                         description="Talk to the SoC's UART bridge (docs/board.md): read and "
+                                     "write words and memory, run each block on random data "
+                                     "and compare with the model. Needs pyserial.")
+    bsub = brd.add_subparsers(dest="board_command", required=True)
+
+    def command(name, help_):
+        p = bsub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyUSB0")
+        p.add_argument("--baud", type=int, default=115_200, help="baud rate (default 115200, "
+                                                                  "as the board builds use)")
+        p.add_argument("--timeout", type=float, default=2.0,
+                       help="seconds to wait for a reply byte (default 2)")
+        p.set_defaults(func=_board)
+        return p
+
+    command("info", "print what the SoC was built with")
+    p = command("check", "run each block's job on random data and compare with the model")
+    p.add_argument("--seed", type=int, default=0)
+    p = command("peek", "read words")
+    p.add_argument("address", type=_int)
+    p.add_argument("count", type=int, nargs="?", default=1)
+    p = command("poke", "write words")
+    p.add_argument("address", type=_int)
+    p.add_argument("words", type=_int, nargs="+")
+    p = command("load", "write a file into board memory")
+    p.add_argument("file", type=Path)
+    p.add_argument("address", type=_int)
+    p = command("dump", "read board memory into a file")
+    p.add_argument("address", type=_int)
+    p.add_argument("nbytes", type=int)
+    p.add_argument("file", type=Path)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="atomcube", description="atomcube tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -533,6 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=48, help="rows to print (default 48)")
     _layout_options(p)
     p.set_defaults(func=_layout_explain)
+    _board_parser(sub)
     return ap
 
 

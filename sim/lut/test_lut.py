@@ -6,7 +6,6 @@ program the fitting tool writes; streams run with and without random idle cycles
 and backpressure on the output.
 """
 
-import math
 
 import cocotb
 import numpy as np
@@ -14,7 +13,6 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi.stream import define_stream
 
 from model.nvdla.lut import COUNTERS, LE, LO, LutConfig, evaluate
-from model.nvdla.lut_fit import Formats, TableGeom, build_config
 from model.registers.lut import lut_regmap, program
 from sim.harness import (
     axil_driver,
@@ -204,12 +202,9 @@ class TB:
 
 def fitted_config(flavor):
     """The fitting tool's sigmoid (split layout, as `atomcube lut fit` chooses it)."""
-    fmt = Formats(12, 15, flavor)
-    le = TableGeom("linear", -48474, select=9)
-    lo = TableGeom("linear", -15707, select=8)
-    return build_config(lambda x: 0.5 * (1 + np.tanh(x / 2)), fmt, le, lo,
-                        {"hybrid_priority": LO, "uflow_priority": LE, "oflow_priority": LO},
-                        (-math.inf, math.inf))
+    from model.board.driver import sigmoid_config
+
+    return sigmoid_config(flavor)
 
 
 @cocotb.test(**TIMEOUT)

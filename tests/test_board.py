@@ -1,0 +1,276 @@
+"""The board side of issue 9 without a simulator: the bridge protocol's encoder and decoder, the
+host driver against a Python stand-in for the bridge, the board tops' configurations, and the
+constraint files against amaranth-boards' pin lists."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model.board.driver import Board, Link
+from model.board.protocol import (
+    MAX_WORDS,
+    REPLY_SYNC,
+    REQUEST_SYNC,
+    BridgeError,
+    Command,
+    ProtocolError,
+    Status,
+    checksum,
+    decode_reply,
+    encode_request,
+)
+from model.registers.soc import SOC_ID, SOC_MAP, SYSCTL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class FakeBridge:
+    """The protocol as the bridge runs it, over a dict of words: a pyserial-like port."""
+
+    def __init__(self, mem_bytes=4096, regs=None):
+        self.words = {}
+        self.mem_bytes = mem_bytes
+        self.regs = regs or {}
+        self.out = bytearray()
+        self.frames = 0
+
+    def _bus(self, addr):
+        if addr < self.mem_bytes:
+            return "mem"
+        return "reg" if addr in self.regs else None
+
+    def write(self, frame):
+        self.frames += 1
+        assert frame[0] == REQUEST_SYNC and sum(frame[1:]) & 0xFF == 0
+        cmd, addr, count = frame[1], int.from_bytes(frame[2:6], "little"), frame[6] + 1
+        status, index, data = Status.OK, count - 1, []
+        for k in range(count):
+            a = addr + 4 * k
+            if self._bus(a) is None:
+                status, index = Status.DECERR, k
+                break
+            if cmd == Command.WRITE:
+                self.words[a] = int.from_bytes(frame[7 + 4 * k:11 + 4 * k], "little")
+            else:
+                data.append(self.regs.get(a, self.words.get(a, 0)))
+        body = bytes([status, index]) + b"".join(
+            w.to_bytes(4, "little") for w in (data if status == Status.OK else []))
+        self.out += bytes([REPLY_SYNC]) + body + bytes([checksum(body)])
+        return len(frame)
+
+    def read(self, n):
+        got, self.out = bytes(self.out[:n]), self.out[n:]
+        return got
+
+
+def test_request_frames():
+    f = encode_request(Command.READ, 0x1000_0004, count=3)
+    assert f == bytes([0xA5, 1, 4, 0, 0, 0x10, 2]) + bytes([checksum(f[1:-1])])
+    assert sum(f[1:]) & 0xFF == 0
+    f = encode_request(Command.WRITE, 8, [0x0403_0201])
+    assert f[7:11] == b"\x01\x02\x03\x04" and len(f) == 12
+    for bad, rule in [(dict(address=2, count=1), "multiple of 4"),
+                      (dict(address=0, count=0), "1 to 256"),
+                      (dict(address=0, count=257), "1 to 256"),
+                      (dict(address=0xFFFF_FFFC, count=2), "end of the 32-bit"),
+                      (dict(address=1 << 32, count=1), "32 bits")]:
+        with pytest.raises(ValueError, match=rule):
+            encode_request(Command.READ, **bad)
+    with pytest.raises(ValueError, match="word 0x100000000"):
+        encode_request(Command.WRITE, 0, [1 << 32])
+
+
+def test_reply_frames():
+    body = bytes([0, 1]) + (5).to_bytes(4, "little") + (6).to_bytes(4, "little")
+    assert decode_reply(bytes([0x5A]) + body + bytes([checksum(body)])) == (Status.OK, 1, [5, 6])
+    with pytest.raises(ProtocolError, match="checksum"):
+        decode_reply(bytes([0x5A]) + body + bytes([checksum(body) ^ 1]))
+    with pytest.raises(ProtocolError, match="starts with"):
+        decode_reply(bytes([0x55]) + body + bytes([checksum(body)]))
+    with pytest.raises(ProtocolError, match="at least 4"):
+        decode_reply(b"\x5a\x00")
+    with pytest.raises(ProtocolError, match="status 9"):
+        decode_reply(bytes([0x5A, 9, 0, checksum(bytes([9, 0]))]))
+
+
+def test_link_splits_long_transfers_into_frames():
+    port = FakeBridge()
+    link = Link(port)
+    words = list(range(1000, 1000 + 600))
+    link.write_words(0x40, words)
+    assert port.frames == 3                          # 256 + 256 + 88
+    assert link.read_words(0x40, 600) == words
+    assert port.frames == 6
+    with pytest.raises(BridgeError, match=r"DECERR at 0x00001000 \(word 2\)") as e:
+        link.write_words(0xFF8, [1, 2, 3])
+    assert e.value.index == 2 and port.words[0xFFC] == 2
+
+
+def test_link_reports_a_silent_board():
+    class Silent:
+        def write(self, data):
+            return len(data)
+
+        def read(self, n):
+            return b""
+
+    with pytest.raises(ProtocolError, match="0 of 3 reply bytes"):
+        Link(Silent()).read_words(0, 1)
+
+
+def _sysctl_regs(mem_kib=4, **config):
+    base = {w.name: w.base for w in SOC_MAP}["sysctl"]
+    fields = {"mem_kib": mem_kib, "data_bytes": 8, **config}
+    cfg = sum(v << SYSCTL["config"].field(k).offset for k, v in fields.items())
+    return {base: SOC_ID, base + 4: cfg, base + 8: 25_000, base + 12: 0, base + 16: 0}
+
+
+def test_board_memory_and_identity():
+    port = FakeBridge(regs=_sysctl_regs())
+    b = Board(Link(port), poll=lambda: None)
+    assert b.mem_bytes == 4096 and b.blocks == set()
+    assert b.info()["clock"] == "25 MHz"
+    data = bytes(np.random.default_rng(1).integers(0, 256, 1027, dtype=np.uint8))
+    b.write_bytes(0x100, data)
+    assert b.read_bytes(0x100, len(data)) == data
+    with pytest.raises(ValueError, match="passes the end of the board's 4096-byte memory"):
+        b.write_bytes(4000, bytes(100))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        b.read_bytes(2, 4)
+    with pytest.raises(RuntimeError, match="no dma block"):
+        b.convert(None, 0, b"", 0, b"", 0)
+
+
+def test_board_refuses_something_else():
+    regs = _sysctl_regs()
+    regs[min(regs)] = 0x1234
+    with pytest.raises(RuntimeError, match="not an atomcube SoC"):
+        Board(Link(FakeBridge(regs=regs)))
+
+
+def test_max_words_is_the_count_byte():
+    assert MAX_WORDS == 256
+
+
+# -- board tops and constraints -------------------------------------------------------------------
+
+def _lpf_sites(text):
+    return dict(re.findall(r'LOCATE COMP "([^"]+)" SITE "([^"]+)"', text))
+
+
+def _pcf_pins(text):
+    return {m[1]: m[2] for m in re.finditer(r"^set_io(?: -\S+(?: yes)?)* (\S+) (\S+)", text,
+                                            re.M)}
+
+
+def _resource_pins(platform, name, number=0, sub=None):
+    res = platform.lookup(name, number)
+    io = res.ios[0] if sub is None else next(s for s in res.ios if s.name == sub).ios[0]
+    return io.names
+
+
+def test_ulx3s_constraints_match_the_board():
+    boards = pytest.importorskip("amaranth_boards.ulx3s")
+    plat = boards.ULX3S_85F_Platform()
+    sites = _lpf_sites((ROOT / "constraints" / "ulx3s.lpf").read_text())
+    assert sites["clk"] == _resource_pins(plat, "clk25")[0]
+    assert sites["uart_rx"] == _resource_pins(plat, "uart", 0, "rx")[0]
+    assert sites["uart_tx"] == _resource_pins(plat, "uart", 0, "tx")[0]
+    assert sites["btn"] == _resource_pins(plat, "button_fire", 0)[0]
+    assert [sites[f"led[{i}]"] for i in range(8)] == \
+        [_resource_pins(plat, "led", i)[0] for i in range(8)]
+
+
+def test_icebreaker_constraints_match_the_board():
+    boards = pytest.importorskip("amaranth_boards.icebreaker")
+    plat = boards.ICEBreakerPlatform()
+    pins = _pcf_pins((ROOT / "constraints" / "icebreaker.pcf").read_text())
+    assert pins["clk"] == _resource_pins(plat, "clk12")[0]
+    assert pins["uart_rx"] == _resource_pins(plat, "uart", 0, "rx")[0]
+    assert pins["uart_tx"] == _resource_pins(plat, "uart", 0, "tx")[0]
+    assert pins["btn"] == _resource_pins(plat, "button", 0)[0]
+    assert [pins["led[0]"], pins["led[1]"]] == [_resource_pins(plat, "led_r")[0],
+                                               _resource_pins(plat, "led_g")[0]]
+
+
+def test_board_tops_elaborate_with_their_pins():
+    from amaranth.back import rtlil
+
+    from hw.top.board import BOARDS, BoardTop
+
+    b = BOARDS["icebreaker"]
+    text = rtlil.convert(BoardTop(b), name="top")
+    for port in ("clk", "btn", "uart_rx", "uart_tx", "led"):
+        assert re.search(rf"wire .*\\{port}\b", text), port
+    assert BOARDS["ulx3s"].soc.divisor == 217 and BOARDS["icebreaker"].soc.divisor == 104
+
+
+def test_soc_config_rules():
+    from hw.top.soc import SocConfig
+
+    with pytest.raises(ValueError, match="mem_bytes 3000"):
+        SocConfig(mem_bytes=3000)
+    with pytest.raises(ValueError, match="64-bit memory bus"):
+        SocConfig(data_width=128)
+    with pytest.raises(ValueError, match="baud 10000000"):
+        SocConfig(baud=10_000_000)
+
+
+def test_cli_through_a_pseudo_terminal(tmp_path, capsys):
+    """`atomcube board` opens a real serial device (a pseudo-terminal, through pyserial) and
+    talks to the stand-in bridge on the other end."""
+    import os
+    import select
+    import threading
+    import tty
+
+    pytest.importorskip("serial")
+    from model.cli import main
+
+    master, slave = os.openpty()
+    tty.setraw(master)
+    tty.setraw(slave)
+    fake = FakeBridge(regs=_sysctl_regs())
+    stop = threading.Event()
+
+    def serve():
+        buf = bytearray()
+        while not stop.is_set():
+            if not select.select([master], [], [], 0.02)[0]:
+                continue
+            buf += os.read(master, 4096)
+            while len(buf) >= 7:
+                n = 8 + (4 * (buf[6] + 1) if buf[1] == Command.WRITE else 0)
+                if len(buf) < n:
+                    break
+                fake.write(bytes(buf[:n]))
+                del buf[:n]
+                os.write(master, fake.read(len(fake.out)))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    port = os.ttyname(slave)
+    try:
+        assert main(["board", "info", "--port", port]) == 0
+        assert "memory: 4 KiB" in capsys.readouterr().out
+        assert main(["board", "poke", "--port", port, "0x10", "7", "0x99"]) == 0
+        assert main(["board", "peek", "--port", port, "0x10", "2"]) == 0
+        assert capsys.readouterr().out.split() == ["0x00000010:", "0x00000007",
+                                                   "0x00000014:", "0x00000099"]
+        src = tmp_path / "in.bin"
+        src.write_bytes(bytes(range(200)))
+        assert main(["board", "load", "--port", port, str(src), "0x100"]) == 0
+        assert main(["board", "dump", "--port", port, "0x100", "200",
+                     str(tmp_path / "out.bin")]) == 0
+        assert (tmp_path / "out.bin").read_bytes() == bytes(range(200))
+        assert main(["board", "check", "--port", port]) == 1
+        assert "needs 64 KiB" in capsys.readouterr().err
+        assert main(["board", "peek", "--port", port, "0x2000"]) == 1
+        assert "DECERR at 0x00002000" in capsys.readouterr().err
+    finally:
+        stop.set()
+        server.join()
+        os.close(master)
+        os.close(slave)
