@@ -141,16 +141,29 @@ class MidEnd(wiring.Component):
         r_hi = Signal(3)
         cols_hi = Signal(3)
         m.d.comb += [r_hi.eq(Mux(g_rows, 1, 0)), cols_hi.eq(Mux(g_cols, c_hi, 0))]
-        m.d.comb += [tile.ext[0].eq(n_ext[0]), tile.val[0].eq(n_val[0]),
-                     tile.sst[0].eq(n_sst[0]), tile.dstr[0].eq(n_dst[0])]
+        # the tile path's configuration is worked out here when a descriptor starts and held in
+        # registers while it runs, so that none of this logic lies on the data path's timing
+        def staged(port, name):
+            nxt = Signal.like(port, name=f"{name}_next")
+            held = Signal.like(port, name=f"{name}_held")
+            with m.If(self.start):
+                m.d.sync += held.eq(nxt)
+            m.d.comb += port.eq(held)
+            return nxt
+
+        t_ext, t_val, t_sst, t_dst = ([staged(getattr(tile, f)[k], f"t_{f}{k}")
+                                       for k in range(len(tile.ext))]
+                                      for f in ("ext", "val", "sst", "dstr"))
+        m.d.comb += [t_ext[0].eq(n_ext[0]), t_val[0].eq(n_val[0]),
+                     t_sst[0].eq(n_sst[0]), t_dst[0].eq(n_dst[0])]
         for t_k, sel in enumerate([col, o1, o2, r_hi, cols_hi], start=1):
             with m.Switch(sel):
                 with m.Case(0):                 # slot unused: extent 1
-                    m.d.comb += [tile.ext[t_k].eq(1), tile.val[t_k].eq(1)]
+                    m.d.comb += [t_ext[t_k].eq(1), t_val[t_k].eq(1)]
                 for k in range(1, MAX_DIMS):
                     with m.Case(k):
-                        m.d.comb += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
-                                     tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
+                        m.d.comb += [t_ext[t_k].eq(n_ext[k]), t_val[t_k].eq(n_val[k]),
+                                     t_sst[t_k].eq(n_sst[k]), t_dst[t_k].eq(n_dst[k])]
         # packed rows: rows shorter than a beat, one after the other in the source, each beat of
         # them starting on a beat boundary (the base and the other dimensions' strides)
         beat_aligned = ((self.src & (BB - 1)) == 0)
@@ -159,24 +172,24 @@ class MidEnd(wiring.Component):
         pack = Signal()
         m.d.comb += pack.eq(~g_rows & ~g_cols & pow2(col_ext) & (col_ext < L) &
                             (sst[0] == (col_ext << self.elog)) & beat_aligned)
-        m.d.comb += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols),
-                     tile.pack_rows.eq(pack)]
+        m.d.comb += [staged(tile.group_rows, "t_group_rows").eq(g_rows),
+                     staged(tile.group_cols, "t_group_cols").eq(g_cols),
+                     staged(tile.pack_rows, "t_pack_rows").eq(pack)]
         row_fits = (sst[0] == eb) & (dstr[0] == eb)
         tile_fits = ((ndims >= 2) & (dstr[0] == eb) & (ext[0] > 1) & (col != 0) &
                      (self.elog < LB) & (n_free <= 2))
 
+        # the path is chosen at start and started a cycle later, with its configuration held
         path = Signal(Path)
+        go = Signal()
         m.d.comb += self.path.eq(path)
+        m.d.sync += go.eq(self.start)
         with m.If(self.start):
-            with m.If(row_fits):
-                m.d.comb += rows.start.eq(1)
-                m.d.sync += path.eq(Path.ROWS)
-            with m.Elif(tile_fits):
-                m.d.comb += tile.start.eq(1)
-                m.d.sync += path.eq(Path.TILES)
-            with m.Else():
-                m.d.comb += elements.start.eq(1)
-                m.d.sync += path.eq(Path.ELEMENTS)
+            m.d.sync += path.eq(Mux(row_fits, Path.ROWS,
+                                    Mux(tile_fits, Path.TILES, Path.ELEMENTS)))
+        with m.If(go):
+            m.d.comb += [rows.start.eq(path == Path.ROWS), tile.start.eq(path == Path.TILES),
+                         elements.start.eq(path == Path.ELEMENTS)]
 
         # the running path has the streams
         with m.Switch(path):
@@ -194,5 +207,5 @@ class MidEnd(wiring.Component):
                                  self.written_bytes.eq(u.written_bytes)]
         for u in units.values():
             m.d.comb += u.rdata.payload.eq(self.rdata.payload)
-        m.d.comb += self.busy.eq(elements.busy | rows.busy | tile.busy)
+        m.d.comb += self.busy.eq(go | elements.busy | rows.busy | tile.busy)
         return m

@@ -326,13 +326,27 @@ class LutUnit(wiring.Component):
         for b in range(W):
             with m.If(d1[b]):
                 m.d.comb += e.eq(b)
+        # what the configuration implies, worked out a cycle ahead: the registers only change
+        # while the unit is idle (docs/lut.md), so these copies are always current in a run
+        def derived(value, label, shape):
+            r = Signal(shape, name=f"{label}_{name}")
+            m.d.sync += r.eq(value)
+            return r
+
         sel = c["select"]
-        sel_pos = Signal(range(W + FB + 1), name=f"shr_{name}")
-        m.d.comb += sel_pos.eq(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()))
-        neg = Signal(4, name=f"shl_{name}")
-        m.d.comb += neg.eq(Mux(sel < -10, 10, (-sel)[:4]))
-        raw = Mux(sel < 0, d1 << neg, d1 >> sel_pos)
-        idxl2 = reg(Mux(raw > 511, 511, raw), "idxl2", 9)
+        sel_neg = derived(sel < 0, "selneg", 1)
+        sel_pos = derived(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()), "shr",
+                          range(W + FB + 1))
+        neg = derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4)
+        no_frac = derived(~c["exp"] & (sel < 0), "nofrac", 1)
+        # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
+        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
+        bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
+                   (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
+        ref_under = derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))
+
+        raw = Mux(sel_neg, d1 << neg, d1 >> sel_pos)
+        idxl2 = reg(Mux(raw[9:].any(), 511, raw[:9]), "idxl2", 9)
         e2 = reg(e, "e2")
         num2 = reg(Mux(c["exp"], d1 & ~(Const(1, W) << e), d1), "num2", W)
         ua2 = reg(ua1, "ua2", 1)
@@ -340,7 +354,7 @@ class LutUnit(wiring.Component):
 
         # P3: fraction (variable shift), state, table address (the read is registered)
         shr = Mux(c["exp"], e2, sel_pos)
-        frac = Mux(~c["exp"] & (sel < 0), 0, ((num2 << FB) >> shr)[:FB])
+        frac = Mux(no_frac, 0, ((num2 << FB) >> shr)[:FB])
         idx_exp = Signal(signed(11), name=f"idxe_{name}")
         m.d.comb += idx_exp.eq(e2 - c["offset"])
         under = Signal(name=f"under_{name}")
@@ -364,11 +378,7 @@ class LutUnit(wiring.Component):
         y0 = Mux(odd3, od.data, ev.data).as_signed()
         y1 = Mux(odd3, ev.data, od.data).as_signed()
         under3 = state3 == UFLOW
-        # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
-        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
-        bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
-                   (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
-        ref = Mux(under3, c["start"] + bias.as_signed(), c["end"])
+        ref = Mux(under3, ref_under, c["end"])
         dy4 = reg(y1 - y0, "dy4", signed(17))
         xr4 = reg(x3 - ref, "xr4", signed(W + 3))
         y0_4 = reg(y0, "y0_4", signed(16))
