@@ -123,9 +123,20 @@ class FrontEnd(wiring.Component):
             with m.If(k_chk == k):
                 m.d.comb += [cur_e.eq(ext[k]), cur_v.eq(val[k]), cur_s.eq(sst[k]),
                              cur_d.eq(dstr[k])]
+        # each dimension's two products, (extent - 1) x destination stride and (valid - 1) x
+        # source stride, over three cycles: operands, 16-bit partial products, sums
+        phase = Signal(2)
+        ops = [Signal(32, name=f"op{i}") for i in range(4)]     # e - 1, d, v - 1, s
+        parts = [Signal(32, name=f"pp{i}") for i in range(8)]
         p_dst = Signal(64)
         p_src = Signal(64)
-        m.d.comb += [p_dst.eq((cur_e - 1)[:32] * cur_d), p_src.eq((cur_v - 1)[:32] * cur_s)]
+
+        def partials(a, b):
+            lo, hi = slice(0, 16), slice(16, 32)
+            return [a[lo] * b[lo], a[lo] * b[hi], a[hi] * b[lo], a[hi] * b[hi]]
+
+        def total(pp):
+            return pp[0] + ((pp[1] + pp[2]) << 16) + (pp[3] << 32)
 
         dp_reset = Signal()
         halt = Signal()                       # an error: issue nothing new
@@ -221,7 +232,20 @@ class FrontEnd(wiring.Component):
                                          src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
                                          nest_err.eq(0)]
             with m.Case(_State.CHECK):
-                with m.If((k_chk < ndims) & (k_chk < MAX_DIMS)):
+                with m.If((k_chk < ndims) & (k_chk < MAX_DIMS) & (phase != 3)):
+                    m.d.sync += phase.eq(phase + 1)
+                    with m.Switch(phase):
+                        with m.Case(0):
+                            m.d.sync += [ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
+                                         ops[2].eq(cur_v - 1), ops[3].eq(cur_s)]
+                        with m.Case(1):
+                            m.d.sync += [r.eq(v) for r, v in zip(
+                                parts, partials(ops[0], ops[1]) + partials(ops[2], ops[3]),
+                                strict=True)]
+                        with m.Case(2):
+                            m.d.sync += [p_dst.eq(total(parts[:4])), p_src.eq(total(parts[4:]))]
+                with m.Elif((k_chk < ndims) & (k_chk < MAX_DIMS)):
+                    m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
                         with m.If(cur_e == 0):
                             m.d.sync += first_dim_err.eq(Error.ZERO_EXTENT)
