@@ -22,9 +22,9 @@ Ports
 Timing
 ------
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 10 cycles after its sample was accepted when the output is not stalled: the input
-register, eight stages (P1 to P8, each one subtract, shift, multiply or add deep, for the clock
-rate), and the output register, which chooses the table. Every
+``LATENCY`` = 11 cycles after its sample was accepted when the output is not stalled: the input
+register, nine stages (P1 to P9, each about one subtract, shift, multiply or add deep, for the
+clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped.
 
@@ -52,8 +52,8 @@ from ..bus.regbank import RegisterBank
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-#: pipeline stages between the input register and the output register (P1 to P8)
-STAGES = 8
+#: pipeline stages between the input register and the output register (P1 to P9)
+STAGES = 9
 LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
@@ -229,8 +229,8 @@ class LutUnit(wiring.Component):
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
-        # valid/mask/last beside the data: index 0 is the input register, 1 to 8 the ends of
-        # stages P1 to P8; the output register follows
+        # valid/mask/last beside the data: index 0 is the input register, 1 to 9 the ends of
+        # stages P1 to P9; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
         last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
@@ -304,8 +304,8 @@ class LutUnit(wiring.Component):
         return m
 
     def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
-        """Stages P1 to P8 of one table for one lane (see :data:`STAGES`); returns (result,
-        state) as registered at the end of P8."""
+        """Stages P1 to P9 of one table for one lane (see :data:`STAGES`); returns (result,
+        state) as registered at the end of P9."""
         name = f"{t}{lane}"
         n = c["n"]
 
@@ -402,24 +402,34 @@ class LutUnit(wiring.Component):
         p6 = reg(ql5 + (qh5 << K), "p6", signed(W + 3 + 16))
         y0_6, sh6, state6 = reg(y0_5, "y0_6"), reg(sh5, "sh6"), reg(state5, "st6")
 
-        # P7: round and shift
-        if self.flavor == "sdp":
-            hit7 = reg(_sat(_round_shift(hitp6, FB), 32), "hit7", signed(OW))
-        else:
-            hit7 = reg(_sat(y0_6 + _round_shift(hitp6, FB), 16), "hit7", signed(OW))
-        left = sh6 >= 16
-        clamped = Mux(p6 > (1 << 40), 1 << 40, Mux(p6 < -(1 << 40), -(1 << 40), p6))
-        lsh = Signal(signed(41 + 17), name=f"lsh_{name}")
-        m.d.comb += lsh.eq(clamped << (32 - sh6)[:5])
-        term7 = reg(Mux(left, lsh, _round_shift(p6, sh6[:4])), "term7", signed(41 + 17))
-        y0_7, state7 = reg(y0_6, "y0_7"), reg(state6, "st7")
+        # P7: rounding: the hit result's constant shift, the out-of-range term's rounding add
+        # (or its clamp, for a left shift)
+        hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
+        neg6 = p6 < 0
+        half = (Const(1, 32) << sh6[:4]) >> 1
+        adj = Mux(neg6, half - (sh6[:4] != 0), half)
+        rnd7 = reg(p6 + adj.as_signed(), "rnd7", signed(W + 3 + 17))
+        clamped7 = reg(Mux(p6 > (1 << 40), 1 << 40, Mux(p6 < -(1 << 40), -(1 << 40), p6)),
+                       "clamp7", signed(42))
+        left7 = reg(sh6 >= 16, "left7", 1)
+        sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 
-        # P8: add the entry, saturate, choose the hit or out-of-range result
+        # P8: the variable shift; the hit result saturated
         if self.flavor == "sdp":
-            oor = _sat(y0_7 + _sat(term7, 32), 32)
+            hit8 = reg(_sat(hitr7, 32), "hit8", signed(OW))
         else:
-            oor = _sat(y0_7 + term7, 16)
-        out8 = reg(Mux(state7 == HIT, hit7, oor), "out8", signed(OW))
-        state8 = reg(state7, "st8", 2)
-        return out8, state8
+            hit8 = reg(_sat(y0_7 + hitr7, 16), "hit8", signed(OW))
+        lsh = Signal(signed(41 + 17), name=f"lsh_{name}")
+        m.d.comb += lsh.eq(clamped7 << (32 - sh7)[:5])
+        term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
+        y0_8, state8 = reg(y0_7, "y0_8"), reg(state7, "st8")
+
+        # P9: add the entry, saturate, choose the hit or out-of-range result
+        if self.flavor == "sdp":
+            oor = _sat(y0_8 + _sat(term8, 32), 32)
+        else:
+            oor = _sat(y0_8 + term8, 16)
+        out9 = reg(Mux(state8 == HIT, hit8, oor), "out9", signed(OW))
+        state9 = reg(state8, "st9", 2)
+        return out9, state9
 
