@@ -63,8 +63,15 @@ HIT, UFLOW, OFLOW = 0, 1, 2
 
 
 def _sat(v, bits):
+    """Signed ``v`` saturated to ``bits`` bits. It fits when its bits from ``bits - 1`` up are
+    all equal: a test of bits, not a comparison, so no carry chain lies on the path."""
+    v = v.as_value() if hasattr(v, "as_value") else v
+    if len(v) <= bits:
+        return v
+    top = v[bits - 1:]
+    fits = (top == 0) | (top == (1 << len(top)) - 1)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return Mux(v > hi, hi, Mux(v < lo, lo, v))
+    return Mux(fits, v[:bits].as_signed(), Mux(v[-1], lo, hi))
 
 
 def _round_shift(v, sh):
