@@ -201,10 +201,16 @@ class LutUnit(wiring.Component):
         refused = Signal()
         m.d.comb += [refused.eq(data_w & busy),
                      regs.status.table_write_refused.set.eq(refused)]
+        # the read-back ports read at the address acc_addr is about to take, and their word is
+        # registered: reads see it as before (two cycles after the address moved), but no
+        # memory output drives the register bank's read multiplexer directly
+        acc_next = Signal(10)
+        m.d.comb += acc_next.eq(acc_addr)
         with m.If(regs.lut_access_cfg.wr_stb):
-            m.d.sync += acc_addr.eq(regs.lut_access_cfg.addr.data)
+            m.d.comb += acc_next.eq(regs.lut_access_cfg.addr.data)
         with m.Elif((data_w & ~busy) | data_r):
-            m.d.sync += acc_addr.eq(acc_addr + 1)
+            m.d.comb += acc_next.eq(acc_addr + 1)
+        m.d.sync += acc_addr.eq(acc_next)
         rb = {}
         for (t, parity), mem in mems.items():
             n = LE_ENTRIES if t == "le" else LO_ENTRIES
@@ -217,15 +223,15 @@ class LutUnit(wiring.Component):
                          (acc_addr[0] == parity) & (acc_addr < n)),
             ]
             rp = mem.read_port(domain="sync")
-            m.d.comb += rp.addr.eq(acc_addr >> 1)
+            m.d.comb += rp.addr.eq(acc_next >> 1)
             rb[(t, parity)] = rp
-        rb_sel = Signal(10)
-        m.d.sync += rb_sel.eq(acc_addr)
         rb_val = Signal(signed(16))
         for t, tid, n in (("le", 0, LE_ENTRIES), ("lo", 1, LO_ENTRIES)):
-            with m.If((acc_table == tid) & (rb_sel < n)):
-                m.d.comb += rb_val.eq(Mux(rb_sel[0], rb[(t, 1)].data, rb[(t, 0)].data))
-        m.d.comb += regs.lut_access_data.data.r_data.eq(rb_val)
+            with m.If((acc_table == tid) & (acc_addr < n)):
+                m.d.comb += rb_val.eq(Mux(acc_addr[0], rb[(t, 1)].data, rb[(t, 0)].data))
+        rb_q = Signal(signed(16))
+        m.d.sync += rb_q.eq(rb_val)
+        m.d.comb += regs.lut_access_data.data.r_data.eq(rb_q)
 
         # -- the pipeline --------------------------------------------------------------------------
         i, o = self.i_stream, self.o_stream
