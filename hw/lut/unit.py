@@ -22,8 +22,8 @@ Ports
 Timing
 ------
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 11 cycles after its sample was accepted when the output is not stalled: the input
-register, nine stages (P1 to P9, each about one subtract, shift, multiply or add deep, for the
+``LATENCY`` = 12 cycles after its sample was accepted when the output is not stalled: the input
+register, ten stages (P1 to P10, each about one subtract, shift, multiply or add deep, for the
 clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped.
@@ -52,8 +52,8 @@ from ..bus.regbank import RegisterBank
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-#: pipeline stages between the input register and the output register (P1 to P9)
-STAGES = 9
+#: pipeline stages between the input register and the output register (P1 to P10)
+STAGES = 10
 LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
@@ -242,8 +242,8 @@ class LutUnit(wiring.Component):
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
-        # valid/mask/last beside the data: index 0 is the input register, 1 to 9 the ends of
-        # stages P1 to P9; the output register follows
+        # valid/mask/last beside the data: index 0 is the input register, 1 to 10 the ends of
+        # stages P1 to P10; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
         last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
@@ -317,8 +317,8 @@ class LutUnit(wiring.Component):
         return m
 
     def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
-        """Stages P1 to P9 of one table for one lane (see :data:`STAGES`); returns (result,
-        state) as registered at the end of P9."""
+        """Stages P1 to P10 of one table for one lane (see :data:`STAGES`); returns (result,
+        state) as registered at the end of P10."""
         name = f"{t}{lane}"
         n = c["n"]
 
@@ -365,7 +365,7 @@ class LutUnit(wiring.Component):
         ua2 = reg(ua1, "ua2", 1)
         x2 = reg(x1, "x2")
 
-        # P3: fraction (variable shift), state, table address (the read is registered)
+        # P3: fraction (variable shift), state, table index
         shr = Mux(c["exp"], e2, sel_pos)
         frac = Mux(no_frac, 0, ((num2 << FB) >> shr)[:FB])
         idx_exp = Signal(signed(11), name=f"idxe_{name}")
@@ -378,16 +378,22 @@ class LutUnit(wiring.Component):
             over.eq(~under & Mux(c["exp"], idx_exp >= n, idxl2 >= n)),
             index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idxl2)))),
         ]
-        state3 = reg(Mux(under, UFLOW, Mux(over, OFLOW, HIT)), "st3", 2)
-        frac3 = reg(Mux(under | over, 0, frac), "frac3", FB)
-        odd3 = reg(index[0], "odd3", 1)
-        x3 = reg(x2, "x3")
+        state_a = reg(Mux(under, UFLOW, Mux(over, OFLOW, HIT)), "sta", 2)
+        frac_a = reg(Mux(under | over, 0, frac), "fraca", FB)
+        index_a = reg(index, "indexa", 9)
+        x_a = reg(x2, "xa")
+
+        # P4: the table read, addressed from registers (its output is registered: P5 sees it)
         ev = mems[(t, 0)].read_port(domain="sync")
         od = mems[(t, 1)].read_port(domain="sync")
-        m.d.comb += [ev.addr.eq((index + 1) >> 1), od.addr.eq(index >> 1),
+        m.d.comb += [ev.addr.eq((index_a + 1) >> 1), od.addr.eq(index_a >> 1),
                      ev.en.eq(advance), od.en.eq(advance)]
+        state3 = reg(state_a, "st3", 2)
+        frac3 = reg(frac_a, "frac3", FB)
+        odd3 = reg(index_a[0], "odd3", 1)
+        x3 = reg(x_a, "x3")
 
-        # P4: the entries' difference, the distance from the out-of-range reference
+        # P5: the entries' difference, the distance from the out-of-range reference
         y0 = Mux(odd3, od.data, ev.data).as_signed()
         y1 = Mux(odd3, ev.data, od.data).as_signed()
         under3 = state3 == UFLOW
@@ -400,7 +406,7 @@ class LutUnit(wiring.Component):
         sh4 = reg(Mux(under3, c["ushift"], c["oshift"]), "sh4", 5)
         state4 = reg(state3, "st4", 2)
 
-        # P5: partial products of 17-bit slices, one multiplier block each
+        # P6: partial products of 17-bit slices, one multiplier block each
         K = 17
         fl5 = reg(dy4 * frac4[:K], "fl5", signed(17 + K + 1))
         fh5 = reg(dy4 * frac4[K:], "fh5", signed(17 + max(FB - K, 1) + 1)) if FB > K else None
@@ -408,14 +414,14 @@ class LutUnit(wiring.Component):
         qh5 = reg(scale4 * xr4[K:].as_signed(), "qh5", signed(16 + W + 3 - K))
         y0_5, sh5, state5 = reg(y0_4, "y0_5"), reg(sh4, "sh5"), reg(state4, "st5")
 
-        # P6: the products
+        # P7: the products
         prod = fl5 if fh5 is None else fl5 + (fh5 << K)
         hitp6 = reg((y0_5 << FB) + prod if self.flavor == "sdp" else prod, "hitp6",
                     signed(FB + 18))
         p6 = reg(ql5 + (qh5 << K), "p6", signed(W + 3 + 16))
         y0_6, sh6, state6 = reg(y0_5, "y0_6"), reg(sh5, "sh6"), reg(state5, "st6")
 
-        # P7: rounding: the hit result's constant shift, the out-of-range term's rounding add
+        # P8: rounding: the hit result's constant shift, the out-of-range term's rounding add
         # (or its clamp, for a left shift)
         hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
         neg6 = p6 < 0
@@ -427,7 +433,7 @@ class LutUnit(wiring.Component):
         left7 = reg(sh6 >= 16, "left7", 1)
         sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 
-        # P8: the variable shift; the hit result saturated
+        # P9: the variable shift; the hit result saturated
         if self.flavor == "sdp":
             hit8 = reg(_sat(hitr7, 32), "hit8", signed(OW))
         else:
@@ -437,7 +443,7 @@ class LutUnit(wiring.Component):
         term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
         y0_8, state8 = reg(y0_7, "y0_8"), reg(state7, "st8")
 
-        # P9: add the entry, saturate, choose the hit or out-of-range result
+        # P10: add the entry, saturate, choose the hit or out-of-range result
         if self.flavor == "sdp":
             oor = _sat(y0_8 + _sat(term8, 32), 32)
         else:
