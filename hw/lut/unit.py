@@ -22,8 +22,8 @@ Ports
 Timing
 ------
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 12 cycles after its sample was accepted when the output is not stalled: the input
-register, ten stages (P1 to P10, each about one subtract, shift, multiply or add deep, for the
+``LATENCY`` = 13 cycles after its sample was accepted when the output is not stalled: the input
+register, eleven stages (P1 to P11, each about one subtract, shift, multiply or add deep, for the
 clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped.
@@ -52,8 +52,8 @@ from ..bus.regbank import RegisterBank
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-#: pipeline stages between the input register and the output register (P1 to P10)
-STAGES = 10
+#: pipeline stages between the input register and the output register (P1 to P11)
+STAGES = 11
 LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
@@ -242,8 +242,8 @@ class LutUnit(wiring.Component):
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
-        # valid/mask/last beside the data: index 0 is the input register, 1 to 10 the ends of
-        # stages P1 to P10; the output register follows
+        # valid/mask/last beside the data: index 0 is the input register, 1 to 11 the ends of
+        # stages P1 to P11; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
         last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
@@ -317,8 +317,8 @@ class LutUnit(wiring.Component):
         return m
 
     def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
-        """Stages P1 to P10 of one table for one lane (see :data:`STAGES`); returns (result,
-        state) as registered at the end of P10."""
+        """Stages P1 to P11 of one table for one lane (see :data:`STAGES`); returns (result,
+        state) as registered at the end of P11."""
         name = f"{t}{lane}"
         n = c["n"]
 
@@ -393,20 +393,27 @@ class LutUnit(wiring.Component):
         odd3 = reg(index_a[0], "odd3", 1)
         x3 = reg(x_a, "x3")
 
-        # P5: the entries' difference, the distance from the out-of-range reference
-        y0 = Mux(odd3, od.data, ev.data).as_signed()
-        y1 = Mux(odd3, ev.data, od.data).as_signed()
+        # P5: the two entries in order, straight from the block RAM's outputs; the distance
+        # from the out-of-range reference
         under3 = state3 == UFLOW
         ref = Mux(under3, ref_under, c["end"])
-        dy4 = reg(y1 - y0, "dy4", signed(17))
-        xr4 = reg(x3 - ref, "xr4", signed(W + 3))
-        y0_4 = reg(y0, "y0_4", signed(16))
-        frac4 = reg(frac3, "frac4", FB)
-        scale4 = reg(Mux(under3, c["uscale"], c["oscale"]), "scale4", signed(16))
-        sh4 = reg(Mux(under3, c["ushift"], c["oshift"]), "sh4", 5)
-        state4 = reg(state3, "st4", 2)
+        y0_r = reg(Mux(odd3, od.data, ev.data), "y0r", signed(16))
+        y1_r = reg(Mux(odd3, ev.data, od.data), "y1r", signed(16))
+        xr_r = reg(x3 - ref, "xrr", signed(W + 3))
+        scale_r = reg(Mux(under3, c["uscale"], c["oscale"]), "scaler", signed(16))
+        sh_r = reg(Mux(under3, c["ushift"], c["oshift"]), "shr", 5)
+        frac_r, state_r = reg(frac3, "fracr", FB), reg(state3, "str", 2)
 
-        # P6: partial products of 17-bit slices, one multiplier block each
+        # P6: the entries' difference
+        dy4 = reg(y1_r - y0_r, "dy4", signed(17))
+        y0_4 = reg(y0_r, "y0_4", signed(16))
+        frac4 = reg(frac_r, "frac4", FB)
+        xr4 = reg(xr_r, "xr4", signed(W + 3))
+        scale4 = reg(scale_r, "scale4", signed(16))
+        sh4 = reg(sh_r, "sh4", 5)
+        state4 = reg(state_r, "st4", 2)
+
+        # P7: partial products of 17-bit slices, one multiplier block each
         K = 17
         fl5 = reg(dy4 * frac4[:K], "fl5", signed(17 + K + 1))
         fh5 = reg(dy4 * frac4[K:], "fh5", signed(17 + max(FB - K, 1) + 1)) if FB > K else None
@@ -414,14 +421,14 @@ class LutUnit(wiring.Component):
         qh5 = reg(scale4 * xr4[K:].as_signed(), "qh5", signed(16 + W + 3 - K))
         y0_5, sh5, state5 = reg(y0_4, "y0_5"), reg(sh4, "sh5"), reg(state4, "st5")
 
-        # P7: the products
+        # P8: the products
         prod = fl5 if fh5 is None else fl5 + (fh5 << K)
         hitp6 = reg((y0_5 << FB) + prod if self.flavor == "sdp" else prod, "hitp6",
                     signed(FB + 18))
         p6 = reg(ql5 + (qh5 << K), "p6", signed(W + 3 + 16))
         y0_6, sh6, state6 = reg(y0_5, "y0_6"), reg(sh5, "sh6"), reg(state5, "st6")
 
-        # P8: rounding: the hit result's constant shift, the out-of-range term's rounding add
+        # P9: rounding: the hit result's constant shift, the out-of-range term's rounding add
         # (or its clamp, for a left shift)
         hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
         neg6 = p6 < 0
@@ -433,7 +440,7 @@ class LutUnit(wiring.Component):
         left7 = reg(sh6 >= 16, "left7", 1)
         sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 
-        # P9: the variable shift; the hit result saturated
+        # P10: the variable shift; the hit result saturated
         if self.flavor == "sdp":
             hit8 = reg(_sat(hitr7, 32), "hit8", signed(OW))
         else:
@@ -443,7 +450,7 @@ class LutUnit(wiring.Component):
         term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
         y0_8, state8 = reg(y0_7, "y0_8"), reg(state7, "st8")
 
-        # P10: add the entry, saturate, choose the hit or out-of-range result
+        # P11: add the entry, saturate, choose the hit or out-of-range result
         if self.flavor == "sdp":
             oor = _sat(y0_8 + _sat(term8, 32), 32)
         else:
