@@ -30,7 +30,7 @@ def test_ports_in_verilog():
                  "irq"):
         assert f" {port}" in text, port
     assert "[78:0] i_stream__payload" in text          # 2 x 38 data, 2 mask bits, last
-    assert LATENCY == 13
+    assert LATENCY == 14
 
 
 def test_register_map_has_control_and_counters():

@@ -22,8 +22,8 @@ Ports
 Timing
 ------
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 13 cycles after its sample was accepted when the output is not stalled: the input
-register, eleven stages (P1 to P11, each about one subtract, shift, multiply or add deep, for the
+``LATENCY`` = 14 cycles after its sample was accepted when the output is not stalled: the input
+register, twelve stages (P1 to P12, each about one subtract, shift, multiply or add deep, for the
 clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped.
@@ -52,8 +52,8 @@ from ..bus.regbank import RegisterBank
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-#: pipeline stages between the input register and the output register (P1 to P11)
-STAGES = 11
+#: pipeline stages between the input register and the output register (P1 to P12)
+STAGES = 12
 LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
@@ -242,8 +242,8 @@ class LutUnit(wiring.Component):
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
-        # valid/mask/last beside the data: index 0 is the input register, 1 to 11 the ends of
-        # stages P1 to P11; the output register follows
+        # valid/mask/last beside the data: index 0 is the input register, 1 to 12 the ends of
+        # stages P1 to P12; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
         last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
@@ -317,8 +317,8 @@ class LutUnit(wiring.Component):
         return m
 
     def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
-        """Stages P1 to P11 of one table for one lane (see :data:`STAGES`); returns (result,
-        state) as registered at the end of P11."""
+        """Stages P1 to P12 of one table for one lane (see :data:`STAGES`); returns (result,
+        state) as registered at the end of P12."""
         name = f"{t}{lane}"
         n = c["n"]
 
@@ -450,12 +450,15 @@ class LutUnit(wiring.Component):
         term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
         y0_8, state8 = reg(y0_7, "y0_8"), reg(state7, "st8")
 
-        # P11: add the entry, saturate, choose the hit or out-of-range result
-        if self.flavor == "sdp":
-            oor = _sat(y0_8 + _sat(term8, 32), 32)
-        else:
-            oor = _sat(y0_8 + term8, 16)
-        out9 = reg(Mux(state8 == HIT, hit8, oor), "out9", signed(OW))
-        state9 = reg(state8, "st9", 2)
+        # P11: the term saturated: to 32 bits (SDP, as NVDLA does before adding the entry), or
+        # to 18 (CDP: any term beyond 18 bits saturates the 16-bit sum the same way)
+        tsat9 = reg(_sat(term8, 32 if self.flavor == "sdp" else 18), "tsat9",
+                    signed(32 if self.flavor == "sdp" else 18))
+        y0_9, hit9, state9 = reg(y0_8, "y0_9"), reg(hit8, "hit9"), reg(state8, "st9")
+
+        # P12: add the entry, saturate, choose the hit or out-of-range result
+        oor = _sat(y0_9 + tsat9, OW)
+        out9 = reg(Mux(state9 == HIT, hit9, oor), "out12", signed(OW))
+        state9 = reg(state9, "st12", 2)
         return out9, state9
 
