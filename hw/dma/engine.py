@@ -32,9 +32,10 @@ the job: no new address is issued, bursts already issued complete (their data wa
 the error), reads in flight are drained, and the engine takes the next job.
 """
 
-from amaranth import Module
+from amaranth import Module, Value
 from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS
@@ -106,14 +107,32 @@ class DmaEngine(wiring.Component):
         for k in range(MAX_DIMS):
             m.d.comb += [mid.ext[k].eq(front.ext[k]), mid.val[k].eq(front.val[k]),
                          mid.sst[k].eq(front.sst[k]), mid.dstr[k].eq(front.dstr[k])]
-        # the data
-        wiring.connect(m, mid.req, back.req)
-        wiring.connect(m, back.rdata, mid.rdata)
-        wiring.connect(m, mid.wr, back.wr)
+        # the data, through register slices: no combinational path crosses between the mid
+        # end and the back end (valid, payload and ready are all registered on each side)
+        slices = [_register_slice(m, name, src, dst, front.dp_reset)
+                  for name, src, dst in (("req", mid.req, back.req),
+                                         ("rdata", back.rdata, mid.rdata),
+                                         ("wr", mid.wr, back.wr))]
+        # the job is over when the slices are empty too (a write may still sit in one)
+        empty = [f.level == 0 for f in slices]
         # the job
         wiring.connect(m, back.fetch_beat, front.fetch_beat)
         m.d.comb += [back.fetch_addr.eq(front.fetch_addr), back.fetch_go.eq(front.fetch_go),
                      back.halt.eq(front.halt), front.read_err.eq(back.read_err),
-                     front.write_err.eq(back.write_err), front.idle.eq(back.idle),
+                     front.write_err.eq(back.write_err),
+                     front.idle.eq(back.idle & empty[0] & empty[1] & empty[2]),
                      front.drained.eq(back.drained)]
         return m
+
+
+def _register_slice(m, name, src, dst, reset):
+    """Stream ``src`` to ``dst`` through a three-entry buffered FIFO: its output is a register
+    and its ready depends on its fill level alone, so it cuts every combinational path between
+    the two sides while still passing a transfer per cycle. ``reset`` empties it, with the
+    data path."""
+    width = len(Value.cast(src.payload))
+    fifo = m.submodules[f"{name}_slice"] = ResetInserter(reset)(
+        SyncFIFOBuffered(width=width, depth=3))
+    m.d.comb += [fifo.w_en.eq(src.valid), fifo.w_data.eq(src.payload), src.ready.eq(fifo.w_rdy),
+                 dst.valid.eq(fifo.r_rdy), dst.payload.eq(fifo.r_data), fifo.r_en.eq(dst.ready)]
+    return fifo
