@@ -10,7 +10,8 @@
 #   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
 #                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name)
 #   make report    the same, written to docs/resources.md
-#   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker)
+#   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
+#                  BLOCKS=lut to build with only some blocks)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -26,7 +27,7 @@ export SIM WAVES SEED
         bitstream clean distclean
 
 help:
-	@sed -n '2,16p' Makefile | sed 's/^# //'
+	@sed -n '2,17p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -54,7 +55,7 @@ report: $(FPGA_STAMP)
 
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
-	$(PY) -m hw.bitstream --board $(BOARD)
+	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

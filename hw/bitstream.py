@@ -7,6 +7,8 @@ Outputs go to ``build/bitstream/<board>/``: the Verilog, the netlist, the logs, 
 report and ``atomcube_<board>.bit`` (ECP5) or ``.bin`` (iCE40). Load a ULX3S with
 ``openFPGALoader -b ulx3s build/bitstream/ulx3s/atomcube_ulx3s.bit`` and an iCEBreaker with
 ``iceprog build/bitstream/icebreaker/atomcube_icebreaker.bin`` (neither tool is installed here).
+``--blocks lut`` (or ``dma,sparse``, ``none``) builds the board with only those blocks, for a
+quicker build or a smaller part.
 """
 
 from __future__ import annotations
@@ -82,9 +84,19 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m hw.bitstream", description=__doc__.split("\n")[0])
     ap.add_argument("--board", choices=sorted(BOARDS), default="ulx3s")
+    ap.add_argument("--blocks", metavar="LIST",
+                    help="comma-separated blocks to include (dma, sparse, lut; 'none' for the "
+                         "bridge alone) instead of the board's own configuration")
     args = ap.parse_args(argv)
+    changes = {}
+    if args.blocks is not None:
+        chosen = set() if args.blocks == "none" else set(args.blocks.split(","))
+        unknown = chosen - {"dma", "sparse", "lut"}
+        if unknown:
+            ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
+        changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
-        result, path = build(args.board)
+        result, path = build(args.board, **changes)
     except RuntimeError as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1
