@@ -41,7 +41,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, **soc_changes)
     out.mkdir(parents=True, exist_ok=True)
     top = f"atomcube_{b.name}"
     t0 = time.monotonic()
-    log(f"[1/4] {b.name}: Verilog of the board top ({b.doc})")
+    blocks = [k for k in ("dma", "sparse", "lut") if getattr(b.soc, k)]
+    log(f"[1/4] {b.name}: Verilog of the board top (blocks: {', '.join(blocks) or 'none'}; "
+        f"{b.soc.mem_bytes // 1024} KiB memory)")
     (out / f"{top}.v").write_text(verilog.convert(BoardTop(b), name=top, emit_src=False))
     shutil.copy(ROOT / "constraints" / b.constraints, out / b.constraints)
     log(f"[2/4] {b.name}: Yosys {fam['synth']} (the longest step: minutes for the full SoC)")
