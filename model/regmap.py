@@ -646,3 +646,16 @@ def reg(name: str, offset: int, doc: str, *fields: Field) -> Register:
     """Shorthand: ``reg("ctrl", 0x00, "Control.", Field(...), ...)``."""
     return Register(name, offset, fields, doc)
 
+
+def job_registers() -> list:
+    """``status`` (0x004: busy, done, error) and ``irq_enable`` (0x008: done, error), as every
+    block that runs jobs has them."""
+    return [
+        reg("status", 0x004, "Job status.",
+            Field("busy", 0, 1, "R", doc="A job is running (starts are ignored meanwhile)."),
+            Field("done", 1, 1, "RW1C", doc="A job has ended, with or without an error."),
+            Field("error", 2, 1, "RW1C", doc="A job has ended with an error (see error).")),
+        reg("irq_enable", 0x008, "Interrupt enables (irq = status & enables).",
+            Field("done", 1, 1, "RW", doc="Interrupt when a job ends."),
+            Field("error", 2, 1, "RW", doc="Interrupt when a job ends with an error.")),
+    ]

@@ -51,7 +51,7 @@ from model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.regbank import RegisterBank
-from .engines import StreamReader, StreamWriter, connect_read, connect_write
+from .engines import StreamReader, StreamWriter, mount
 from .shiftbuf import ShiftBuffer
 
 __all__ = ["SparseDecompressor"]
@@ -124,14 +124,7 @@ class SparseDecompressor(wiring.Component):
         dw_log2 = (DW - 1).bit_length()
         aw = self.addr_width
 
-        bank = m.submodules.bank = self._bank
-        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
-        regs = bank.regs
-
-        reader = m.submodules.reader = self._reader
-        writer = m.submodules.writer = self._writer
-        connect_read(m, reader.axi, self.m_axi)
-        connect_write(m, writer.axi, self.m_axi)
+        regs, reader, writer = mount(m, self)
 
         wgsbuf = m.submodules.wgsbuf = ShiftBuffer(unit=32, in_units=DW // 4,
                                                    capacity=2 * (DW // 4))

@@ -44,6 +44,19 @@ def connect_write(m, engine_axi, port):
     _connect(m, engine_axi, port, WRITE_MEMBERS)
 
 
+def mount(m, block):
+    """Add ``block``'s register bank, stream reader and stream writer (``_bank``, ``_reader``,
+    ``_writer``) to ``m`` and wire them to its ``s_axil`` and ``m_axi`` ports; returns
+    ``(regs, reader, writer)``."""
+    bank = m.submodules.bank = block._bank
+    wiring.connect(m, wiring.flipped(block.s_axil), bank.s_axil)
+    reader = m.submodules.reader = block._reader
+    writer = m.submodules.writer = block._writer
+    connect_read(m, reader.axi, block.m_axi)
+    connect_write(m, writer.axi, block.m_axi)
+    return bank.regs, reader, writer
+
+
 def _burst_len(addr, beats_left, max_burst, beat_log2):
     """Beats of the next burst: the fewest of max_burst, what is left, and what fits before the
     next 4 KiB boundary."""

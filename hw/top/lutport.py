@@ -21,7 +21,7 @@ from model.registers.soc import LUT_PORT, LutPortError
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.regbank import RegisterBank
 from ..lut.unit import in_layout, out_layout
-from ..sparse.engines import StreamReader, StreamWriter, connect_read, connect_write
+from ..sparse.engines import StreamReader, StreamWriter, mount
 
 __all__ = ["LutPort"]
 
@@ -57,13 +57,7 @@ class LutPort(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        bank = m.submodules.bank = self._bank
-        wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
-        regs = bank.regs
-        reader = m.submodules.reader = self._reader
-        writer = m.submodules.writer = self._writer
-        connect_read(m, reader.axi, self.m_axi)
-        connect_write(m, writer.axi, self.m_axi)
+        regs, reader, writer = mount(m, self)
         DB = self.data_width // 8
         beat_log2 = (DB - 1).bit_length()
         aw = self.addr_width

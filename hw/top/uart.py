@@ -16,7 +16,14 @@ def check_divisor(divisor):
                          f"not {divisor!r}")
 
 
-class UartRx(wiring.Component):
+class _UartPart(wiring.Component):
+    def __init__(self, divisor):
+        check_divisor(divisor)
+        self.divisor = divisor
+        super().__init__()
+
+
+class UartRx(_UartPart):
     """Receiver. ``rx`` is the line (synchronised here). Each byte received shows on ``data``
     with ``valid`` high for one cycle; there is no backpressure. A byte whose stop bit is low is
     dropped and pulses ``frame_error`` instead.
@@ -27,11 +34,6 @@ class UartRx(wiring.Component):
     valid: Out(1)
     data: Out(8)
     frame_error: Out(1)
-
-    def __init__(self, divisor):
-        check_divisor(divisor)
-        self.divisor = divisor
-        super().__init__()
 
     def elaborate(self, platform):
         m = Module()
@@ -69,7 +71,7 @@ class UartRx(wiring.Component):
         return m
 
 
-class UartTx(wiring.Component):
+class UartTx(_UartPart):
     """Transmitter. A byte is taken from ``data`` when ``valid`` and ``ready`` are both high;
     ``ready`` is high while the line is idle."""
 
@@ -77,11 +79,6 @@ class UartTx(wiring.Component):
     valid: In(1)
     ready: Out(1)
     data: In(8)
-
-    def __init__(self, divisor):
-        check_divisor(divisor)
-        self.divisor = divisor
-        super().__init__()
 
     def elaborate(self, platform):
         m = Module()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-from model.regmap import Field, reg, regmap
+from model.regmap import Field, job_registers, reg, regmap
 
 __all__ = ["SYSCTL", "LUT_PORT", "LutPortError", "SOC_ID", "SOC_MAP", "IRQ_BITS", "Window",
            "lut_port_program"]
@@ -49,13 +49,7 @@ class LutPortError(enum.IntEnum):
 LUT_PORT = regmap("lut_port", [
     reg("ctrl", 0x000, "Run control.",
         Field("start", 0, 1, "W1P", doc="Stream the samples at src_addr through the LUT unit.")),
-    reg("status", 0x004, "Job status.",
-        Field("busy", 0, 1, "R", doc="A job is running (starts are ignored meanwhile)."),
-        Field("done", 1, 1, "RW1C", doc="A job has ended, with or without an error."),
-        Field("error", 2, 1, "RW1C", doc="A job has ended with an error (see error).")),
-    reg("irq_enable", 0x008, "Interrupt enables (irq = status & enables).",
-        Field("done", 1, 1, "RW", doc="Interrupt when a job ends."),
-        Field("error", 2, 1, "RW", doc="Interrupt when a job ends with an error.")),
+    *job_registers(),
     reg("error", 0x00C, "Why the last job stopped.",
         Field("code", 0, 3, "R", doc="0 none, 1 alignment, 2 size, 3 LUT unit idle, "
                                      "4 read error, 5 write error.")),

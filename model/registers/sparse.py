@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from model.regmap import Field, reg, regmap
+from model.regmap import Field, job_registers, reg, regmap
 
 __all__ = ["SPARSE", "Error", "program"]
 
@@ -57,13 +57,7 @@ SPARSE = regmap("sparse", [
                   "connected there, or the job waits for it)."),
         Field("write_enable", 5, 1, "RW",
               doc="Also write the dense image to memory at dst_addr.")),
-    reg("status", 0x004, "Job status.",
-        Field("busy", 0, 1, "R", doc="A job is running (starts are ignored meanwhile)."),
-        Field("done", 1, 1, "RW1C", doc="A job has ended, with or without an error."),
-        Field("error", 2, 1, "RW1C", doc="A job has ended with an error (see error).")),
-    reg("irq_enable", 0x008, "Interrupt enables (irq = status & enables).",
-        Field("done", 1, 1, "RW", doc="Interrupt when a job ends."),
-        Field("error", 2, 1, "RW", doc="Interrupt when a job ends with an error.")),
+    *job_registers(),
     reg("error", 0x00C, "Why the last job stopped.",
         Field("code", 0, 4, "R", doc="0 none, 1 alignment, 2 size, 3 WMB short, "
                                      "4 WGS mismatch, 5 WGS overflow, 6 read error, "
