@@ -427,14 +427,15 @@ class LutUnit(wiring.Component):
                     signed(FB + 18))
         p6 = reg(ql5 + (qh5 << K), "p6", signed(W + 3 + 16))
         y0_6, sh6, state6 = reg(y0_5, "y0_6"), reg(sh5, "sh6"), reg(state5, "st6")
+        # the rounding constants depend on the shift alone: worked out here, a stage early
+        half = (Const(1, 16) << sh5[:4]) >> 1
+        half6 = reg(half, "half6", 15)
+        half6m = reg(half - (sh5[:4] != 0), "half6m", 15)
 
         # P9: rounding: the hit result's constant shift, the out-of-range term's rounding add
         # (or its clamp, for a left shift)
         hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
-        neg6 = p6 < 0
-        half = (Const(1, 32) << sh6[:4]) >> 1
-        adj = Mux(neg6, half - (sh6[:4] != 0), half)
-        rnd7 = reg(p6 + adj.as_signed(), "rnd7", signed(W + 3 + 17))
+        rnd7 = reg(p6 + Mux(p6[-1], half6m, half6), "rnd7", signed(W + 3 + 17))
         clamped7 = reg(Mux(p6 > (1 << 40), 1 << 40, Mux(p6 < -(1 << 40), -(1 << 40), p6)),
                        "clamp7", signed(42))
         left7 = reg(sh6 >= 16, "left7", 1)
