@@ -54,7 +54,9 @@ BENCHES: tuple[Bench, ...] = (
         Case("sdp-l16", {"lanes": 16, "flavor": "sdp"}, ("verilator",)),
         Case("cdp-l1", {"lanes": 1, "flavor": "cdp"}),
         Case("cdp-l4", {"lanes": 4, "flavor": "cdp"}, ("verilator",)),
-        Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",)),
+        # the 12-stage pipeline makes 16-lane builds slow to compile (about 5 minutes each on
+        # 2 cores): CI keeps SDP at 16 lanes and CDP at 4; `make sim` runs CDP at 16 too
+        Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",), regression=False),
     )),
     Bench("sparse", "sim.sparse.test_sparse", sparse_decompressor, (
         # the narrowest bus on both simulators; the widest on Verilator in `make sim` only
