@@ -122,9 +122,7 @@ def read_netlist(netlist: dict, family: str) -> dict:
 
 def _netlist_ffs(netlist: Path) -> int:
     """Flip-flop cells (SB_DFF*) in a Yosys JSON netlist."""
-    data = json.loads(netlist.read_text())
-    return sum(1 for mod in data["modules"].values() for cell in mod["cells"].values()
-               if cell["type"].startswith("SB_DFF"))
+    return read_netlist(json.loads(netlist.read_text()), "ice40")["ffs"]
 
 
 def _tool(name: str) -> str:

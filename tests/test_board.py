@@ -10,7 +10,6 @@ import pytest
 
 from model.board.driver import Board, Link
 from model.board.protocol import (
-    MAX_WORDS,
     REPLY_SYNC,
     REQUEST_SYNC,
     BridgeError,
@@ -148,10 +147,6 @@ def test_board_refuses_something_else():
     regs[min(regs)] = 0x1234
     with pytest.raises(RuntimeError, match="not an atomcube SoC"):
         Board(Link(FakeBridge(regs=regs)))
-
-
-def test_max_words_is_the_count_byte():
-    assert MAX_WORDS == 256
 
 
 # -- board tops and constraints -------------------------------------------------------------------

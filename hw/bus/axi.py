@@ -17,7 +17,7 @@ User signals are left out; ``awregion``/``arregion`` are included and may be tie
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Resp", "Burst", "AXI4LiteSignature", "AXI4Signature"]
+__all__ = ["Resp", "Burst", "AXI4LiteSignature", "AXI4Signature", "connect_members"]
 
 
 class Resp(enum.Enum, shape=2):
@@ -31,6 +31,19 @@ class Burst(enum.Enum, shape=2):
     FIXED = 0
     INCR = 1
     WRAP = 2
+
+
+def connect_members(m, manager, subordinate, names=None):
+    """Wire the ``names`` members (default: all) of a manager-side interface to a subordinate
+    one, member by member, each in its direction. Unlike ``wiring.connect`` it takes part of a
+    bus, or two buses of different address widths (the address is cut or zero-extended)."""
+    members = manager.signature.members
+    for n in names if names is not None else members.keys():
+        a, b = getattr(manager, n), getattr(subordinate, n)
+        if members[n].flow == wiring.Out:
+            m.d.comb += b.eq(a)
+        else:
+            m.d.comb += a.eq(b)
 
 
 def _check_widths(addr_width, data_width, data_widths, addr_widths=None):

@@ -179,6 +179,7 @@ class LutUnit(wiring.Component):
                        ushift=regs.lo_slope_shift.uflow_shift.data,
                        oshift=regs.lo_slope_shift.oflow_shift.data, n=LO_ENTRIES - 1),
         }
+        cfg = {t: self._derived(m, c, t, W, FB) for t, c in cfg.items()}
         prio_u = regs.lut_cfg.uflow_priority.data[0]
         prio_o = regs.lut_cfg.oflow_priority.data[0]
         prio_h = regs.lut_cfg.hybrid_priority.data[0]
@@ -316,6 +317,28 @@ class LutUnit(wiring.Component):
                 m.d.sync += cnt.eq(Mux(total[32], 0xFFFF_FFFF, total[:32]))
         return m
 
+    def _derived(self, m, c, t, W, FB):
+        """What one table's configuration implies, worked out a cycle ahead, once for every
+        lane: the registers only change while the unit is idle (docs/lut.md), so these copies
+        are always current in a run. Returns ``c`` with them added."""
+        def derived(value, label, shape):
+            r = Signal(shape, name=f"{label}_{t}")
+            m.d.sync += r.eq(value)
+            return r
+
+        sel = c["select"]
+        # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
+        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
+        bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
+                   (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
+        return {**c,
+                "sel_neg": derived(sel < 0, "selneg", 1),
+                "sel_pos": derived(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()), "shr",
+                                   range(W + FB + 1)),
+                "shl": derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4),
+                "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
+                "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
+
     def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
         """Stages P1 to P12 of one table for one lane (see :data:`STAGES`); returns (result,
         state) as registered at the end of P12."""
@@ -339,24 +362,8 @@ class LutUnit(wiring.Component):
         for b in range(W):
             with m.If(d1[b]):
                 m.d.comb += e.eq(b)
-        # what the configuration implies, worked out a cycle ahead: the registers only change
-        # while the unit is idle (docs/lut.md), so these copies are always current in a run
-        def derived(value, label, shape):
-            r = Signal(shape, name=f"{label}_{name}")
-            m.d.sync += r.eq(value)
-            return r
-
-        sel = c["select"]
-        sel_neg = derived(sel < 0, "selneg", 1)
-        sel_pos = derived(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()), "shr",
-                          range(W + FB + 1))
-        neg = derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4)
-        no_frac = derived(~c["exp"] & (sel < 0), "nofrac", 1)
-        # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
-        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
-        bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
-                   (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
-        ref_under = derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))
+        sel_neg, sel_pos, neg = c["sel_neg"], c["sel_pos"], c["shl"]
+        no_frac, ref_under = c["no_frac"], c["ref_under"]
 
         raw = Mux(sel_neg, d1 << neg, d1 >> sel_pos)
         idxl2 = reg(Mux(raw[9:].any(), 511, raw[:9]), "idxl2", 9)

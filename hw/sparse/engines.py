@@ -16,7 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ..bus.axi import AXI4Signature, Burst, Resp
+from ..bus.axi import AXI4Signature, Burst, Resp, connect_members
 
 READ_MEMBERS = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot",
                 "arqos", "arregion", "arvalid", "arready", "rid", "rdata", "rresp", "rlast",
@@ -26,22 +26,13 @@ WRITE_MEMBERS = ("awid", "awaddr", "awlen", "awsize", "awburst", "awlock", "awca
                  "wready", "bid", "bresp", "bvalid", "bready")
 
 
-def _connect(m, inner, outer, names):
-    sig = inner.signature
-    for n in names:
-        if sig.members[n].flow == wiring.Out:
-            m.d.comb += getattr(outer, n).eq(getattr(inner, n))
-        else:
-            m.d.comb += getattr(inner, n).eq(getattr(outer, n))
-
-
 def connect_read(m, engine_axi, port):
     """Wire an engine's AR and R members to ``port`` (an Out(AXI4Signature) of the owner)."""
-    _connect(m, engine_axi, port, READ_MEMBERS)
+    connect_members(m, engine_axi, port, READ_MEMBERS)
 
 
 def connect_write(m, engine_axi, port):
-    _connect(m, engine_axi, port, WRITE_MEMBERS)
+    connect_members(m, engine_axi, port, WRITE_MEMBERS)
 
 
 def mount(m, block):

@@ -24,13 +24,14 @@ from amaranth.lib.wiring import In, Out
 
 from model.registers.soc import IRQ_BITS, SOC_ID, SOC_MAP, SYSCTL
 
+from ..bus.axi import connect_members
 from ..bus.regbank import RegisterBank
 from .bridge import UartBridge
 from .interconnect import AxiArbiter, LiteDecoder, LiteToAxi
 from .lutport import LutPort
 from .memory import AxiRam
 
-__all__ = ["SocConfig", "Soc", "connect_lite"]
+__all__ = ["SocConfig", "Soc"]
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,6 @@ class SocConfig:
         return self.data_width // 32
 
 
-def connect_lite(m, manager, subordinate):
-    """Wire an AXI4-Lite manager port to a subordinate of another address width (the address
-    is cut or zero-extended)."""
-    for name, member in manager.signature.members.items():
-        a, b = getattr(manager, name), getattr(subordinate, name)
-        if member.flow == wiring.Out:
-            m.d.comb += b.eq(a)
-        else:
-            m.d.comb += a.eq(b)
-
-
 class Soc(wiring.Component):
     """Ports: ``rx``, ``tx`` (UART), ``irq`` (one line per block), ``bridge_busy``."""
 
@@ -102,7 +92,7 @@ class Soc(wiring.Component):
         wiring.connect(m, bridge.m_axil, dec.s_axil)
 
         sysctl = m.submodules.sysctl = RegisterBank(SYSCTL, addr_width=12)
-        connect_lite(m, dec.sysctl, sysctl.s_axil)
+        connect_members(m, dec.sysctl, sysctl.s_axil)
         regs = sysctl.regs
         m.d.comb += [regs.id.value.r_data.eq(SOC_ID),
                      regs.config.mem_kib.r_data.eq(c.mem_bytes // 1024),
@@ -115,25 +105,25 @@ class Soc(wiring.Component):
 
         # AXI4 managers: the bridge's memory window first, then each block's
         to_axi = m.submodules.mem_port = LiteToAxi(data_width=c.data_width)
-        connect_lite(m, dec.mem, to_axi.s_axil)
+        connect_members(m, dec.mem, to_axi.s_axil)
         managers = [to_axi.m_axi]
         irqs = dict.fromkeys(IRQ_BITS, 0)
         if c.dma:
             dma = m.submodules.dma = DmaEngine(data_width=c.data_width)
-            connect_lite(m, dec.dma, dma.s_axil)
+            connect_members(m, dec.dma, dma.s_axil)
             managers.append(dma.m_axi)
             irqs["dma"] = dma.irq
         if c.sparse:
             sparse = m.submodules.sparse = SparseDecompressor(data_width=c.data_width)
-            connect_lite(m, dec.sparse, sparse.s_axil)
+            connect_members(m, dec.sparse, sparse.s_axil)
             m.d.comb += sparse.o_atoms.ready.eq(1)
             managers.append(sparse.m_axi)
             irqs["sparse"] = sparse.irq
         if c.lut:
             lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp")
             port = m.submodules.lut_port = LutPort(data_width=c.data_width)
-            connect_lite(m, dec.lut, lut.s_axil)
-            connect_lite(m, dec.lut_port, port.s_axil)
+            connect_members(m, dec.lut, lut.s_axil)
+            connect_members(m, dec.lut_port, port.s_axil)
             wiring.connect(m, port.o_samples, lut.i_stream)
             wiring.connect(m, lut.o_stream, port.i_results)
             m.d.comb += port.lut_busy.eq(lut.busy)

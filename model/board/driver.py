@@ -35,7 +35,7 @@ from .protocol import (
     reply_length,
 )
 
-__all__ = ["Link", "Board", "JobResult", "open_serial"]
+__all__ = ["Link", "Board", "JobResult", "open_serial", "first_diff", "check", "sigmoid_config"]
 
 
 class Link:
@@ -125,7 +125,9 @@ class JobResult:
     cycles: int
 
 
-def _first_diff(got: bytes, want: bytes) -> int | None:
+def first_diff(got: bytes, want: bytes) -> int | None:
+    """The first byte at which ``got`` and ``want`` differ (the shorter length if one is a
+    prefix of the other), or None when they are equal."""
     if got == want:
         return None
     n = min(len(got), len(want))
@@ -193,7 +195,8 @@ class Board:
             raise RuntimeError(f"this SoC build has no {block} block (it has: "
                                f"{', '.join(sorted(self.blocks)) or 'none'})")
 
-    def _wait(self, drv, what) -> object:
+    def wait(self, drv, what) -> object:
+        """Poll ``drv.status`` until a job is done, clear done and error, return the status."""
         for _ in range(self.max_polls):
             st = drv.status.read()
             if st.done and not st.busy:
@@ -214,13 +217,13 @@ class Board:
         self.write_bytes(chain_at, program.chain(chain_at))
         for name, fields in dma_chain(chain_at):
             self.dma.write(name, **fields)
-        self._wait(self.dma, what)
+        self.wait(self.dma, what)
         err = self.dma.error.read()
         if err.code:
             raise RuntimeError(f"{what}: the DMA engine stopped with error code {err.code} at "
                                f"descriptor {err.index}")
         got = self.read_bytes(dst_at, len(want))
-        return JobResult(what, got == want, _first_diff(got, want), len(want),
+        return JobResult(what, got == want, first_diff(got, want), len(want),
                          self.dma.cycles.read().value)
 
     def decompress(self, packed, base: int, what: str = "decompress") -> JobResult:
@@ -235,13 +238,13 @@ class Board:
             self.write_bytes(getattr(job, f"{name}_addr"), getattr(packed, name).tobytes())
         for name, fields in sparse_program(job, stream=False):
             self.sparse.write(name, **fields)
-        st = self._wait(self.sparse, what)
+        st = self.wait(self.sparse, what)
         if st.error:
             raise RuntimeError(f"{what}: the decompressor stopped with error code "
                                f"{self.sparse.error.read().code}")
         want = decompress(packed.weight, packed.wmb, packed.wgs, packed.spec).tobytes()
         got = self.read_bytes(job.dst_addr, len(want))
-        return JobResult(what, got == want, _first_diff(got, want), len(want),
+        return JobResult(what, got == want, first_diff(got, want), len(want),
                          self.sparse.cycles.read().value)
 
     def lut(self, cfg, samples, src_at: int, dst_at: int, what: str = "lut") -> JobResult:
@@ -261,13 +264,13 @@ class Board:
         self.lut_unit.ctrl.write(start=1)
         for name, fields in lut_port_program(src_at, dst_at, x.size // per):
             self.lut_port.write(name, **fields)
-        st = self._wait(self.lut_port, what)
+        st = self.wait(self.lut_port, what)
         if st.error:
             code = LutPortError(self.lut_port.error.read().code)
             raise RuntimeError(f"{what}: the LUT port stopped with {code.name}")
         want = evaluate(x.astype(np.int64), cfg, "sdp").out.astype("<i4").tobytes()
         got = self.read_bytes(dst_at, len(want))
-        return JobResult(what, got == want, _first_diff(got, want), len(want),
+        return JobResult(what, got == want, first_diff(got, want), len(want),
                          self.lut_port.cycles.read().value)
 
 

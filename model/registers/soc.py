@@ -5,6 +5,7 @@ results back. ``SOC_MAP`` is the address map the UART bridge sees."""
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 from model.regmap import Field, job_registers, reg, regmap
 
@@ -74,17 +75,12 @@ def lut_port_program(src: int, dst: int, beats: int) -> list[tuple[str, dict]]:
             ("beats", {"value": beats}), ("ctrl", {"start": 1})]
 
 
-class Window(tuple):
-    """(name, base, size) of one region of :data:`SOC_MAP`."""
+class Window(NamedTuple):
+    """One region of :data:`SOC_MAP`."""
 
-    __slots__ = ()
-
-    def __new__(cls, name, base, size):
-        return super().__new__(cls, (name, base, size))
-
-    name = property(lambda s: s[0])
-    base = property(lambda s: s[1])
-    size = property(lambda s: s[2])
+    name: str
+    base: int
+    size: int
 
 
 #: what the bridge's bus decodes; memory is at 0, its size set by the build (sysctl.config)

@@ -14,6 +14,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles
 from cocotbext.axi.stream import define_stream
 
+from model.board.driver import first_diff
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
 from sim.axi_mem import AxiMemory
@@ -125,7 +126,7 @@ class TB:
         if stream:
             assert last, f"{what}: no atom marked last"
             assert got == want, f"{what}: stream differs from the model at byte " \
-                                f"{_first_diff(got, want)} of {len(want)}"
+                                f"{first_diff(got, want)} of {len(want)}"
         else:
             assert got == b"", f"{what}: atoms on a disabled stream"
         dense = (await self.drv.dense_bytes.read()).value
@@ -133,7 +134,7 @@ class TB:
         if write:
             region = self.mem.mem[job.dst_addr:job.dst_addr + len(want)].tobytes()
             assert region == want, f"{what}: memory image differs at byte " \
-                                   f"{_first_diff(region, want)}"
+                                   f"{first_diff(region, want)}"
         self.assert_writes_within(job.dst_addr if write else None, len(want) if write else 0,
                                   what)
         s = packed.stats()
@@ -149,13 +150,6 @@ class TB:
             assert touched[0] >= lo and touched[-1] < lo + size, \
                 f"{what}: wrote bytes 0x{touched[0]:x}..0x{touched[-1]:x} outside the " \
                 f"destination 0x{lo:x}+{size}"
-
-
-def _first_diff(a, b):
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
 
 
 # -- directed corner cases from the spec ------------------------------------------------------
