@@ -32,16 +32,16 @@ the job: no new address is issued, bursts already issued complete (their data wa
 the error), reads in flight are drained, and the engine takes the next job.
 """
 
-from amaranth import Module, Value
+from amaranth import Module
 from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS
 from model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
+from ..bus.fifo import register_slice
 from .backend import BackEnd
 from .frontend import FrontEnd
 from .midend import MidEnd
@@ -109,7 +109,9 @@ class DmaEngine(wiring.Component):
                          mid.sst[k].eq(front.sst[k]), mid.dstr[k].eq(front.dstr[k])]
         # the data, through register slices: no combinational path crosses between the mid
         # end and the back end (valid, payload and ready are all registered on each side)
-        slices = [_register_slice(m, name, src, dst, front.dp_reset)
+        slices = [register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
+                                 out_valid=dst.valid, out_ready=dst.ready,
+                                 out_payload=dst.payload, reset=front.dp_reset)
                   for name, src, dst in (("req", mid.req, back.req),
                                          ("rdata", back.rdata, mid.rdata),
                                          ("wr", mid.wr, back.wr))]
@@ -124,15 +126,3 @@ class DmaEngine(wiring.Component):
                      front.drained.eq(back.drained)]
         return m
 
-
-def _register_slice(m, name, src, dst, reset):
-    """Stream ``src`` to ``dst`` through a three-entry buffered FIFO: its output is a register
-    and its ready depends on its fill level alone, so it cuts every combinational path between
-    the two sides while still passing a transfer per cycle. ``reset`` empties it, with the
-    data path."""
-    width = len(Value.cast(src.payload))
-    fifo = m.submodules[f"{name}_slice"] = ResetInserter(reset)(
-        SyncFIFOBuffered(width=width, depth=3))
-    m.d.comb += [fifo.w_en.eq(src.valid), fifo.w_data.eq(src.payload), src.ready.eq(fifo.w_rdy),
-                 dst.valid.eq(fifo.r_rdy), dst.payload.eq(fifo.r_data), fifo.r_en.eq(dst.ready)]
-    return fifo

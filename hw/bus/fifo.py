@@ -1,0 +1,61 @@
+"""Register slices and queues whose outputs are registers.
+
+A block RAM's read data reaches the fabric late: on the ECP5 a DP16KD without its output
+register takes about 5.6 ns from the clock to its data, more than half of a 100 MHz cycle. So a
+queue kept in block RAM should feed registers only. :class:`RegisteredQueue` is
+``SyncFIFOBuffered`` with a register slice on its output: the same ports, a cycle more latency,
+still a transfer a cycle.
+"""
+
+from amaranth import Elaboratable, Module, Signal, Value
+from amaranth.hdl import ResetInserter
+from amaranth.lib.fifo import SyncFIFOBuffered
+
+__all__ = ["register_slice", "RegisteredQueue"]
+
+
+def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
+                   reset=None):
+    """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
+    another (``out_*``): a three-entry buffered FIFO, whose output is a register and whose
+    ready depends on its fill level alone. It cuts every combinational path between the two
+    sides and still passes a transfer per cycle, one cycle later. ``reset`` (a signal) empties
+    it. Returns the FIFO, whose ``level`` tells whether it is empty."""
+    width = len(Value.cast(payload))
+    fifo = SyncFIFOBuffered(width=width, depth=3)
+    if reset is not None:
+        fifo = ResetInserter(reset)(fifo)
+    m.submodules[f"{name}_slice"] = fifo
+    m.d.comb += [fifo.w_en.eq(valid), fifo.w_data.eq(payload), ready.eq(fifo.w_rdy),
+                 out_valid.eq(fifo.r_rdy), out_payload.eq(fifo.r_data), fifo.r_en.eq(out_ready)]
+    return fifo
+
+
+class RegisteredQueue(Elaboratable):
+    """A synchronous FIFO of ``depth`` entries (in block RAM when large) followed by a register
+    slice, with the ports of ``SyncFIFOBuffered``: ``w_data``, ``w_en``, ``w_rdy``, ``r_data``,
+    ``r_en``, ``r_rdy`` and ``level`` (entries held, the slice's included). ``r_data`` and
+    ``r_rdy`` come from registers."""
+
+    def __init__(self, *, width, depth):
+        if depth < 2:
+            self._MustUse__silence = True     # never elaborated: no warning about it
+            raise ValueError(f"depth must be at least 2, not {depth!r}")
+        self.width = width
+        self.depth = depth
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.w_rdy = Signal()
+        self.r_data = Signal(width)
+        self.r_en = Signal()
+        self.r_rdy = Signal()
+        self.level = Signal(range(depth + 4))
+
+    def elaborate(self, platform):
+        m = Module()
+        q = m.submodules.queue = SyncFIFOBuffered(width=self.width, depth=self.depth)
+        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy)]
+        out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
+                             out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data)
+        m.d.comb += self.level.eq(q.level + out.level)
+        return m
