@@ -8,6 +8,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
+from ..bus.fifo import register_slice
 
 __all__ = ["LiteDecoder", "LiteToAxi", "AxiArbiter"]
 
@@ -174,8 +175,10 @@ class AxiArbiter(wiring.Component):
 
     Each manager's IDs are widened with its index in the top bits, and responses go back by
     those bits, so managers may keep several transactions in flight. AR and AW are each granted
-    round-robin; once a manager's address is presented it stays until taken. Write data follows
-    the order in which write addresses were granted (a FIFO of ``write_depth`` grants)."""
+    round-robin; once a manager's address is presented it stays until taken. The granted
+    addresses go out through register slices (a cycle of latency, a transfer a cycle). Write data
+    follows the order in which write addresses were granted (a FIFO of ``write_depth`` grants),
+    and may reach the port before its address does, as AXI4 allows."""
 
     def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8):
         if managers < 1:
@@ -231,19 +234,26 @@ class AxiArbiter(wiring.Component):
         for ch in ("ar", "aw"):
             valids = Signal(n, name=f"{ch}_valids")
             m.d.comb += valids.eq(Cat(getattr(p, f"{ch}valid") for p in ins))
-            ready = getattr(o, f"{ch}ready")
+            # the granted address goes out through a register slice, so that no combinational
+            # path runs from a manager through the grant to the memory's ready and back
+            g_valid, g_ready = Signal(name=f"{ch}_g_valid"), Signal(name=f"{ch}_g_ready")
+            outs = [getattr(o, f"{ch}{f}") for f in chans[ch]]
+            g_fields = [Signal.like(d, name=f"{ch}_g_{f}")
+                        for f, d in zip(chans[ch], outs, strict=True)]
             gate = order.w_rdy if ch == "aw" else 1
-            sel, go = self._grant(m, ch, valids, ready & gate)
-            m.d.comb += getattr(o, f"{ch}valid").eq(go & gate)
+            sel, go = self._grant(m, ch, valids, g_ready & gate)
+            m.d.comb += g_valid.eq(go & gate)
             for i, p in enumerate(ins):
                 with m.If(sel == i):
-                    for f in chans[ch]:
+                    for f, dst in zip(chans[ch], g_fields, strict=True):
                         src = getattr(p, f"{ch}{f}")
-                        dst = getattr(o, f"{ch}{f}")
                         m.d.comb += dst.eq(Cat(src, Const(i, sb)) if f == "id" else src)
-                    m.d.comb += getattr(p, f"{ch}ready").eq(ready & gate)
+                    m.d.comb += getattr(p, f"{ch}ready").eq(g_ready & gate)
+            register_slice(m, ch, valid=g_valid, ready=g_ready, payload=Cat(g_fields),
+                           out_valid=getattr(o, f"{ch}valid"), out_ready=getattr(o, f"{ch}ready"),
+                           out_payload=Cat(outs))
             if ch == "aw":
-                m.d.comb += [order.w_en.eq(o.awvalid & o.awready), order.w_data.eq(sel)]
+                m.d.comb += [order.w_en.eq(g_valid & g_ready), order.w_data.eq(sel)]
 
         # W: from the manager at the head of the order
         w_sel = order.r_data
