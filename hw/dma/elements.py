@@ -11,8 +11,8 @@ extent 1).
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 
+from ..bus.fifo import RegisteredQueue
 from .tile import path_ports
 from .walker import Walker
 
@@ -47,7 +47,7 @@ class ElementPath(wiring.Component):
         m.d.comb += eb.eq(1 << self.elog)
 
         # elements waiting for their beat: as many as the beats the engine can have in flight
-        entries = m.submodules.entries = SyncFIFOBuffered(width=aw + LB + 3, depth=self.queue)
+        entries = m.submodules.entries = RegisteredQueue(width=aw + LB + 3, depth=self.queue)
         step = walker.o.payload
         beat_of = Cat(Const(0, LB), step.src[LB:])
         asked = Signal()                      # `last_beat` holds the beat asked for last
@@ -87,5 +87,5 @@ class ElementPath(wiring.Component):
         with m.If(go & e_new):
             m.d.sync += cur.eq(self.rdata.payload)
 
-        m.d.comb += self.busy.eq(walker.busy | entries.r_rdy | (entries.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | (entries.level != 0))
         return m

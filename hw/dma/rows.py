@@ -17,8 +17,8 @@ the run.
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 
+from ..bus.fifo import RegisteredQueue
 from .tile import pad_pattern, path_ports
 from .walker import Walker
 
@@ -51,18 +51,37 @@ class RowCopier(wiring.Component):
                      walker.start.eq(self.start)]
 
         # -- beat generator ---------------------------------------------------------------------
-        run = walker.o.payload
+        # the job's run lengths in bytes, constant while it runs (registered: the walker's first
+        # step leaves a cycle after start at the earliest)
         total = Signal(35)                    # bytes of every run
-        m.d.comb += total.eq(self.ext[0] << self.elog)
+        vfull = Signal(35)                    # bytes of a run that has a source
+        vzero = Signal()                      # valid[0] is 0: every run is pad
+        m.d.sync += [total.eq(self.ext[0] << self.elog), vfull.eq(self.val[0] << self.elog),
+                     vzero.eq(self.val[0] == 0)]
+        run = walker.o.payload
+        sourced = run.has_src & ~vzero
         vbytes = Signal(35)                   # bytes of this run with a source
-        m.d.comb += vbytes.eq(Mux(run.has_src, self.val[0] << self.elog, 0))
+        m.d.comb += vbytes.eq(Mux(sourced, vfull, 0))
         s_off = run.src[:LB]
         d_off = run.dst[:LB]
         nbeats = Signal(33)
-        m.d.comb += nbeats.eq(Mux(vbytes == 0, 0, (s_off + vbytes + BB - 1) >> LB))
-        nout = (d_off + total + BB - 1) >> LB
-        runs = m.submodules.runs = SyncFIFOBuffered(
-            width=LB + LB + (aw - LB) + 33 + 33 + 35 + 1, depth=self.run_queue)
+        m.d.comb += nbeats.eq(Mux(sourced, (s_off + vfull + BB - 1) >> LB, 0))
+        # byte 0 of the run's first destination beat is byte -d_off of the run: the source
+        # and the run end d_off bytes later in that count
+        src_end = Signal(36)
+        run_end = Signal(36)
+        m.d.comb += [src_end.eq(vbytes + d_off), run_end.eq(total + d_off)]
+        nout = (run_end + BB - 1) >> LB
+        delta = Signal(signed(LB + 2))
+        m.d.comb += delta.eq(s_off - d_off)
+        lead = delta > 0                      # output k needs source beats k and k + 1
+        shift = Signal(LB + 1)                # funnel shift in bytes, 1 to BB
+        m.d.comb += shift.eq(Mux(lead, delta, delta + BB))
+        layout = (("d_off", LB), ("lead", 1), ("shift", LB + 1), ("d_beat", aw - LB),
+                  ("nbeats", 33), ("nout", 33), ("vbytes", 35), ("src_end", 36),
+                  ("run_end", 36), ("sourced", 1), ("last", 1))
+        width = sum(w for _, w in layout)
+        runs = m.submodules.runs = RegisteredQueue(width=width, depth=self.run_queue)
         g_active = Signal()
         g_addr = Signal(aw)
         g_left = Signal(33)
@@ -70,44 +89,52 @@ class RowCopier(wiring.Component):
         g_free = ~g_active | (self.req.ready & (g_left == 1))
         take = walker.o.valid & runs.w_rdy & g_free
         m.d.comb += [walker.o.ready.eq(take), runs.w_en.eq(take),
-                     runs.w_data.eq(Cat(s_off, d_off, run.dst[LB:], nbeats, nout[:33], vbytes,
-                                        run.last))]
+                     runs.w_data.eq(Cat(d_off, lead, shift, run.dst[LB:], nbeats, nout[:33],
+                                        vbytes, src_end, run_end, sourced, run.last))]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
             with m.If(g_left == 1):
                 m.d.sync += g_active.eq(0)
-        with m.If(take & (nbeats != 0)):
+        with m.If(take & sourced):
             m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), run.src[LB:])),
                          g_left.eq(nbeats)]
 
         # -- realigner --------------------------------------------------------------------------
-        f = runs.r_data
+        # the queue's head (a register: see hw.bus.fifo)
+        head = runs.r_data
         fields = {}
         pos = 0
-        for name, width in (("s_off", LB), ("d_off", LB), ("d_beat", aw - LB), ("nbeats", 33),
-                            ("nout", 33), ("vbytes", 35), ("last", 1)):
-            fields[name] = f[pos:pos + width]
-            pos += width
-        delta = Signal(signed(LB + 2))
-        m.d.comb += delta.eq(fields["s_off"] - fields["d_off"])
-        lead = delta > 0                      # output k needs source beats k and k + 1
-        shift = Signal(LB + 1)                # funnel shift in bytes, 1 to BB
-        m.d.comb += shift.eq(Mux(lead, delta, delta + BB))
-        j = Signal(33)                        # source beats taken
-        k = Signal(33)                        # destination beats sent
-        base = Signal(signed(37))             # the run's byte at byte 0 of beat k
-        m.d.comb += base.eq((k << LB) - fields["d_off"])
+        for name, w in layout:
+            fields[name] = head[pos:pos + w]
+            pos += w
+        # per-beat state as counters from the head's values, so that no beat does arithmetic on
+        # the beat index: while `first` (no beat of the run sent yet) the head's values apply,
+        # after that the counters, each a step further per beat sent
+        first = Signal(init=1)
+        primed = Signal()                     # a source beat of the run taken
+        u_reg = Signal(signed(34))            # source beats from this output beat on
+        v_reg = Signal(33)                    # output beats left
+        sr_reg = Signal(signed(37))           # source bytes from byte 0 of this output beat
+        er_reg = Signal(signed(37))           # run bytes from byte 0 of this output beat
+        a_reg = Signal(aw - LB)               # the output beat's address, in beats
+        u, v, sr, er, a = (Signal.like(x, name=x.name[:-4]) for x in
+                           (u_reg, v_reg, sr_reg, er_reg, a_reg))
+        m.d.comb += [u.eq(Mux(first, fields["nbeats"], u_reg)),
+                     v.eq(Mux(first, fields["nout"], v_reg)),
+                     sr.eq(Mux(first, fields["src_end"], sr_reg)),
+                     er.eq(Mux(first, fields["run_end"], er_reg)),
+                     a.eq(Mux(first, fields["d_beat"], a_reg))]
+        lead = fields["lead"]
+        # output beat k takes source beat k + lead, if the source has it: u > lead
+        takes = ~u[-1] & (u[1:-1].any() | (u[0] & ~lead))
+        priming = lead & ~primed & fields["sourced"]
         prev = Signal(W)
-        # the source beat that output k takes, if any: k + lead
-        need = k + lead
-        takes = need < fields["nbeats"]
-        priming = lead & (j == 0) & (fields["nbeats"] != 0)
-        window = (Cat(prev, self.rdata.payload) >> (shift * 8))[:W]
+        window = (Cat(prev, self.rdata.payload) >> (fields["shift"] * 8))[:W]
 
-        def clamp(v):
-            """v limited to 0..BB, unsigned."""
+        def clamp(x):
+            """x (signed) limited to 0..BB: the bytes of this beat below it."""
             out = Signal(range(BB + 1))
-            m.d.comb += out.eq(Mux(v < 0, 0, Mux(v > BB, BB, v)))
+            m.d.comb += out.eq(Mux(x[-1], 0, Mux(x[LB:-1].any(), BB, x[:LB])))
             return out
 
         def low_bytes(n):
@@ -115,18 +142,17 @@ class RowCopier(wiring.Component):
             m.d.comb += mask.eq((Const(1, BB + 1) << n) - 1)
             return mask[:BB]
 
-        src_mask = low_bytes(clamp(fields["vbytes"] - base))
-        end_mask = low_bytes(clamp(total - base))
-        start_mask = low_bytes(clamp(-base))
+        src_mask = low_bytes(clamp(sr))
+        end_mask = low_bytes(clamp(er))
+        start_mask = Mux(first, low_bytes(fields["d_off"]), 0)
         strb = end_mask & ~start_mask
         pad_elem = pad_pattern(m, self.pad, self.elog, BB)
         byte_mask = Cat(*[src_mask[i].replicate(8) for i in range(BB)])
         out_data = (window & byte_mask) | (pad_elem & ~byte_mask)
 
-        active = runs.r_rdy
         send = Signal()
         take_beat = Signal()
-        with m.If(active):
+        with m.If(runs.r_rdy):
             with m.If(priming):
                 m.d.comb += take_beat.eq(self.rdata.valid)
             with m.Elif(takes):
@@ -136,9 +162,9 @@ class RowCopier(wiring.Component):
                 m.d.comb += send.eq(1)
         m.d.comb += self.rdata.ready.eq(take_beat)
         sent = send & self.wr.ready
-        run_done = sent & (k + 1 == fields["nout"])
+        run_done = sent & (v == 1)
         m.d.comb += [self.wr.valid.eq(send),
-                     self.wr.payload.addr.eq(Cat(Const(0, LB), fields["d_beat"] + k)),
+                     self.wr.payload.addr.eq(Cat(Const(0, LB), a)),
                      self.wr.payload.data.eq(out_data),
                      self.wr.payload.strb.eq(strb),
                      self.wr.payload.last.eq(fields["last"] & run_done),
@@ -146,11 +172,12 @@ class RowCopier(wiring.Component):
                      self.read_bytes.eq(Mux(run_done, fields["vbytes"], 0)),
                      self.written_bytes.eq(Mux(run_done, total, 0))]
         with m.If(take_beat):
-            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1)]
+            m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]
         with m.If(sent):
-            m.d.sync += k.eq(k + 1)
+            m.d.sync += [first.eq(0), u_reg.eq(u - 1), v_reg.eq(v - 1), sr_reg.eq(sr - BB),
+                         er_reg.eq(er - BB), a_reg.eq(a + 1)]
         with m.If(run_done):
-            m.d.sync += [j.eq(0), k.eq(0)]
+            m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | g_active | runs.r_rdy | (runs.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | g_active | (runs.level != 0))
         return m

@@ -64,9 +64,11 @@ counters.
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+from ..bus.fifo import RegisteredQueue
 
 DIMS = 6
 ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
@@ -267,7 +269,7 @@ class TileTransposer(wiring.Component):
         m.d.comb += [real.eq(Mux(nrows - a < a_step, nrows - a, a_step)),
                      with_src.eq(vrem0 - a),
                      nsrc.eq(Mux(~row_has, 0, Mux(with_src < real, with_src, real)))]
-        rows = m.submodules.rows = SyncFIFOBuffered(
+        rows = m.submodules.rows = RegisteredQueue(
             width=LB + 2 * (KB + 2) + LB + 3 + aw + (LB + KB + 1) + 2 * (LB + 1),
             depth=self.row_queue)
         g_active = Signal()
@@ -298,6 +300,7 @@ class TileTransposer(wiring.Component):
 
         # -- fill -------------------------------------------------------------------------------
         h_fill = Signal()
+        # the queue's head (a register: see hw.bus.fifo)
         f = rows.r_data
         pos = 0
         fields = {}
@@ -349,10 +352,13 @@ class TileTransposer(wiring.Component):
             m.d.sync += kb.eq(kb + 1)
         tiles = m.submodules.tiles = SyncFIFO(width=1 + aw + (LB + KB + 1) + (LB + 1) + 1,
                                               depth=2)
-        m.d.comb += [rows.r_en.eq(row_done),
-                     tiles.w_en.eq(row_done & fields["tile_last"]),
-                     tiles.w_data.eq(Cat(h_fill, fields["dst"], fields["ncols"],
-                                         fields["nrows"], fields["job_last"])),
+        # a finished tile goes to the drain with its last write (below), a cycle later
+        tile_v = Signal()
+        tile_d = Signal(len(tiles.w_data))
+        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]),
+                     tile_d.eq(Cat(h_fill, fields["dst"], fields["ncols"], fields["nrows"],
+                                   fields["job_last"]))]
+        m.d.comb += [rows.r_en.eq(row_done), tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
                      self.read_bytes.eq(Mux(~row_done, 0,
                                             Mux(pack, fields["nsrc"] << (lgc + elog),
                                                 Mux(fields["has"], fields["ncols"] << elog,
@@ -361,17 +367,25 @@ class TileTransposer(wiring.Component):
             m.d.sync += [j.eq(0), kb.eq(0)]
             with m.If(fields["tile_last"]):
                 m.d.sync += h_fill.eq(~h_fill)
+        # the buffer write, a stage later: the rotation and the banks' write ports are fed
+        # from registers
         rot_in = Signal(LB)
         skew = Mux(pack, fields["a"] >> lgp, fields["a"])
+        w_valid = Signal()
+        w_data = Signal(W)
+        w_rot = Signal(LB)
         m.d.comb += rot_in.eq((BB - (skew << elog)) & (BB - 1))
-        rotated = _rotate_right_bytes(fill_data, rot_in, BB)
+        m.d.sync += [w_valid.eq(write), w_data.eq(fill_data), w_rot.eq(rot_in)]
+        rotated = _rotate_right_bytes(w_data, w_rot, BB)
         for k, (wp, _) in enumerate(banks):
             # packed: the bank's element came from row a + (its place in the beat) >> lgc
             w_row = Signal(LB, name=f"w_row{k}")
             place = ((Const(k, LB) >> elog) - skew) & (L - 1)
             m.d.comb += w_row.eq(Mux(pack, fields["a"] + (place >> lgc), fields["a"]))
-            w_addr = Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill)
-            m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(write), wp.data.eq(rotated[8 * k:8 * k + 8])]
+            w_addr = Signal(len(wp.addr), name=f"w_addr{k}")
+            m.d.sync += w_addr.eq(Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill))
+            m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_valid),
+                         wp.data.eq(rotated[8 * k:8 * k + 8])]
 
         # -- drain ------------------------------------------------------------------------------
         t = tiles.r_data
@@ -452,11 +466,11 @@ class TileTransposer(wiring.Component):
                 m.d.sync += b.eq(b + 1)
         m.d.comb += tiles.r_en.eq(issue & col_last)
         with m.If(tiles.w_en):
-            m.d.sync += full.bit_select(h_fill, 1).eq(1)
+            m.d.sync += full.bit_select(tiles.w_data[0], 1).eq(1)
         with m.If(issue & col_last):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(walking | g_active | rows.r_rdy | (rows.level != 0) |
+        m.d.comb += self.busy.eq(walking | g_active | (rows.level != 0) | w_valid | tile_v |
                                  (full != 0) | s_v)
         return m
 

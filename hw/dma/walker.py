@@ -1,13 +1,15 @@
-"""Nested loops over a descriptor's dimensions, one step per cycle, no multipliers.
+"""Nested loops over a descriptor's dimensions, one step per cycle, no multipliers and no wide
+comparisons.
 
 The DMA's mid end walks descriptors with this: each step is one index of the walked
 dimensions, with its source and destination address and whether it has a source (every index
 below its dimension's ``valid``). Level 0 is the innermost.
 
-Each level keeps its counter and the addresses at the start of its current index. A step
-increments the lowest level that has not reached its last index; the levels below it restart
-from that level's new addresses. So the address arithmetic is additions only, whatever the
-strides, and a new step leaves every cycle.
+Each level keeps the addresses at the start of its current index and two down counters: the
+indices left after this one, and the indices with a source from this one on; whether each is
+at its end is a register of its own. A step advances the lowest level that has not reached its
+last index; the levels below it restart from that level's new addresses. So the address
+arithmetic is additions only, whatever the strides, and a new step leaves every cycle.
 
 Ports
 -----
@@ -45,19 +47,23 @@ class Walker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n, aw = self.levels, self.addr_width
-        cnt = [Signal.like(self.extent[k], name=f"cnt{k}") for k in range(n)]
+        cw = len(self.extent[0])
+        # per level: the indices left after this one, and the indices with a source from this
+        # one on, as down counters with their flags held in registers, so that a step compares
+        # nothing wide
+        rem = [Signal(cw, name=f"rem{k}") for k in range(n)]
+        vleft = [Signal(cw, name=f"vleft{k}") for k in range(n)]
+        wrap = [Signal(name=f"wrap{k}") for k in range(n)]       # rem == 0: the last index
+        ok = [Signal(name=f"ok{k}") for k in range(n)]           # vleft != 0: has a source
+        # restart values, worked out at start
+        em1 = [Signal(cw, name=f"em1_{k}") for k in range(n)]
+        one = [Signal(name=f"one{k}") for k in range(n)]
+        any_valid = [Signal(name=f"any_valid{k}") for k in range(n)]
         sa = [Signal(aw, name=f"sa{k}") for k in range(n)]
         da = [Signal(aw, name=f"da{k}") for k in range(n)]
         busy = Signal()
-        m.d.comb += self.busy.eq(busy)
-
-        wrap = [Signal(name=f"wrap{k}") for k in range(n)]
-        ok = [Signal(name=f"ok{k}") for k in range(n)]
-        for k in range(n):
-            m.d.comb += [wrap[k].eq(cnt[k] + 1 >= self.extent[k]),
-                         ok[k].eq(cnt[k] < self.valid[k])]
         first = Signal()
-        m.d.comb += first.eq(sum(cnt[k] for k in range(n)) == 0)
+        m.d.comb += self.busy.eq(busy)
         m.d.comb += [
             self.o.valid.eq(busy),
             self.o.payload.src.eq(sa[0]), self.o.payload.dst.eq(da[0]),
@@ -84,20 +90,30 @@ class Walker(wiring.Component):
             m.d.sync += busy.eq(0)
         with m.Elif(~busy):
             with m.If(self.start):
-                m.d.sync += busy.eq(1)
+                m.d.sync += [busy.eq(1), first.eq(1)]
                 for k in range(n):
-                    m.d.sync += [cnt[k].eq(0), sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
+                    e, v = self.extent[k], self.valid[k]
+                    m.d.sync += [rem[k].eq(e - 1), em1[k].eq(e - 1), wrap[k].eq(e == 1),
+                                 one[k].eq(e == 1), vleft[k].eq(v), ok[k].eq(v != 0),
+                                 any_valid[k].eq(v != 0),
+                                 sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
         with m.Elif(self.o.ready):
+            m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
                 m.d.sync += busy.eq(0)
             with m.Else():
                 for j in range(n):
                     below = _all(wrap[:j])
                     with m.If(below & ~wrap[j]):            # this level counts up
-                        m.d.sync += [cnt[j].eq(cnt[j] + 1), sa[j].eq(sa[j] + self.src_stride[j]),
+                        m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(rem[j] == 1),
+                                     vleft[j].eq(vleft[j] - ok[j]),
+                                     ok[j].eq(ok[j] & (vleft[j] != 1)),
+                                     sa[j].eq(sa[j] + self.src_stride[j]),
                                      da[j].eq(da[j] + self.dst_stride[j])]
                     with m.Elif(below & wrap[j]):           # this level restarts
-                        m.d.sync += [cnt[j].eq(0), sa[j].eq(rs[j + 1] if j + 1 < n else 0),
+                        m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
+                                     vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
+                                     sa[j].eq(rs[j + 1] if j + 1 < n else 0),
                                      da[j].eq(rd[j + 1] if j + 1 < n else 0)]
         return m
 
