@@ -32,6 +32,9 @@ from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
 
+# cycles from start until the configuration pipeline below holds the descriptor's values
+SETTLE = 8
+
 
 class Path(enum.Enum, shape=2):
     ELEMENTS = 0
@@ -68,19 +71,25 @@ class MidEnd(wiring.Component):
         rows = m.submodules.rows = self._rows
         tile = m.submodules.tile = self._tile
         units = {Path.ELEMENTS: elements, Path.ROWS: rows, Path.TILES: tile}
-        ndims, ext, val, sst, dstr = self.ndims, self.ext, self.val, self.sst, self.dstr
-        eb = Signal(4)
-        m.d.comb += eb.eq(1 << self.elog)
+        # The path and the tile path's configuration are worked out from the descriptor through
+        # a pipeline of registers that runs all the time: the descriptor is held while the job
+        # runs, so SETTLE cycles after start every stage holds this descriptor's values and the
+        # path starts. None of this logic lies on the data path's timing.
+        def reg(value, name):
+            r = Signal.like(value, name=name)
+            m.d.sync += r.eq(value)
+            return r
 
-        # unused dimensions count once
-        n_ext = [Signal(32, name=f"n_ext{k}") for k in range(MAX_DIMS)]
-        n_val = [Signal(32, name=f"n_val{k}") for k in range(MAX_DIMS)]
-        n_sst = [Signal(aw, name=f"n_sst{k}") for k in range(MAX_DIMS)]
-        n_dst = [Signal(aw, name=f"n_dst{k}") for k in range(MAX_DIMS)]
-        for k in range(MAX_DIMS):
-            used = k < ndims
-            m.d.comb += [n_ext[k].eq(Mux(used, ext[k], 1)), n_val[k].eq(Mux(used, val[k], 1)),
-                         n_sst[k].eq(Mux(used, sst[k], 0)), n_dst[k].eq(Mux(used, dstr[k], 0))]
+        # stage 1: the descriptor as the paths see it (unused dimensions count once)
+        ndims = reg(self.ndims, "r_ndims")
+        elog = reg(self.elog, "r_elog")
+        src_low = reg(self.src[:LB], "r_src_low")
+        n_ext = [reg(Mux(k < self.ndims, self.ext[k], 1), f"n_ext{k}") for k in range(MAX_DIMS)]
+        n_val = [reg(Mux(k < self.ndims, self.val[k], 1), f"n_val{k}") for k in range(MAX_DIMS)]
+        n_sst = [reg(Mux(k < self.ndims, self.sst[k][:aw], 0), f"n_sst{k}")
+                 for k in range(MAX_DIMS)]
+        n_dst = [reg(Mux(k < self.ndims, self.dstr[k][:aw], 0), f"n_dst{k}")
+                 for k in range(MAX_DIMS)]
         for u in (elements, rows, tile):
             m.d.comb += [u.src.eq(self.src), u.dst.eq(self.dst), u.elog.eq(self.elog),
                          u.pad.eq(self.pad)]
@@ -94,99 +103,103 @@ class MidEnd(wiring.Component):
         # dimension 1 continuing it in the destination; grouped columns: the column dimension a
         # power of two under a tile row and another continuing it in the source; at most two
         # other dimensions
+        eb = Signal(4)
         L = Signal(LB + 1)
         T = Signal(LB + 8)
-        m.d.comb += [L.eq(Const(BB, LB + 1) >> self.elog),
-                     T.eq(Const(self._tile.tile_beats * BB, LB + 8) >> self.elog)]
+        m.d.comb += [eb.eq(1 << elog), L.eq(Const(BB, LB + 1) >> elog),
+                     T.eq(Const(self._tile.tile_beats * BB, LB + 8) >> elog)]
 
         def pow2(v):
             return (v != 0) & ((v & (v - 1)) == 0)
 
-        col = Signal(3)
-        col_ok = [(k < ndims) & (sst[k] == eb) & (val[k] == ext[k]) & (ext[k] > 1)
-                  for k in range(4)]
+        # stage 2: each dimension's properties
+        col_ok = [reg((k < ndims) & (n_sst[k] == eb) & (n_val[k] == n_ext[k]) & (n_ext[k] > 1),
+                      f"col_ok{k}") for k in range(4)]
+        whole = [reg(n_val[k] == n_ext[k], f"whole{k}") for k in range(MAX_DIMS)]
+        src_aligned = [reg((n_sst[k] & (BB - 1)) == 0, f"src_aligned{k}")
+                       for k in range(MAX_DIMS)]
+        ext0_small = reg(pow2(n_ext[0]) & (n_ext[0] < L), "ext0_small")
+        d1_follows = reg(n_dst[1] == (n_ext[0] << elog), "d1_follows")
+        row_fits = reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
+        d0_fits = reg((ndims >= 2) & (n_dst[0] == eb) & (n_ext[0] > 1) & (elog < LB), "d0_fits")
+        # stage 3: the column dimension
+        col_c = Signal(3)
         for k in (3, 2, 1):
             with m.If(col_ok[k]):
-                m.d.comb += col.eq(k)
-        col_ext = Signal(32)
-        with m.Switch(col):
+                m.d.comb += col_c.eq(k)
+        col_ext_c = Signal(32)
+        with m.Switch(col_c):
             for k in (1, 2, 3):
                 with m.Case(k):
-                    m.d.comb += col_ext.eq(ext[k])
-        g_rows = Signal()
-        m.d.comb += g_rows.eq((col >= 2) & (ndims >= 3) & pow2(ext[0]) & (ext[0] < L) &
-                              (dstr[1] == (ext[0] << self.elog)))
-        c_hi = Signal(3)                      # the columns' second dimension, 0 for none
+                    m.d.comb += col_ext_c.eq(n_ext[k])
+        col = reg(col_c, "col")
+        col_ext = reg(col_ext_c, "col_ext")
+        g_rows = reg((col_c >= 2) & (ndims >= 3) & ext0_small & d1_follows, "g_rows")
+        # stage 4: the columns' second dimension (0 for none)
+        col_bytes = Signal(35)
+        m.d.comb += col_bytes.eq(col_ext << elog)
+        c_hi_c = Signal(3)
         for k in (4, 3, 2, 1):
             with m.If((k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
-                      (sst[k] == (col_ext << self.elog)) & (val[k] == ext[k])):
-                m.d.comb += c_hi.eq(k)
-        g_cols = Signal()
-        m.d.comb += g_cols.eq((c_hi != 0) & pow2(col_ext) & (col_ext < T))
-        # the others, in order
-        free = [Signal(name=f"free{k}") for k in range(MAX_DIMS)]
-        for k in range(1, MAX_DIMS):
-            m.d.comb += free[k].eq((k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
-                                   ~(g_cols & (c_hi == k)))
-        o1 = Signal(3)                        # the first free dimension
-        o2 = Signal(3)
+                      (n_sst[k] == col_bytes) & whole[k]):
+                m.d.comb += c_hi_c.eq(k)
+        c_hi = reg(c_hi_c, "c_hi")
+        col_small = reg(pow2(col_ext), "col_small")
+        col_under_t = reg(col_ext < T, "col_under_t")
+        col_under_l = reg(col_ext < L, "col_under_l")
+        s0_packed = reg(n_sst[0] == col_bytes, "s0_packed")
+        # stage 5: grouped columns, then the other dimensions, in order
+        g_cols_c = (c_hi != 0) & col_small & col_under_t
+        free_c = [Const(0)] + [(k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
+                               ~(g_cols_c & (c_hi == k)) for k in range(1, MAX_DIMS)]
+        g_cols = reg(g_cols_c, "g_cols")
+        free = [reg(f, f"free{k}") for k, f in enumerate(free_c)]
+        # stage 6: the first two free dimensions; packed rows: rows shorter than a beat, one
+        # after the other in the source, each beat of them starting on a beat boundary (the base
+        # and the other dimensions' strides)
+        o1_c = Signal(3)
+        o2_c = Signal(3)
         for k in reversed(range(1, MAX_DIMS)):
             with m.If(free[k]):
-                m.d.comb += o1.eq(k)
-        # the second: the lowest free one above the first
+                m.d.comb += o1_c.eq(k)
         for k in reversed(range(2, MAX_DIMS)):
-            with m.If(free[k] & (k > o1)):
-                m.d.comb += o2.eq(k)
-        n_free = sum(free[k] for k in range(1, MAX_DIMS))
-        r_hi = Signal(3)
-        cols_hi = Signal(3)
-        m.d.comb += [r_hi.eq(Mux(g_rows, 1, 0)), cols_hi.eq(Mux(g_cols, c_hi, 0))]
-        # the tile path's configuration is worked out here when a descriptor starts and held in
-        # registers while it runs, so that none of this logic lies on the data path's timing
-        def staged(port, name):
-            nxt = Signal.like(port, name=f"{name}_next")
-            held = Signal.like(port, name=f"{name}_held")
-            with m.If(self.start):
-                m.d.sync += held.eq(nxt)
-            m.d.comb += port.eq(held)
-            return nxt
-
-        t_ext, t_val, t_sst, t_dst = ([staged(getattr(tile, f)[k], f"t_{f}{k}")
-                                       for k in range(len(tile.ext))]
-                                      for f in ("ext", "val", "sst", "dstr"))
-        m.d.comb += [t_ext[0].eq(n_ext[0]), t_val[0].eq(n_val[0]),
-                     t_sst[0].eq(n_sst[0]), t_dst[0].eq(n_dst[0])]
+            with m.If(free[k] & (k > o1_c)):
+                m.d.comb += o2_c.eq(k)
+        o1, o2 = reg(o1_c, "o1"), reg(o2_c, "o2")
+        n_free = reg(sum(free[k] for k in range(1, MAX_DIMS)), "n_free")
+        beat_aligned = src_low == 0
+        for k in range(1, MAX_DIMS):
+            beat_aligned = beat_aligned & (~free[k] | src_aligned[k])
+        pack = reg(~g_rows & ~g_cols & col_small & col_under_l & s0_packed & beat_aligned,
+                   "pack")
+        r_hi = Mux(g_rows, Const(1, 3), 0)
+        cols_hi = Mux(g_cols, c_hi, 0)
+        # stage 7: the tile path's dimensions, and the path
+        for f, src_ in (("ext", n_ext), ("val", n_val), ("sst", n_sst), ("dstr", n_dst)):
+            m.d.sync += getattr(tile, f)[0].eq(src_[0])
         for t_k, sel in enumerate([col, o1, o2, r_hi, cols_hi], start=1):
             with m.Switch(sel):
                 with m.Case(0):                 # slot unused: extent 1
-                    m.d.comb += [t_ext[t_k].eq(1), t_val[t_k].eq(1)]
+                    m.d.sync += [tile.ext[t_k].eq(1), tile.val[t_k].eq(1),
+                                 tile.sst[t_k].eq(0), tile.dstr[t_k].eq(0)]
                 for k in range(1, MAX_DIMS):
                     with m.Case(k):
-                        m.d.comb += [t_ext[t_k].eq(n_ext[k]), t_val[t_k].eq(n_val[k]),
-                                     t_sst[t_k].eq(n_sst[k]), t_dst[t_k].eq(n_dst[k])]
-        # packed rows: rows shorter than a beat, one after the other in the source, each beat of
-        # them starting on a beat boundary (the base and the other dimensions' strides)
-        beat_aligned = ((self.src & (BB - 1)) == 0)
-        for k in range(1, MAX_DIMS):
-            beat_aligned = beat_aligned & (~free[k] | ((sst[k] & (BB - 1)) == 0))
-        pack = Signal()
-        m.d.comb += pack.eq(~g_rows & ~g_cols & pow2(col_ext) & (col_ext < L) &
-                            (sst[0] == (col_ext << self.elog)) & beat_aligned)
-        m.d.comb += [staged(tile.group_rows, "t_group_rows").eq(g_rows),
-                     staged(tile.group_cols, "t_group_cols").eq(g_cols),
-                     staged(tile.pack_rows, "t_pack_rows").eq(pack)]
-        row_fits = (sst[0] == eb) & (dstr[0] == eb)
-        tile_fits = ((ndims >= 2) & (dstr[0] == eb) & (ext[0] > 1) & (col != 0) &
-                     (self.elog < LB) & (n_free <= 2))
-
-        # the path is chosen at start and started a cycle later, with its configuration held
-        path = Signal(Path)
-        go = Signal()
+                        m.d.sync += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
+                                     tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
+        m.d.sync += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols),
+                     tile.pack_rows.eq(pack)]
+        tile_fits = d0_fits & (col != 0) & (n_free <= 2)
+        path = reg(Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS)), "path")
         m.d.comb += self.path.eq(path)
-        m.d.sync += go.eq(self.start)
+
+        # the chosen path starts once every stage holds the new descriptor's values
+        settle = Signal(range(SETTLE + 1))
+        go = Signal()
         with m.If(self.start):
-            m.d.sync += path.eq(Mux(row_fits, Path.ROWS,
-                                    Mux(tile_fits, Path.TILES, Path.ELEMENTS)))
+            m.d.sync += settle.eq(SETTLE)
+        with m.Elif(settle != 0):
+            m.d.sync += settle.eq(settle - 1)
+        m.d.comb += go.eq(settle == 1)
         with m.If(go):
             m.d.comb += [rows.start.eq(path == Path.ROWS), tile.start.eq(path == Path.TILES),
                          elements.start.eq(path == Path.ELEMENTS)]
@@ -207,5 +220,5 @@ class MidEnd(wiring.Component):
                                  self.written_bytes.eq(u.written_bytes)]
         for u in units.values():
             m.d.comb += u.rdata.payload.eq(self.rdata.payload)
-        m.d.comb += self.busy.eq(go | elements.busy | rows.busy | tile.busy)
+        m.d.comb += self.busy.eq((settle != 0) | elements.busy | rows.busy | tile.busy)
         return m
