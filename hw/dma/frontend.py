@@ -25,6 +25,9 @@ from model.registers.dma import DMA
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 
+# the check's phases per dimension (see "the checks" below)
+LAST_PHASE = 4
+
 
 class _State(enum.Enum, shape=4):
     IDLE = 0
@@ -34,6 +37,7 @@ class _State(enum.Enum, shape=4):
     RUN = 4
     DRAIN = 5        # stopped by an error: wait for what was issued to finish
     NEXT = 6
+    SUMS = 7         # the checks' sums, registered for the verdict
 
 
 class FrontEnd(wiring.Component):
@@ -115,6 +119,9 @@ class FrontEnd(wiring.Component):
         no_src = Signal()                     # some valid is 0: nothing is read
         first_dim_err = Signal(4)             # zero extent / valid > extent, first dimension
         nest_err = Signal()
+        misaligned = Signal()                 # the verdict's inputs, from SUMS
+        s_end = Signal(72)
+        d_end = Signal(72)
         cur_e = Signal(32)
         cur_v = Signal(32)
         cur_s = Signal(32)
@@ -124,23 +131,33 @@ class FrontEnd(wiring.Component):
                 m.d.comb += [cur_e.eq(ext[k]), cur_v.eq(val[k]), cur_s.eq(sst[k]),
                              cur_d.eq(dstr[k])]
         # each dimension's two products, (extent - 1) x destination stride and (valid - 1) x
-        # source stride, over three cycles: operands, 16-bit partial products, sums
-        phase = Signal(2)
+        # source stride, over four cycles: operands (and the dimension's comparisons), 16-bit
+        # partial products, the middle sums, the products; then the checks take them
+        phase = Signal(range(LAST_PHASE + 1))
         ops = [Signal(32, name=f"op{i}") for i in range(4)]     # e - 1, d, v - 1, s
         parts = [Signal(32, name=f"pp{i}") for i in range(8)]
+        mids = [Signal(33, name=f"mid{i}") for i in range(2)]
         p_dst = Signal(64)
         p_src = Signal(64)
+        e_zero, v_over, e_many, v_zero, nests = (Signal(name=n) for n in (
+            "e_zero", "v_over", "e_many", "v_zero", "nests"))
 
         def partials(a, b):
             lo, hi = slice(0, 16), slice(16, 32)
             return [a[lo] * b[lo], a[lo] * b[hi], a[hi] * b[lo], a[hi] * b[hi]]
 
-        def total(pp):
-            return pp[0] + ((pp[1] + pp[2]) << 16) + (pp[3] << 32)
+        def total(pp, mid):
+            """a x b from its partials: the low and high products side by side, plus the
+            middle ones' sum (``mid``) 16 bits up."""
+            return Cat(pp[0], pp[3]) + (mid << 16)
 
         dp_reset = Signal()
+        # the mid and back end are reset a cycle after the front end decides it, from a
+        # register: a descriptor's checks are not on the path into their reset inputs
+        dp_reset_q = Signal()
         halt = Signal()                       # an error: issue nothing new
-        m.d.comb += [self.dp_reset.eq(dp_reset), self.halt.eq(halt)]
+        m.d.sync += dp_reset_q.eq(dp_reset)
+        m.d.comb += [self.dp_reset.eq(dp_reset_q), self.halt.eq(halt)]
 
         # counters
         bytes_read = Signal(32)
@@ -208,7 +225,7 @@ class FrontEnd(wiring.Component):
                     finish(Error.RANGE)
                 with m.Else():
                     started = Signal()
-                    with m.If(~started):
+                    with m.If(~started & ~dp_reset_q):    # not while the back end resets
                         m.d.comb += self.fetch_go.eq(1)
                         m.d.sync += started.eq(1)
                     beat = self.fetch_beat
@@ -232,46 +249,53 @@ class FrontEnd(wiring.Component):
                                          src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
                                          nest_err.eq(0)]
             with m.Case(_State.CHECK):
-                with m.If((k_chk < ndims) & (k_chk < MAX_DIMS) & (phase != 3)):
+                with m.If((k_chk < ndims) & (k_chk < MAX_DIMS) & (phase != LAST_PHASE)):
                     m.d.sync += phase.eq(phase + 1)
                     with m.Switch(phase):
                         with m.Case(0):
                             m.d.sync += [ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
-                                         ops[2].eq(cur_v - 1), ops[3].eq(cur_s)]
+                                         ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
+                                         e_zero.eq(cur_e == 0), v_over.eq(cur_v > cur_e),
+                                         e_many.eq(cur_e > 1), v_zero.eq(cur_v == 0)]
                         with m.Case(1):
                             m.d.sync += [r.eq(v) for r, v in zip(
                                 parts, partials(ops[0], ops[1]) + partials(ops[2], ops[3]),
                                 strict=True)]
+                            m.d.sync += nests.eq(ops[1] < span + eb)
                         with m.Case(2):
-                            m.d.sync += [p_dst.eq(total(parts[:4])), p_src.eq(total(parts[4:]))]
+                            m.d.sync += [mids[0].eq(parts[1] + parts[2]),
+                                         mids[1].eq(parts[5] + parts[6])]
+                        with m.Case(3):
+                            m.d.sync += [p_dst.eq(total(parts[:4], mids[0])),
+                                         p_src.eq(total(parts[4:], mids[1]))]
                 with m.Elif((k_chk < ndims) & (k_chk < MAX_DIMS)):
                     m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
-                        with m.If(cur_e == 0):
+                        with m.If(e_zero):
                             m.d.sync += first_dim_err.eq(Error.ZERO_EXTENT)
-                        with m.Elif(cur_v > cur_e):
+                        with m.Elif(v_over):
                             m.d.sync += first_dim_err.eq(Error.DIMS)
-                    with m.If((cur_e > 1) & (cur_d < span + eb)):
+                    with m.If(e_many & nests):
                         m.d.sync += nest_err.eq(1)
-                    with m.If(cur_e > 1):
+                    with m.If(e_many):
                         m.d.sync += span.eq(span + p_dst)
-                    with m.If(cur_v == 0):
+                    with m.If(v_zero):
                         m.d.sync += no_src.eq(1)
                     with m.Else():
                         m.d.sync += src_top.eq(src_top + p_src)
                     m.d.sync += k_chk.eq(k_chk + 1)
                 with m.Else():
-                    m.d.sync += state.eq(_State.VERDICT)
-            with m.Case(_State.VERDICT):
-                misaligned = Signal()
+                    m.d.sync += state.eq(_State.SUMS)
+            with m.Case(_State.SUMS):
+                misaligned_c = Signal()
                 for k in range(MAX_DIMS):
                     with m.If((k < ndims) & (((sst[k] | dstr[k]) & (eb - 1)) != 0)):
-                        m.d.comb += misaligned.eq(1)
+                        m.d.comb += misaligned_c.eq(1)
                 with m.If(((src | dst) & (eb - 1)) != 0):
-                    m.d.comb += misaligned.eq(1)
-                s_end = Signal(72)
-                d_end = Signal(72)
-                m.d.comb += [s_end.eq(src + src_top + eb), d_end.eq(dst + span + eb)]
+                    m.d.comb += misaligned_c.eq(1)
+                m.d.sync += [misaligned.eq(misaligned_c), s_end.eq(src + src_top + eb),
+                             d_end.eq(dst + span + eb), state.eq(_State.VERDICT)]
+            with m.Case(_State.VERDICT):
                 top = 1 << aw
                 with m.If((ndims == 0) | (ndims > MAX_DIMS)):
                     finish(Error.DIMS)
