@@ -117,13 +117,15 @@ class StreamReader(wiring.Component):
         left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
         credit = [Signal(range(d + 1), init=d, name=f"credit{s}")
                   for s, d in enumerate(self.depths)]
+        # each stream's next burst length, worked out a cycle ahead in a register: it is stale
+        # for the cycle after the stream's address moves, and no burst is issued then
         lens = [Signal(range(self.max_burst + 1), name=f"len{s}") for s in range(n)]
+        stale = [Signal(init=1, name=f"stale{s}") for s in range(n)]
         want = [Signal(name=f"want{s}") for s in range(n)]
         for s in range(n):
-            m.d.comb += [
-                lens[s].eq(_burst_len(addr[s], left[s], self.max_burst, beat_log2)),
-                want[s].eq((left[s] != 0) & (credit[s] >= lens[s]) & ~self.stop),
-            ]
+            m.d.sync += lens[s].eq(_burst_len(addr[s], left[s], self.max_burst, beat_log2))
+            m.d.comb += want[s].eq(~stale[s] & (lens[s] != 0) & (credit[s] >= lens[s]) &
+                                   ~self.stop)
 
         # AR: a registered request; the next one is chosen when the channel is free
         arvalid = Signal()
@@ -151,7 +153,8 @@ class StreamReader(wiring.Component):
                     axi.arlen.eq(lens[s] - 1),
                     addr[s].eq(addr[s] + (lens[s] << beat_log2)), left[s].eq(left[s] - lens[s]),
                 ]
-            m.d.sync += credit[s].eq(credit[s] - Mux(grant, lens[s], 0) + popped)
+            m.d.sync += [credit[s].eq(credit[s] - Mux(grant, lens[s], 0) + popped),
+                         stale[s].eq(grant | self.load[s])]
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
             with m.If(self.flush):
@@ -214,15 +217,22 @@ class StreamWriter(wiring.Component):
         promised = Signal(range(depth + 1))         # beats in the FIFO owed to issued bursts
         spare = Signal(range(depth + 1))
         m.d.comb += spare.eq(fifo.level - promised)
-        burst = Signal(range(self.max_burst + 1))
-        m.d.comb += burst.eq(_burst_len(addr, Mux(self.finish, spare, self.max_burst),
-                                        self.max_burst, beat_log2))
+        # the next burst, worked out a cycle ahead in registers. Between two cycles the spare
+        # beats only grow, unless a burst is issued or the address loaded: the cycle after those
+        # the registers are stale and nothing is issued
+        burst_c = Signal(range(self.max_burst + 1))
+        m.d.comb += burst_c.eq(_burst_len(addr, Mux(self.finish, spare, self.max_burst),
+                                          self.max_burst, beat_log2))
+        burst = Signal.like(burst_c)
         end = Signal(self.addr_width + 2)
-        m.d.comb += end.eq(addr + (burst << beat_log2))
+        enough = Signal()
+        stale = Signal(init=1)
+        m.d.sync += [burst.eq(burst_c), end.eq(addr + (burst_c << beat_log2)),
+                     enough.eq(spare >= burst_c)]
         over = end > (1 << self.addr_width)
         awvalid = Signal()
         range_error = Signal()
-        ready_to_issue = ((burst != 0) & (spare >= burst) & ~self.stop & lens.w_rdy &
+        ready_to_issue = (~stale & (burst != 0) & enough & ~self.stop & lens.w_rdy &
                           (~awvalid | axi.awready))
         m.d.comb += [axi.awvalid.eq(awvalid), axi.awsize.eq(beat_log2),
                      axi.awburst.eq(Burst.INCR), axi.awcache.eq(0b0011), axi.bready.eq(1),
@@ -240,6 +250,7 @@ class StreamWriter(wiring.Component):
             m.d.sync += range_error.eq(1)
         with m.If(self.load):
             m.d.sync += addr.eq(self.addr)
+        m.d.sync += stale.eq(issue | self.load | self.flush)
         m.d.comb += [lens.w_en.eq(issue), lens.w_data.eq(burst)]
 
         # W: the beats of the oldest issued burst
