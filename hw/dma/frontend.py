@@ -164,8 +164,13 @@ class FrontEnd(wiring.Component):
         bytes_written = Signal(32)
         cycles = Signal(32)
         ndone = Signal(24)
-        m.d.sync += [bytes_written.eq(bytes_written + self.written_bytes),
-                     bytes_read.eq(bytes_read + self.read_bytes)]
+        # the paths' byte counts are registered before they are added: they come out of the
+        # paths' control logic late in the cycle
+        written_q = Signal.like(self.written_bytes)
+        read_q = Signal.like(self.read_bytes)
+        m.d.sync += [written_q.eq(self.written_bytes), read_q.eq(self.read_bytes),
+                     bytes_written.eq(bytes_written + written_q),
+                     bytes_read.eq(bytes_read + read_q)]
         with m.If((state != _State.IDLE) & (cycles != 0xFFFFFFFF)):
             m.d.sync += cycles.eq(cycles + 1)
         m.d.comb += [regs.bytes_read.value.r_data.eq(bytes_read),
