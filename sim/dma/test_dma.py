@@ -270,7 +270,8 @@ async def test_random_descriptors(dut):
 async def test_paths_and_long_bursts(dut):
     """Each of the engine's three paths on long runs at odd offsets: a copy (row path) and a
     transpose with long rows (tile path) across several 4 KiB pages, and a gather with a
-    stride in both dimension 0s (element path). Reads reach the engine's longest burst."""
+    stride in both dimension 0s (element path). Reads reach the engine's longest burst. Then
+    rows of pad only on the row path."""
     tb = await TB.start(dut, salt=10)
     max_burst = params().get("max_burst", 16)
     n = 4 * max_burst * tb.bb + 37                         # several longest bursts
@@ -283,6 +284,10 @@ async def test_paths_and_long_bursts(dut):
                                  (Dim(rows, cols + 3, 1, rows - 2), Dim(cols, 1, rows)),
                                  pad=0x5A)),
         ("gather", Descriptor(DENSE, IMAGE, 2, (Dim(300, 6, 2), Dim(7, 2000, 600)))),
+        # every run pad (valid 0 in dimension 0), the source ahead of the destination in its
+        # beat: the row path must not wait for source beats it never asked for
+        ("rows of pad", Descriptor(DENSE + 6, IMAGE + 2, 2, (Dim(22, 2, 2, 0), Dim(3, 52, 46)),
+                                   pad=0x7E81)),
     ]
     src = np.frombuffer(random.Random(tb.rng.getrandbits(32)).randbytes(1 << 15), np.uint8)
     for what, d in cases:
