@@ -16,7 +16,7 @@ the run.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 
 from ..bus.fifo import RegisteredQueue
 from .tile import pad_pattern, path_ports
@@ -77,20 +77,24 @@ class RowCopier(wiring.Component):
         lead = delta > 0                      # output k needs source beats k and k + 1
         shift = Signal(LB + 1)                # funnel shift in bytes, 1 to BB
         m.d.comb += shift.eq(Mux(lead, delta, delta + BB))
-        layout = (("d_off", LB), ("lead", 1), ("shift", LB + 1), ("d_beat", aw - LB),
-                  ("nbeats", 33), ("nout", 33), ("vbytes", 35), ("src_end", 36),
-                  ("run_end", 36), ("sourced", 1), ("last", 1))
-        width = sum(w for _, w in layout)
-        runs = m.submodules.runs = RegisteredQueue(width=width, depth=self.run_queue)
+        # a queued run: what the realigner needs of it, worked out here
+        entry = data.StructLayout({"d_off": LB, "lead": 1, "shift": LB + 1, "d_beat": aw - LB,
+                                   "nbeats": 33, "nout": 33, "src_end": 36, "run_end": 36,
+                                   "sourced": 1, "last": 1})
+        runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue)
         g_active = Signal()
         g_addr = Signal(aw)
         g_left = Signal(33)
         m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
         g_free = ~g_active | (self.req.ready & (g_left == 1))
         take = walker.o.valid & runs.w_rdy & g_free
+        queued = data.View(entry, runs.w_data)
         m.d.comb += [walker.o.ready.eq(take), runs.w_en.eq(take),
-                     runs.w_data.eq(Cat(d_off, lead, shift, run.dst[LB:], nbeats, nout[:33],
-                                        vbytes, src_end, run_end, sourced, run.last))]
+                     queued.d_off.eq(d_off), queued.lead.eq(lead), queued.shift.eq(shift),
+                     queued.d_beat.eq(run.dst[LB:]), queued.nbeats.eq(nbeats),
+                     queued.nout.eq(nout), queued.src_end.eq(src_end),
+                     queued.run_end.eq(run_end), queued.sourced.eq(sourced),
+                     queued.last.eq(run.last)]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
             with m.If(g_left == 1):
@@ -101,12 +105,7 @@ class RowCopier(wiring.Component):
 
         # -- realigner --------------------------------------------------------------------------
         # the queue's head (a register: see hw.bus.fifo)
-        head = runs.r_data
-        fields = {}
-        pos = 0
-        for name, w in layout:
-            fields[name] = head[pos:pos + w]
-            pos += w
+        fields = data.View(entry, runs.r_data)
         # per-beat state as counters from the head's values, so that no beat does arithmetic on
         # the beat index: while `first` (no beat of the run sent yet) the head's values apply,
         # after that the counters, each a step further per beat sent
@@ -169,7 +168,7 @@ class RowCopier(wiring.Component):
                      self.wr.payload.strb.eq(strb),
                      self.wr.payload.last.eq(fields["last"] & run_done),
                      runs.r_en.eq(run_done),
-                     self.read_bytes.eq(Mux(run_done, fields["vbytes"], 0)),
+                     self.read_bytes.eq(Mux(run_done & fields["sourced"], vfull, 0)),
                      self.written_bytes.eq(Mux(run_done, total, 0))]
         with m.If(take_beat):
             m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]

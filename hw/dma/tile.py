@@ -269,18 +269,25 @@ class TileTransposer(wiring.Component):
         m.d.comb += [real.eq(Mux(nrows - a < a_step, nrows - a, a_step)),
                      with_src.eq(vrem0 - a),
                      nsrc.eq(Mux(~row_has, 0, Mux(with_src < real, with_src, real)))]
-        rows = m.submodules.rows = RegisteredQueue(
-            width=LB + 2 * (KB + 2) + LB + 3 + aw + (LB + KB + 1) + 2 * (LB + 1),
-            depth=self.row_queue)
+        # a queued row, and a filled tile handed to the drain
+        row_entry = data.StructLayout({
+            "offset": LB, "nbeats": KB + 2, "nout": KB + 2, "a": LB, "has": 1, "tile_last": 1,
+            "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
+        tile_entry = data.StructLayout({"half": 1, "dst": aw, "ncols": LB + KB + 1,
+                                        "nrows": LB + 1, "last": 1})
+        rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
         g_active = Signal()
         g_addr = Signal(aw)
         g_left = Signal(KB + 2)
         m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
         g_free = ~g_active | (self.req.ready & (g_left == 1))
         m.d.comb += row_take.eq(walking & rows.w_rdy & g_free)
+        queued = data.View(row_entry, rows.w_data)
         m.d.comb += [rows.w_en.eq(row_take),
-                     rows.w_data.eq(Cat(offset, nbeats[:KB + 2], nout[:KB + 2], a, row_has,
-                                        wrap_a, row_last, d1, ncols, nrows, nsrc))]
+                     queued.offset.eq(offset), queued.nbeats.eq(nbeats), queued.nout.eq(nout),
+                     queued.a.eq(a), queued.has.eq(row_has), queued.tile_last.eq(wrap_a),
+                     queued.job_last.eq(row_last), queued.dst.eq(d1), queued.ncols.eq(ncols),
+                     queued.nrows.eq(nrows), queued.nsrc.eq(nsrc)]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
             with m.If(g_left == 1):
@@ -301,14 +308,7 @@ class TileTransposer(wiring.Component):
         # -- fill -------------------------------------------------------------------------------
         h_fill = Signal()
         # the queue's head (a register: see hw.bus.fifo)
-        f = rows.r_data
-        pos = 0
-        fields = {}
-        for name, width in (("offset", LB), ("nbeats", KB + 2), ("nout", KB + 2), ("a", LB),
-                            ("has", 1), ("tile_last", 1), ("job_last", 1), ("dst", aw),
-                            ("ncols", LB + KB + 1), ("nrows", LB + 1), ("nsrc", LB + 1)):
-            fields[name] = f[pos:pos + width]
-            pos += width
+        fields = data.View(row_entry, rows.r_data)
         j = Signal(KB + 2)                    # beats of the row taken
         kb = Signal(KB + 2)                   # beats of the row written
         prev = Signal(W)
@@ -350,14 +350,13 @@ class TileTransposer(wiring.Component):
         row_done = write & (kb + 1 == fields["nout"])
         with m.If(write):
             m.d.sync += kb.eq(kb + 1)
-        tiles = m.submodules.tiles = SyncFIFO(width=1 + aw + (LB + KB + 1) + (LB + 1) + 1,
-                                              depth=2)
+        tiles = m.submodules.tiles = SyncFIFO(width=tile_entry.size, depth=2)
         # a finished tile goes to the drain with its last write (below), a cycle later
         tile_v = Signal()
-        tile_d = Signal(len(tiles.w_data))
-        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]),
-                     tile_d.eq(Cat(h_fill, fields["dst"], fields["ncols"], fields["nrows"],
-                                   fields["job_last"]))]
+        tile_d = Signal(tile_entry)
+        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]), tile_d.half.eq(h_fill),
+                     tile_d.dst.eq(fields["dst"]), tile_d.ncols.eq(fields["ncols"]),
+                     tile_d.nrows.eq(fields["nrows"]), tile_d.last.eq(fields["job_last"])]
         m.d.comb += [rows.r_en.eq(row_done), tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
                      self.read_bytes.eq(Mux(~row_done, 0,
                                             Mux(pack, fields["nsrc"] << (lgc + elog),
@@ -388,12 +387,8 @@ class TileTransposer(wiring.Component):
                          wp.data.eq(rotated[8 * k:8 * k + 8])]
 
         # -- drain ------------------------------------------------------------------------------
-        t = tiles.r_data
-        t_half = t[0]
-        t_dst = t[1:1 + aw]
-        t_ncols = t[1 + aw:1 + aw + LB + KB + 1]
-        t_nrows = t[1 + aw + LB + KB + 1:1 + aw + LB + KB + 1 + LB + 1]
-        t_last = t[-1]
+        t = data.View(tile_entry, tiles.r_data)
+        t_half, t_dst, t_ncols, t_nrows, t_last = t.half, t.dst, t.ncols, t.nrows, t.last
         b = Signal(LB + KB + 1)               # column being read
         col_dst = Signal(aw)
         s_v = Signal()                        # a column is out of the banks
@@ -466,7 +461,7 @@ class TileTransposer(wiring.Component):
                 m.d.sync += b.eq(b + 1)
         m.d.comb += tiles.r_en.eq(issue & col_last)
         with m.If(tiles.w_en):
-            m.d.sync += full.bit_select(tiles.w_data[0], 1).eq(1)
+            m.d.sync += full.bit_select(tile_d.half, 1).eq(1)
         with m.If(issue & col_last):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
