@@ -177,13 +177,16 @@ class UartBridge(wiring.Component):
             with_data = (status == Status.OK) & (command == Command.READ)
             data_byte = rp.data.word_select(nbyte, 8)
             report_index = Mux(status == Status.OK, last, index)
-            m.d.comb += tx_byte.eq(Mux(step == 0, REPLY_SYNC,
+            # the byte to send is registered: the buffer's read data (a block RAM's clock-to-out)
+            # goes no further than this register. SEND waits for it in SETTLE and LATCH, which
+            # cost nothing: the transmitter is still shifting out the byte before.
+            m.d.sync += tx_byte.eq(Mux(step == 0, REPLY_SYNC,
                                    Mux(step == 1, status,
                                    Mux(step == 2, report_index,
                                    Mux(step == 3, data_byte, (-sent)[:8])))))
             with m.State("REPLY"):
                 m.d.sync += [step.eq(0), sent.eq(0), nbyte.eq(0)]
-                m.next = "SEND"
+                m.next = "SETTLE"
             with m.State("SEND"):
                 m.d.comb += tx.valid.eq(1)
                 with m.If(tx.ready):
@@ -191,20 +194,26 @@ class UartBridge(wiring.Component):
                     with m.Switch(step):
                         with m.Case(2):
                             m.d.sync += [step.eq(Mux(with_data, 3, 4)), index.eq(0)]
-                            m.next = "SETTLE"
                         with m.Case(3):
                             m.d.sync += nbyte.eq(nbyte + 1)
                             with m.If(nbyte == 3):
                                 m.d.sync += index.eq(index + 1)
                                 with m.If(index == last):
                                     m.d.sync += step.eq(4)
-                                m.next = "SETTLE"
                         with m.Case(4):
-                            m.next = "SYNC"
+                            pass
                         with m.Default():
                             m.d.sync += step.eq(step + 1)
+                    with m.If(step == 4):
+                        m.next = "SYNC"
+                    with m.Else():
+                        m.next = "SETTLE"
             with m.State("SETTLE"):
-                # one cycle for the buffer's read port to show the next word
+                # the new step, byte and index are in their registers; the buffer's read port
+                # shows word `index` next cycle
+                m.next = "LATCH"
+            with m.State("LATCH"):
+                # tx_byte takes the byte now
                 m.next = "SEND"
             m.d.comb += self.busy.eq(~fsm.ongoing("SYNC"))
         return m
