@@ -16,10 +16,10 @@ the run.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 
-from ..bus.fifo import RegisteredQueue
-from .tile import pad_pattern, path_ports
+from ..bus.fifo import RegisteredQueue, register_slice
+from .tile import pad_pattern, path_ports, piece_layout
 from .walker import Walker
 
 DIMS = 5
@@ -50,6 +50,27 @@ class RowCopier(wiring.Component):
         m.d.comb += [walker.src_base.eq(self.src), walker.dst_base.eq(self.dst),
                      walker.start.eq(self.start)]
 
+        def clamp(x):
+            """x (signed, or unsigned when ``x.shape()`` says so) limited to 0..BB: the bytes
+            of a beat below it."""
+            out = Signal(range(BB + 1))
+            neg = x[-1] if x.shape().signed else 0
+            top = x[LB:-1] if x.shape().signed else x[LB:]
+            m.d.comb += out.eq(Mux(neg, 0, Mux(top.any(), BB, x[:LB])))
+            return out
+
+        def low_bytes(n):
+            mask = Signal(BB + 1)
+            m.d.comb += mask.eq((Const(1, BB + 1) << n) - 1)
+            return mask[:BB]
+
+        def takes_source(u, lead):
+            """Whether an output beat takes a source beat: ``u`` (source beats from this output
+            beat on, signed or not) is more than ``lead``."""
+            neg = u[-1] if u.shape().signed else 0
+            top = u[1:-1] if u.shape().signed else u[1:]
+            return ~neg & (top.any() | (u[0] & ~lead))
+
         # -- beat generator ---------------------------------------------------------------------
         # the job's run lengths in bytes, constant while it runs (registered: the walker's first
         # step leaves a cycle after start at the earliest)
@@ -77,10 +98,12 @@ class RowCopier(wiring.Component):
         lead = delta > 0                      # output k needs source beats k and k + 1
         shift = Signal(LB + 1)                # funnel shift in bytes, 1 to BB
         m.d.comb += shift.eq(Mux(lead, delta, delta + BB))
-        # a queued run: what the realigner needs of it, worked out here
-        entry = data.StructLayout({"d_off": LB, "lead": 1, "shift": LB + 1, "d_beat": aw - LB,
+        # a queued run: what the realigner needs of it, worked out here, with the tests of its
+        # first output beat (the realigner keeps them in registers for the beats after that)
+        entry = data.StructLayout({"lead": 1, "shift": LB + 1, "d_beat": aw - LB,
                                    "nbeats": 33, "nout": 33, "src_end": 36, "run_end": 36,
-                                   "sourced": 1, "last": 1})
+                                   "sourced": 1, "last": 1,
+                                   "takes": 1, "one": 1, "src_mask": BB, "strb": BB})
         runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue)
         g_active = Signal()
         g_addr = Signal(aw)
@@ -89,8 +112,11 @@ class RowCopier(wiring.Component):
         g_free = ~g_active | (self.req.ready & (g_left == 1))
         take = walker.o.valid & runs.w_rdy & g_free
         queued = data.View(entry, runs.w_data)
+        m.d.comb += [queued.takes.eq(takes_source(nbeats, lead)), queued.one.eq(nout == 1),
+                     queued.src_mask.eq(low_bytes(clamp(src_end))),
+                     queued.strb.eq(low_bytes(clamp(run_end)) & ~low_bytes(d_off))]
         m.d.comb += [walker.o.ready.eq(take), runs.w_en.eq(take),
-                     queued.d_off.eq(d_off), queued.lead.eq(lead), queued.shift.eq(shift),
+                     queued.lead.eq(lead), queued.shift.eq(shift),
                      queued.d_beat.eq(run.dst[LB:]), queued.nbeats.eq(nbeats),
                      queued.nout.eq(nout), queued.src_end.eq(src_end),
                      queued.run_end.eq(run_end), queued.sourced.eq(sourced),
@@ -108,7 +134,9 @@ class RowCopier(wiring.Component):
         fields = data.View(entry, runs.r_data)
         # per-beat state as counters from the head's values, so that no beat does arithmetic on
         # the beat index: while `first` (no beat of the run sent yet) the head's values apply,
-        # after that the counters, each a step further per beat sent
+        # after that the counters, each a step further per beat sent. The tests a beat needs
+        # (does it take a source beat, is it the run's last, its masks) are registers too, worked
+        # out as the counters step: the decision to send a beat is a few gates from registers.
         first = Signal(init=1)
         primed = Signal()                     # a source beat of the run taken
         u_reg = Signal(signed(34))            # source beats from this output beat on
@@ -116,67 +144,65 @@ class RowCopier(wiring.Component):
         sr_reg = Signal(signed(37))           # source bytes from byte 0 of this output beat
         er_reg = Signal(signed(37))           # run bytes from byte 0 of this output beat
         a_reg = Signal(aw - LB)               # the output beat's address, in beats
-        u, v, sr, er, a = (Signal.like(x, name=x.name[:-4]) for x in
-                           (u_reg, v_reg, sr_reg, er_reg, a_reg))
-        m.d.comb += [u.eq(Mux(first, fields["nbeats"], u_reg)),
-                     v.eq(Mux(first, fields["nout"], v_reg)),
-                     sr.eq(Mux(first, fields["src_end"], sr_reg)),
-                     er.eq(Mux(first, fields["run_end"], er_reg)),
-                     a.eq(Mux(first, fields["d_beat"], a_reg))]
+        takes_reg = Signal()                  # the beat takes a source beat
+        one_reg = Signal()                    # the beat is the run's last
+        src_mask_reg = Signal(BB)             # its bytes from the source
+        strb_reg = Signal(BB)                 # its bytes in the run
+        u, v, sr, er, a, takes, one, src_mask, strb = (
+            Signal.like(x, name=x.name[:-4]) for x in
+            (u_reg, v_reg, sr_reg, er_reg, a_reg, takes_reg, one_reg, src_mask_reg, strb_reg))
+        for now, head, reg in ((u, "nbeats", u_reg), (v, "nout", v_reg), (sr, "src_end", sr_reg),
+                               (er, "run_end", er_reg), (a, "d_beat", a_reg),
+                               (takes, "takes", takes_reg), (one, "one", one_reg),
+                               (src_mask, "src_mask", src_mask_reg), (strb, "strb", strb_reg)):
+            m.d.comb += now.eq(Mux(first, fields[head], reg))
         lead = fields["lead"]
-        # output beat k takes source beat k + lead, if the source has it: u > lead
-        takes = ~u[-1] & (u[1:-1].any() | (u[0] & ~lead))
         priming = lead & ~primed & fields["sourced"]
         prev = Signal(W)
         window = (Cat(prev, self.rdata.payload) >> (fields["shift"] * 8))[:W]
-
-        def clamp(x):
-            """x (signed) limited to 0..BB: the bytes of this beat below it."""
-            out = Signal(range(BB + 1))
-            m.d.comb += out.eq(Mux(x[-1], 0, Mux(x[LB:-1].any(), BB, x[:LB])))
-            return out
-
-        def low_bytes(n):
-            mask = Signal(BB + 1)
-            m.d.comb += mask.eq((Const(1, BB + 1) << n) - 1)
-            return mask[:BB]
-
-        src_mask = low_bytes(clamp(sr))
-        end_mask = low_bytes(clamp(er))
-        start_mask = Mux(first, low_bytes(fields["d_off"]), 0)
-        strb = end_mask & ~start_mask
         pad_elem = pad_pattern(m, self.pad, self.elog, BB)
         byte_mask = Cat(*[src_mask[i].replicate(8) for i in range(BB)])
         out_data = (window & byte_mask) | (pad_elem & ~byte_mask)
 
+        # the realigner's beats leave through a register slice: nothing from here reaches the
+        # mid end's path select or the engine's write slice in the same cycle
+        out = stream.Signature(piece_layout(aw, W)).create()
         send = Signal()
         take_beat = Signal()
         with m.If(runs.r_rdy):
             with m.If(priming):
                 m.d.comb += take_beat.eq(self.rdata.valid)
             with m.Elif(takes):
-                m.d.comb += [take_beat.eq(self.rdata.valid & self.wr.ready),
+                m.d.comb += [take_beat.eq(self.rdata.valid & out.ready),
                              send.eq(self.rdata.valid)]
             with m.Else():
                 m.d.comb += send.eq(1)
         m.d.comb += self.rdata.ready.eq(take_beat)
-        sent = send & self.wr.ready
-        run_done = sent & (v == 1)
-        m.d.comb += [self.wr.valid.eq(send),
-                     self.wr.payload.addr.eq(Cat(Const(0, LB), a)),
-                     self.wr.payload.data.eq(out_data),
-                     self.wr.payload.strb.eq(strb),
-                     self.wr.payload.last.eq(fields["last"] & run_done),
+        sent = send & out.ready
+        run_done = sent & one
+        m.d.comb += [out.valid.eq(send),
+                     out.payload.addr.eq(Cat(Const(0, LB), a)),
+                     out.payload.data.eq(out_data),
+                     out.payload.strb.eq(strb),
+                     out.payload.last.eq(fields["last"] & run_done),
                      runs.r_en.eq(run_done),
                      self.read_bytes.eq(Mux(run_done & fields["sourced"], vfull, 0)),
                      self.written_bytes.eq(Mux(run_done, total, 0))]
+        wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
+                                  payload=out.payload, out_valid=self.wr.valid,
+                                  out_ready=self.wr.ready, out_payload=self.wr.payload)
         with m.If(take_beat):
             m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]
         with m.If(sent):
-            m.d.sync += [first.eq(0), u_reg.eq(u - 1), v_reg.eq(v - 1), sr_reg.eq(sr - BB),
-                         er_reg.eq(er - BB), a_reg.eq(a + 1)]
+            u_next, sr_next, er_next = u - 1, sr - BB, er - BB
+            m.d.sync += [first.eq(0), u_reg.eq(u_next), v_reg.eq(v - 1), sr_reg.eq(sr_next),
+                         er_reg.eq(er_next), a_reg.eq(a + 1),
+                         takes_reg.eq(takes_source(u_next, lead)), one_reg.eq(v == 2),
+                         src_mask_reg.eq(low_bytes(clamp(sr_next))),
+                         strb_reg.eq(low_bytes(clamp(er_next)))]
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | g_active | (runs.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | g_active | (runs.level != 0) |
+                                 (wr_slice.level != 0))
         return m
