@@ -396,11 +396,24 @@ class TileTransposer(wiring.Component):
         s_dst = Signal(aw)
         s_bytes = Signal(LB + 1)
         s_last = Signal()
-        s_hi = Signal()                       # sending the second piece of the column
         bmod = b & (L - 1)
         bdiv = b >> lgl
+        # a second stage, q: the banks' read data is registered before the rotations (a block
+        # RAM's clock-to-out leaves too little of the cycle for them), and so are the strobes
+        # and the two pieces' addresses, worked out from stage s
+        q_v = Signal()
+        q_raw = Signal(W)
+        q_rot = Signal(LB)
+        q_od = Signal(LB)
+        q_beat = Signal(aw - LB)              # the first piece's beat
+        q_beat_hi = Signal(aw - LB)           # the second's
+        q_strb = Signal(2 * BB)               # the two pieces' strobes
+        q_two = Signal()                      # the column spans two beats
+        q_bytes = Signal(LB + 1)
+        q_last = Signal()
+        q_hi = Signal()                       # sending the second piece of the column
         col_rot = Signal(W)
-        m.d.comb += col_rot.eq(_rotate_right_bytes(Cat(*[rp.data for _, rp in banks]), s_rot, BB))
+        m.d.comb += col_rot.eq(_rotate_right_bytes(q_raw, q_rot, BB))
         # packed: element a of the column is at f(a) after the rotation
         col_out = Signal(W)
         m.d.comb += col_out.eq(col_rot)
@@ -417,24 +430,31 @@ class TileTransposer(wiring.Component):
                                 order += [col_rot.word_select(f_a * (1 << e) + j, 8)
                                           for j in range(1 << e)]
                             m.d.comb += col_out.eq(Cat(*order))
+        wide = Signal(2 * W)
+        m.d.comb += wide.eq(Cat(col_out, Const(0, W)) << (q_od * 8))
+        q_done = self.wr.ready & (q_hi | ~q_two)
+        m.d.comb += [self.wr.valid.eq(q_v),
+                     self.wr.payload.addr.eq(Cat(Const(0, LB), Mux(q_hi, q_beat_hi, q_beat))),
+                     self.wr.payload.data.eq(Mux(q_hi, wide[W:], wide[:W])),
+                     self.wr.payload.strb.eq(Mux(q_hi, q_strb[BB:], q_strb[:BB])),
+                     self.wr.payload.last.eq(q_last & (q_hi | ~q_two)),
+                     self.written_bytes.eq(Mux(q_v & q_done, q_bytes, 0))]
+        with m.If(q_v & self.wr.ready & ~q_hi & q_two):
+            m.d.sync += q_hi.eq(1)
+        q_advance = ~q_v | q_done
         strb = Signal(BB)
         m.d.comb += strb.eq((Const(1, BB + 1) << s_bytes) - 1)
-        od = s_dst[:LB]
-        wide = Signal(2 * W)
         wide_strb = Signal(2 * BB)
-        m.d.comb += [wide.eq(Cat(col_out, Const(0, W)) << (od * 8)),
-                     wide_strb.eq(Cat(strb, Const(0, BB)) << od)]
-        two = wide_strb[BB:] != 0
-        s_done = self.wr.ready & (s_hi | ~two)
-        m.d.comb += [self.wr.valid.eq(s_v),
-                     self.wr.payload.addr.eq(Cat(Const(0, LB), s_dst[LB:]) + Mux(s_hi, BB, 0)),
-                     self.wr.payload.data.eq(Mux(s_hi, wide[W:], wide[:W])),
-                     self.wr.payload.strb.eq(Mux(s_hi, wide_strb[BB:], wide_strb[:BB])),
-                     self.wr.payload.last.eq(s_last & (s_hi | ~two)),
-                     self.written_bytes.eq(Mux(s_v & s_done, s_bytes, 0))]
-        with m.If(s_v & self.wr.ready & ~s_hi & two):
-            m.d.sync += s_hi.eq(1)
-        advance = ~s_v | s_done
+        m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
+        with m.If(q_advance):
+            m.d.sync += [q_v.eq(s_v), q_hi.eq(0), q_raw.eq(Cat(*[rp.data for _, rp in banks])),
+                         q_rot.eq(s_rot), q_od.eq(s_dst[:LB]), q_beat.eq(s_dst[LB:]),
+                         q_beat_hi.eq(s_dst[LB:] + 1), q_strb.eq(wide_strb),
+                         q_two.eq(wide_strb[BB:] != 0), q_bytes.eq(s_bytes),
+                         q_last.eq(s_last)]
+        # stage s (the banks' read port) moves on when it is empty or q takes its column; while
+        # it waits, the read port's enable is low and its data holds
+        advance = ~s_v | q_advance
         issue = advance & tiles.r_rdy
         for k, (_, rp) in enumerate(banks):
             # the row of column b in this byte's element bank: (bank - skew) mod L
@@ -450,7 +470,7 @@ class TileTransposer(wiring.Component):
         m.d.comb += c_mask.eq(ext[COLS] - 1)
         next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
         with m.If(advance):
-            m.d.sync += [s_v.eq(issue), s_hi.eq(0)]
+            m.d.sync += s_v.eq(issue)
         with m.If(issue):
             m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b == 0, t_dst, col_dst)),
                          s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
@@ -466,6 +486,6 @@ class TileTransposer(wiring.Component):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
         m.d.comb += self.busy.eq(walking | g_active | (rows.level != 0) | w_valid | tile_v |
-                                 (full != 0) | s_v)
+                                 (full != 0) | s_v | q_v)
         return m
 
