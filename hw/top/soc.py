@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 from model.registers.soc import IRQ_BITS, SOC_ID, SOC_MAP, SYSCTL
 
 from ..bus.axi import connect_members
+from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
 from .bridge import UartBridge
 from .interconnect import AxiArbiter, LiteDecoder, LiteToAxi
@@ -124,8 +125,12 @@ class Soc(wiring.Component):
             port = m.submodules.lut_port = LutPort(data_width=c.data_width)
             connect_members(m, dec.lut, lut.s_axil)
             connect_members(m, dec.lut_port, port.s_axil)
-            wiring.connect(m, port.o_samples, lut.i_stream)
-            wiring.connect(m, lut.o_stream, port.i_results)
+            # register slices both ways: the port's reader and the unit's pipeline control
+            # would otherwise make one combinational path (the LUT-only SoC's 70.9 MHz path)
+            for name, src, dst in (("samples", port.o_samples, lut.i_stream),
+                                   ("results", lut.o_stream, port.i_results)):
+                register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
+                               out_valid=dst.valid, out_ready=dst.ready, out_payload=dst.payload)
             m.d.comb += port.lut_busy.eq(lut.busy)
             managers.append(port.m_axi)
             irqs["lut"], irqs["lut_port"] = lut.irq, port.irq
