@@ -176,6 +176,8 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
             ctx.set(dut.val[k], d.valid)
             ctx.set(dut.sst[k], d.src_stride)
             ctx.set(dut.dstr[k], d.dst_stride)
+        for _ in range(getattr(dut, "CONFIG_STAGES", 0)):    # the unit's configuration settles
+            await ctx.tick()
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)

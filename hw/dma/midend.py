@@ -32,8 +32,9 @@ from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
 
-# cycles from start until the configuration pipeline below holds the descriptor's values
-SETTLE = 8
+# cycles from start until the configuration pipeline below holds the descriptor's values (8),
+# and then the tile path's own configuration registers
+SETTLE = 8 + TileTransposer.CONFIG_STAGES
 
 
 class Path(enum.Enum, shape=2):

@@ -62,7 +62,7 @@ piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress a
 counters.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -115,6 +115,10 @@ def _rotate_right_bytes(value, amount, nbytes):
 
 
 class TileTransposer(wiring.Component):
+    #: cycles from the descriptor's inputs to the configuration registers worked out from them;
+    #: the inputs must be held that long before ``start``
+    CONFIG_STAGES = 3
+
     def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
         if tile_beats not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"tile_beats must be a power of two from 1 to 32, not "
@@ -142,87 +146,110 @@ class TileTransposer(wiring.Component):
         elog = self.elog
         ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
 
-        L = Signal(LB + 1)                    # elements per beat: rows per tile
-        T = Signal(LB + KB + 1)               # columns per tile
-        m.d.comb += [L.eq(Const(BB, LB + 1) >> elog), T.eq(Const(K * BB, LB + KB + 1) >> elog)]
-        lgl = Signal(range(LB + 1))           # log2 L
-        m.d.comb += lgl.eq(LB - elog)
+        # The job's configuration below is worked out in CONFIG_STAGES stages of registers
+        # from the descriptor (held while the job runs; the mid end starts the path once they
+        # have settled), so none of it lies in front of the walker's arithmetic.
+        def reg(value, name, shape=None):
+            r = Signal(shape if shape is not None else Value.cast(value).shape(), name=name)
+            m.d.sync += r.eq(value)
+            return r
+
+        L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
+        T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
+        lgl = reg(LB - elog, "lgl", range(LB + 1))                  # log2 L
 
         # grouped rows: dimension 0 (a power of two, less than L) with its next dimension make
         # the rows; grouped columns likewise. In a tile, row a is (a mod E0, a div E0) and
         # column b is (b mod E1, b div E1): tiles start at index 0 of both dimensions.
         g_rows, g_cols = self.group_rows, self.group_cols
-        lg0 = Signal(range(LB + 1))           # log2 of the rows' first dimension
-        lgc = Signal(range(LB + KB + 1))      # log2 of the columns' first dimension
+        lg0_c = Signal(range(LB + 1))
+        lgc_c = Signal(range(LB + KB + 1))
         for i in range(LB + 1):
             with m.If(ext[ROWS][i]):
-                m.d.comb += lg0.eq(i)
+                m.d.comb += lg0_c.eq(i)
         for i in range(LB + KB + 1):
             with m.If(ext[COLS][i]):
-                m.d.comb += lgc.eq(i)
-        sh0 = Signal(range(LB + 1))
-        m.d.comb += sh0.eq(Mux(g_rows, lg0, 0))
-        lo_mask = Signal(LB)                  # row a's index in dimension 0 is a & lo_mask
-        m.d.comb += lo_mask.eq(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1))
-        rows_total = Mux(g_rows, ext[ROWS_HI] << lg0, ext[ROWS])
-        cols_total = Mux(g_cols, ext[COLS_HI] << lgc, ext[COLS])
-        vrem_init = Mux(g_rows, val[ROWS_HI], val[ROWS])
-        v_lo = Mux(g_rows, val[ROWS], L)
+                m.d.comb += lgc_c.eq(i)
+        lg0 = reg(lg0_c, "lg0")               # log2 of the rows' first dimension
+        lgc = reg(lgc_c, "lgc")               # log2 of the columns' first dimension
+        sh0 = reg(Mux(g_rows, lg0, 0), "sh0", range(LB + 1))
+        # row a's index in dimension 0 is a & lo_mask
+        lo_mask = reg(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1), "lo_mask", LB)
+        rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0, ext[ROWS]), "rows_total", 38)
+        cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc, ext[COLS]), "cols_total", 43)
+        vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", 32)
+        v_lo = reg(Mux(g_rows, val[ROWS], L), "v_lo", 32)
         # source step after the last index of dimension 0 in a grouped row
-        row_wrap = Signal(aw)
-        m.d.comb += row_wrap.eq(sst[ROWS_HI] - (sst[ROWS] << lg0) + sst[ROWS])
+        row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0) + sst[ROWS], "row_wrap", aw)
         # destination step after the last index of the columns' first dimension
-        col_wrap = Signal(aw)
-        m.d.comb += col_wrap.eq(dstr[COLS_HI] - (dstr[COLS] << lgc) + dstr[COLS])
+        col_wrap = reg(dstr[COLS_HI] - (dstr[COLS] << lgc) + dstr[COLS], "col_wrap", aw)
 
         # packed rows: rows of 2**lgc elements, shorter than a beat, one after the other in the
         # source from a beat boundary on: a beat holds P = 2**lgp of them and is written to the
         # buffer in one cycle. Row a then lives in element bank (i + f(a)) mod L, with
         # f(a) = (a >> lgp) + (a mod P) * 2**lgc, so the P rows of a beat take disjoint banks.
         pack = self.pack_rows
-        lgp = Signal(range(LB + 1))
-        m.d.comb += lgp.eq(lgl - lgc)
-        a_step = Signal(LB + 1)
-        m.d.comb += a_step.eq(Mux(pack, Const(1, LB + 1) << lgp, 1))
+        lgp = reg(lgl - lgc, "lgp", range(LB + 1))
+        a_step = reg(Mux(pack, Const(1, LB + 1) << lgp, 1), "a_step", LB + 1)
 
         # -- row walker -------------------------------------------------------------------------
+        # The walker's counters are registers, each with the tests the walk makes on it: a row
+        # keeps a counter, steps it or sets it to its first value, and the tests of the stepped
+        # and of the first value are worked out beside the choice, from registers. So the
+        # choice (below) only selects; no test lies between it and the next row's registers.
         walking = Signal()
         a = Signal(LB)                        # row within the tile
-        rem0 = Signal(38)                     # rows from this row tile on
-        vrem0 = Signal(signed(38))            # rows (grouped: groups) with a source, from
-                                              # this row tile on
-        rem1 = Signal(43)                     # columns from this column tile on
-        c2 = Signal(32)
-        c3 = Signal(32)
+        KEEP, STEP, INIT = 0, 1, 2
+
+        def counter(name, shape, step, init, tests):
+            """A counter kept with ``tests`` ({name: (function of a value, shape)}), whose
+            registers are returned with the counter and its choice (KEEP, STEP or INIT)."""
+            value = Signal(shape, name=name)
+            choice = Signal(2, name=f"{name}_choice")
+            held = {t: Signal(tshape, name=f"{name}_{t}") for t, (_, tshape) in tests.items()}
+            for case, new in ((STEP, step(value)), (INIT, init)):
+                with m.If(choice == case):
+                    m.d.sync += value.eq(new)
+                    m.d.sync += [held[t].eq(fn(new)) for t, (fn, _) in tests.items()]
+            return value, held, choice
+
+        # rows from this row tile on: rows in it, and whether it is the last
+        rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, {
+            "n": (lambda v: Mux(v < L, v, L), LB + 1), "wrap": (lambda v: v <= L, 1)})
+        # rows (grouped: groups) with a source from this row tile on, limited to 0..L
+        vrem0, tv, vrem0_do = counter("vrem0", signed(38), lambda v: v - (L >> sh0), vrem_init,
+                                      {"clip": (lambda v: Mux(v < 0, 0, Mux(v > L, L, v)),
+                                                LB + 1)})
+        # columns from this column tile on
+        rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, {
+            "n": (lambda v: Mux(v < T, v, T), LB + KB + 1), "wrap": (lambda v: v <= T, 1)})
+        c2, t2, c2_do = counter("c2", 32, lambda v: v + 1, 0, {
+            "wrap": (lambda v: v + 1 >= ext[2], 1), "has": (lambda v: v < val[2], 1)})
+        c3, t3, c3_do = counter("c3", 32, lambda v: v + 1, 0, {
+            "wrap": (lambda v: v + 1 >= ext[3], 1), "has": (lambda v: v < val[3], 1)})
         s_row, s1, s0, s2, s3 = (Signal(aw, name=n) for n in ("s_row", "s1", "s0", "s2", "s3"))
         d1, d0, d2, d3 = (Signal(aw, name=n) for n in ("d1", "d0", "d2", "d3"))
-        nrows = Signal(LB + 1)
-        ncols = Signal(LB + KB + 1)
-        m.d.comb += [nrows.eq(Mux(rem0 < L, rem0, L)), ncols.eq(Mux(rem1 < T, rem1, T))]
+        nrows, ncols, vclip = t0["n"], t1["n"], tv["clip"]
         wrap_a = a + a_step >= nrows
-        wrap_t1 = rem1 <= T
-        wrap_t0 = rem0 <= L
-        wrap_2 = c2 + 1 >= ext[2]
-        wrap_3 = c3 + 1 >= ext[3]
+        wrap_t1, wrap_t0, wrap_2, wrap_3 = t1["wrap"], t0["wrap"], t2["wrap"], t3["wrap"]
         row_last = wrap_a & wrap_t1 & wrap_t0 & wrap_2 & wrap_3
-        row_has = ((a >> sh0) < vrem0) & ((a & lo_mask) < v_lo) & (c2 < val[2]) & (c3 < val[3])
+        row_has = ((a >> sh0) < vclip) & ((a & lo_mask) < v_lo) & t2["has"] & t3["has"]
         row_take = Signal()
         col_step_src = K * BB                               # source bytes per column tile
         col_step_dst = Signal(aw)
         row_step_src = Signal(aw)
         # shifts: columns per tile over the columns' first dimension, rows over the rows'
-        tiles_c = Signal(range(LB + KB + 1))
-        tiles_r = Signal(range(LB + 1))
-        m.d.comb += [tiles_c.eq(lgl + KB - lgc), tiles_r.eq(lgl - lg0)]
-        m.d.comb += [col_step_dst.eq(Mux(g_cols, dstr[COLS_HI] << tiles_c,
+        tiles_c = reg(lgl + KB - lgc, "tiles_c", range(LB + KB + 1))
+        tiles_r = reg(lgl - lg0, "tiles_r", range(LB + 1))
+        m.d.sync += [col_step_dst.eq(Mux(g_cols, dstr[COLS_HI] << tiles_c,
                                          dstr[COLS] << (lgl + KB))),
                      row_step_src.eq(Mux(g_rows, sst[ROWS_HI] << tiles_r, sst[ROWS] << lgl))]
         next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
 
 
         with m.If(self.start & ~walking):
-            m.d.sync += [walking.eq(1), a.eq(0), rem0.eq(rows_total), vrem0.eq(vrem_init),
-                         rem1.eq(cols_total), c2.eq(0), c3.eq(0)]
+            m.d.sync += [walking.eq(1), a.eq(0)]
+            m.d.comb += [x.eq(INIT) for x in (rem0_do, vrem0_do, rem1_do, c2_do, c3_do)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
             m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
         with m.Elif(row_take):
@@ -230,29 +257,29 @@ class TileTransposer(wiring.Component):
                 m.d.sync += [a.eq(a + a_step), s_row.eq(s_row + Mux(pack, BB, next_row))]
             with m.Elif(~wrap_t1):
                 n_s1 = s1 + col_step_src
-                m.d.sync += [a.eq(0), rem1.eq(rem1 - T), s1.eq(n_s1), s_row.eq(n_s1),
-                             d1.eq(d1 + col_step_dst)]
+                m.d.sync += [a.eq(0), s1.eq(n_s1), s_row.eq(n_s1), d1.eq(d1 + col_step_dst)]
+                m.d.comb += rem1_do.eq(STEP)
             with m.Elif(~wrap_t0):
                 n_s0 = s0 + row_step_src
                 n_d0 = d0 + BB
-                m.d.sync += [a.eq(0), rem1.eq(cols_total), rem0.eq(rem0 - L),
-                             vrem0.eq(vrem0 - (L >> sh0)),
-                             s0.eq(n_s0), s1.eq(n_s0), s_row.eq(n_s0), d0.eq(n_d0), d1.eq(n_d0)]
+                m.d.sync += [a.eq(0), s0.eq(n_s0), s1.eq(n_s0), s_row.eq(n_s0), d0.eq(n_d0),
+                             d1.eq(n_d0)]
+                m.d.comb += [rem1_do.eq(INIT), rem0_do.eq(STEP), vrem0_do.eq(STEP)]
             with m.Elif(~wrap_2):
                 n_s2 = s2 + sst[2]
                 n_d2 = d2 + dstr[2]
-                m.d.sync += [a.eq(0), rem1.eq(cols_total), rem0.eq(rows_total),
-                             vrem0.eq(vrem_init),
-                             c2.eq(c2 + 1), s2.eq(n_s2), s0.eq(n_s2), s1.eq(n_s2),
-                             s_row.eq(n_s2), d2.eq(n_d2), d0.eq(n_d2), d1.eq(n_d2)]
+                m.d.sync += [a.eq(0), s2.eq(n_s2), s0.eq(n_s2), s1.eq(n_s2), s_row.eq(n_s2),
+                             d2.eq(n_d2), d0.eq(n_d2), d1.eq(n_d2)]
+                m.d.comb += [rem1_do.eq(INIT), rem0_do.eq(INIT), vrem0_do.eq(INIT),
+                             c2_do.eq(STEP)]
             with m.Elif(~wrap_3):
                 n_s3 = s3 + sst[3]
                 n_d3 = d3 + dstr[3]
-                m.d.sync += [a.eq(0), rem1.eq(cols_total), rem0.eq(rows_total),
-                             vrem0.eq(vrem_init),
-                             c2.eq(0), c3.eq(c3 + 1), s3.eq(n_s3), s2.eq(n_s3), s0.eq(n_s3),
-                             s1.eq(n_s3), s_row.eq(n_s3), d3.eq(n_d3), d2.eq(n_d3),
-                             d0.eq(n_d3), d1.eq(n_d3)]
+                m.d.sync += [a.eq(0), s3.eq(n_s3), s2.eq(n_s3), s0.eq(n_s3), s1.eq(n_s3),
+                             s_row.eq(n_s3), d3.eq(n_d3), d2.eq(n_d3), d0.eq(n_d3),
+                             d1.eq(n_d3)]
+                m.d.comb += [rem1_do.eq(INIT), rem0_do.eq(INIT), vrem0_do.eq(INIT),
+                             c2_do.eq(INIT), c3_do.eq(STEP)]
             with m.Else():
                 m.d.sync += walking.eq(0)
 
@@ -267,7 +294,7 @@ class TileTransposer(wiring.Component):
         with_src = Signal(signed(39))
         nsrc = Signal(LB + 1)
         m.d.comb += [real.eq(Mux(nrows - a < a_step, nrows - a, a_step)),
-                     with_src.eq(vrem0 - a),
+                     with_src.eq(vclip - a),
                      nsrc.eq(Mux(~row_has, 0, Mux(with_src < real, with_src, real)))]
         # a queued row, and a filled tile handed to the drain
         row_entry = data.StructLayout({
