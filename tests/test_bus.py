@@ -185,3 +185,50 @@ def test_registered_queue_order_rate_and_level(seed):
     assert seen["idle_pops"] == 0, "the queue did not pass a word a cycle"
     with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
         RegisteredQueue(width=8, depth=1)
+
+
+@pytest.mark.parametrize("size", [4096, 65536])
+def test_axi_ram_burst_check(size):
+    """The on-chip memory's response to a burst (hw.top.memory.AxiRam._check) against the rule
+    it documents: DECERR when the burst reaches past ``size``, SLVERR for WRAP or a beat wider
+    than the bus, on random bursts and on those that end exactly at, or a byte past, the end."""
+    import random
+
+    from amaranth import Module, Signal
+
+    from hw.bus.axi import Burst, Resp
+    from hw.top.memory import AxiRam
+
+    ram = inspected(AxiRam(size=size, data_width=64, addr_width=32))
+    m = Module()
+    addr, length, bsize, burst = Signal(32), Signal(8), Signal(3), Signal(2)
+    resp = Signal(2)
+    m.d.comb += resp.eq(ram._check(m, addr, length, bsize, burst))
+
+    def expect(a, n, s, b):
+        if b == Burst.WRAP.value or s > 3:
+            return Resp.SLVERR.value
+        span = (1 if b == Burst.FIXED.value else n + 1) << s
+        return Resp.DECERR.value if a + span > size else Resp.OKAY.value
+
+    rng = random.Random(size)
+    cases = []
+    for _ in range(400):
+        s, n, b = rng.randrange(8), rng.randrange(256), rng.choice([0, 1, 2])
+        span = (1 if b == Burst.FIXED.value else n + 1) << s
+        a = rng.choice([rng.randrange(1 << 32), rng.randrange(size),
+                        size - span, size - span + 1, size, (1 << 32) - span])
+        cases.append((a % (1 << 32), n, s, b))
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for a, n, s, b in cases:
+            ctx.set(addr, a)
+            ctx.set(length, n)
+            ctx.set(bsize, s)
+            ctx.set(burst, b)
+            got = ctx.get(resp)
+            assert got == expect(a, n, s, b), (hex(a), n, s, b, got)
+
+    sim.add_testbench(bench)
+    sim.run()

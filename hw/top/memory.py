@@ -37,10 +37,12 @@ class AxiRam(wiring.Component):
     def _check(self, m, addr, length, size, burst):
         """The response a burst gets: OKAY, DECERR past the end, SLVERR for WRAP or a beat
         wider than the bus."""
-        end = Signal(len(addr) + 9)
-        m.d.comb += end.eq(addr + ((length + 1) << size))
-        fixed_end = addr + (1 << size)
-        past = Mux(burst == Burst.FIXED, fixed_end, end) > self.size
+        # addr + span > size, with size a power of two: the address's bits at and above size,
+        # or its bits below size plus the span (narrower adders than the whole address's)
+        lg = self.size.bit_length() - 1
+        span = Signal(17)
+        m.d.comb += span.eq(Mux(burst == Burst.FIXED, 1, length + 1) << size)
+        past = (addr[lg:] != 0) | (addr[:lg] + span > self.size)
         bad = (burst == Burst.WRAP) | (size > self.sig.size_code)
         return Mux(bad, Resp.SLVERR, Mux(past, Resp.DECERR, Resp.OKAY))
 
