@@ -1,14 +1,17 @@
 """AXI signatures and the register bank at the Amaranth level (no Verilog simulator needed)."""
 
+import random
+
 import pytest
-from amaranth import Shape
+from amaranth import Module, Shape, Signal
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Flow
 from amaranth.sim import Simulator
 
-from hw.bus.axi import AXI4LiteSignature, AXI4Signature
+from hw.bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
 from hw.bus.regbank import RegisterBank
+from hw.top.memory import AxiRam
 from model.registers import SELFTEST
 from model.regmap import Field, reg, regmap
 
@@ -192,13 +195,6 @@ def test_axi_ram_burst_check(size):
     """The on-chip memory's response to a burst (hw.top.memory.AxiRam._check) against the rule
     it documents: DECERR when the burst reaches past ``size``, SLVERR for WRAP or a beat wider
     than the bus, on random bursts and on those that end exactly at, or a byte past, the end."""
-    import random
-
-    from amaranth import Module, Signal
-
-    from hw.bus.axi import Burst, Resp
-    from hw.top.memory import AxiRam
-
     ram = inspected(AxiRam(size=size, data_width=64, addr_width=32))
     m = Module()
     addr, length, bsize, burst = Signal(32), Signal(8), Signal(3), Signal(2)

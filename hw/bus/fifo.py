@@ -1,4 +1,4 @@
-"""Register slices and queues whose outputs are registers.
+"""Registers, register slices and queues whose outputs are registers.
 
 A block RAM's read data reaches the fabric late: on the ECP5 a DP16KD without its output
 register takes about 5.6 ns from the clock to its data, more than half of a 100 MHz cycle. So a
@@ -11,7 +11,15 @@ from amaranth import Elaboratable, Module, Signal, Value
 from amaranth.hdl import ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-__all__ = ["register_slice", "RegisteredQueue"]
+__all__ = ["registered", "register_slice", "RegisteredQueue"]
+
+
+def registered(m, value, name, shape=None):
+    """A register named ``name`` that takes ``value`` every cycle (for values held still while
+    a job runs, worked out a cycle ahead). Its shape is ``shape``, else ``value``'s own."""
+    r = Signal.like(value, name=name) if shape is None else Signal(shape, name=name)
+    m.d.sync += r.eq(value)
+    return r
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
-from .tile import piece_layout
+from .tile import byte_bits, piece_layout
 
 DATA_ID = 0
 FETCH_ID = 1
@@ -128,7 +128,7 @@ class BackEnd(wiring.Component):
         wb_len = Signal(range(mb + 1))
         piece = self.wr.payload
         data_mask = Signal(W)
-        m.d.comb += data_mask.eq(Cat(*[piece.strb[i].replicate(8) for i in range(BB)]))
+        m.d.comb += data_mask.eq(byte_bits(piece.strb))
         same_w = w_open & (piece.addr == w_addr)
         # pushing the open beat: into the open burst if it continues, else the burst is closed
         next_in_burst = wb_open & (w_addr == wb_start + (wb_len << LB)) & \

@@ -13,7 +13,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 
 from ..bus.fifo import RegisteredQueue
-from .tile import path_ports
+from .tile import low_bytes, path_ports
 from .walker import Walker
 
 DIMS = 5
@@ -72,8 +72,7 @@ class ElementPath(wiring.Component):
         beat = Mux(e_new, self.rdata.payload, cur)
         elem = Signal(64)
         m.d.comb += elem.eq(Mux(e_has, (beat >> (e_off << 3))[:64], self.pad))
-        emask = Signal(8)
-        m.d.comb += emask.eq((Const(1, 9) << eb) - 1)
+        emask = low_bytes(m, eb, 8)
         d_off = e_dst[:LB]
         m.d.comb += [self.wr.valid.eq(entries.r_rdy & (~e_new | self.rdata.valid)),
                      self.wr.payload.addr.eq(Cat(Const(0, LB), e_dst[LB:])),

@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from model.dma.descriptor import MAX_DIMS
 
+from ..bus.fifo import registered
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
@@ -77,9 +78,7 @@ class MidEnd(wiring.Component):
         # runs, so SETTLE cycles after start every stage holds this descriptor's values and the
         # path starts. None of this logic lies on the data path's timing.
         def reg(value, name):
-            r = Signal.like(value, name=name)
-            m.d.sync += r.eq(value)
-            return r
+            return registered(m, value, name)
 
         # stage 1: the descriptor as the paths see it (unused dimensions count once)
         ndims = reg(self.ndims, "r_ndims")

@@ -19,7 +19,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 
 from ..bus.fifo import RegisteredQueue, register_slice
-from .tile import pad_pattern, path_ports, piece_layout
+from .tile import byte_bits, low_bytes, pad_pattern, path_ports, piece_layout
 from .walker import Walker
 
 DIMS = 5
@@ -59,10 +59,8 @@ class RowCopier(wiring.Component):
             m.d.comb += out.eq(Mux(neg, 0, Mux(top.any(), BB, x[:LB])))
             return out
 
-        def low_bytes(n):
-            mask = Signal(BB + 1)
-            m.d.comb += mask.eq((Const(1, BB + 1) << n) - 1)
-            return mask[:BB]
+        def low(n):
+            return low_bytes(m, n, BB)
 
         def takes_source(u, lead):
             """Whether an output beat takes a source beat: ``u`` (source beats from this output
@@ -113,8 +111,8 @@ class RowCopier(wiring.Component):
         take = walker.o.valid & runs.w_rdy & g_free
         queued = data.View(entry, runs.w_data)
         m.d.comb += [queued.takes.eq(takes_source(nbeats, lead)), queued.one.eq(nout == 1),
-                     queued.src_mask.eq(low_bytes(clamp(src_end))),
-                     queued.strb.eq(low_bytes(clamp(run_end)) & ~low_bytes(d_off))]
+                     queued.src_mask.eq(low(clamp(src_end))),
+                     queued.strb.eq(low(clamp(run_end)) & ~low(d_off))]
         m.d.comb += [walker.o.ready.eq(take), runs.w_en.eq(take),
                      queued.lead.eq(lead), queued.shift.eq(shift),
                      queued.d_beat.eq(run.dst[LB:]), queued.nbeats.eq(nbeats),
@@ -161,7 +159,7 @@ class RowCopier(wiring.Component):
         prev = Signal(W)
         window = (Cat(prev, self.rdata.payload) >> (fields["shift"] * 8))[:W]
         pad_elem = pad_pattern(m, self.pad, self.elog, BB)
-        byte_mask = Cat(*[src_mask[i].replicate(8) for i in range(BB)])
+        byte_mask = byte_bits(src_mask)
         out_data = (window & byte_mask) | (pad_elem & ~byte_mask)
 
         # the realigner's beats leave through a register slice: nothing from here reaches the
@@ -198,8 +196,8 @@ class RowCopier(wiring.Component):
             m.d.sync += [first.eq(0), u_reg.eq(u_next), v_reg.eq(v - 1), sr_reg.eq(sr_next),
                          er_reg.eq(er_next), a_reg.eq(a + 1),
                          takes_reg.eq(takes_source(u_next, lead)), one_reg.eq(v == 2),
-                         src_mask_reg.eq(low_bytes(clamp(sr_next))),
-                         strb_reg.eq(low_bytes(clamp(er_next)))]
+                         src_mask_reg.eq(low(clamp(sr_next))),
+                         strb_reg.eq(low(clamp(er_next)))]
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 

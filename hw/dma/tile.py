@@ -62,13 +62,13 @@ piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress a
 counters.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import RegisteredQueue
+from ..bus.fifo import RegisteredQueue, registered
 
 DIMS = 6
 ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
@@ -107,6 +107,19 @@ def pad_pattern(m, pad, elog, nbytes):
                 m.d.comb += out.eq(Cat(*[(pad >> (8 * (i % (1 << e))))[:8]
                                          for i in range(nbytes)]))
     return out
+
+
+def low_bytes(m, n, nbytes):
+    """A mask of ``nbytes`` bits, the low ``n`` (0 to ``nbytes``) set: a beat's bytes below
+    byte ``n``."""
+    mask = Signal(nbytes + 1)
+    m.d.comb += mask.eq((Const(1, nbytes + 1) << n) - 1)
+    return mask[:nbytes]
+
+
+def byte_bits(mask):
+    """A byte mask widened to the bits of those bytes."""
+    return Cat(*[bit.replicate(8) for bit in mask])
 
 
 def _rotate_right_bytes(value, amount, nbytes):
@@ -150,9 +163,7 @@ class TileTransposer(wiring.Component):
         # from the descriptor (held while the job runs; the mid end starts the path once they
         # have settled), so none of it lies in front of the walker's arithmetic.
         def reg(value, name, shape=None):
-            r = Signal(shape if shape is not None else Value.cast(value).shape(), name=name)
-            m.d.sync += r.eq(value)
-            return r
+            return registered(m, value, name, shape)
 
         L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
         T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
@@ -205,7 +216,7 @@ class TileTransposer(wiring.Component):
             """A counter kept with ``tests`` ({name: (function of a value, shape)}), whose
             registers are returned with the counter and its choice (KEEP, STEP or INIT)."""
             value = Signal(shape, name=name)
-            choice = Signal(2, name=f"{name}_choice")
+            choice = Signal(2, init=KEEP, name=f"{name}_choice")
             held = {t: Signal(tshape, name=f"{name}_{t}") for t, (_, tshape) in tests.items()}
             for case, new in ((STEP, step(value)), (INIT, init)):
                 with m.If(choice == case):
@@ -353,11 +364,9 @@ class TileTransposer(wiring.Component):
                 m.d.comb += [write.eq(1), fill_data.eq(pad_elem)]
             with m.Elif(pack):
                 # rows past the last with a source are pad
-                keep = Signal(BB + 1)
                 keep_n = Signal(range(BB + 1))
-                m.d.comb += [keep_n.eq(fields["nsrc"] << (lgc + elog)),
-                             keep.eq((Const(1, BB + 1) << keep_n) - 1)]
-                keep_bits = Cat(*[keep[i].replicate(8) for i in range(BB)])
+                m.d.comb += keep_n.eq(fields["nsrc"] << (lgc + elog))
+                keep_bits = byte_bits(low_bytes(m, keep_n, BB))
                 m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
                              fill_data.eq((self.rdata.payload & keep_bits) |
                                           (pad_elem & ~keep_bits))]
@@ -469,8 +478,7 @@ class TileTransposer(wiring.Component):
         with m.If(q_v & self.wr.ready & ~q_hi & q_two):
             m.d.sync += q_hi.eq(1)
         q_advance = ~q_v | q_done
-        strb = Signal(BB)
-        m.d.comb += strb.eq((Const(1, BB + 1) << s_bytes) - 1)
+        strb = low_bytes(m, s_bytes, BB)
         wide_strb = Signal(2 * BB)
         m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
         with m.If(q_advance):

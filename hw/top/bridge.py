@@ -191,6 +191,7 @@ class UartBridge(wiring.Component):
                 m.d.comb += tx.valid.eq(1)
                 with m.If(tx.ready):
                     m.d.sync += sent.eq(sent + Mux(step == 0, 0, tx_byte))
+                    m.next = "SETTLE"
                     with m.Switch(step):
                         with m.Case(2):
                             m.d.sync += [step.eq(Mux(with_data, 3, 4)), index.eq(0)]
@@ -201,13 +202,9 @@ class UartBridge(wiring.Component):
                                 with m.If(index == last):
                                     m.d.sync += step.eq(4)
                         with m.Case(4):
-                            pass
+                            m.next = "SYNC"
                         with m.Default():
                             m.d.sync += step.eq(step + 1)
-                    with m.If(step == 4):
-                        m.next = "SYNC"
-                    with m.Else():
-                        m.next = "SETTLE"
             with m.State("SETTLE"):
                 # the new step, byte and index are in their registers; the buffer's read port
                 # shows word `index` next cycle
