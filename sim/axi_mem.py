@@ -43,11 +43,14 @@ class AxiMemory:
               self.write_if.w_channel.log, self.write_if.b_channel.log)
         self.cycle = 0
         self.longest_read = 0                           # beats of the longest read burst
+        self.longest_write = 0                          # ... and write burst
+        self._aw = bus.write.aw
         self._pending = collections.deque()
         self._arrived = Event()
         cocotb.start_soon(self._count())
         cocotb.start_soon(self._collect())
         cocotb.start_soon(self._serve())
+        cocotb.start_soon(self._watch_aw())
 
     # -- stalls -----------------------------------------------------------------------------
 
@@ -77,6 +80,21 @@ class AxiMemory:
         addr %= self.mem.size
         self.mem[addr:addr + n] = np.frombuffer(data, dtype=np.uint8)
         self.written[addr:addr + n] = True
+
+    async def _watch_aw(self):
+        """Every write burst's address, as the AW handshake passes it: full-width INCR beats
+        within one 4 KiB page (a breach fails the running test)."""
+        aw = self._aw
+        while True:
+            await RisingEdge(self.clk)
+            if not (aw.awvalid.value == 1 and aw.awready.value == 1):
+                continue
+            addr, beats = int(aw.awaddr.value), int(aw.awlen.value) + 1
+            size = 1 << int(aw.awsize.value)
+            assert size == self.byte_lanes, f"narrow write burst (awsize {int(aw.awsize.value)})"
+            assert (addr & 0xFFF) + beats * size <= 0x1000, \
+                f"write burst at 0x{addr:x}, {beats} beats, crosses 4 KiB"
+            self.longest_write = max(self.longest_write, beats)
 
     # -- reads ------------------------------------------------------------------------------
 

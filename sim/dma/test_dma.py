@@ -270,14 +270,16 @@ async def test_random_descriptors(dut):
 async def test_paths_and_long_bursts(dut):
     """Each of the engine's three paths on long runs at odd offsets: a copy (row path) and a
     transpose with long rows (tile path) across several 4 KiB pages, and a gather with a
-    stride in both dimension 0s (element path). Reads reach the engine's longest burst. Then
+    stride in both dimension 0s (element path). Reads and writes reach the engine's longest
+    burst (and none passes it, or a 4 KiB boundary: the bench's memory checks). Then
     rows of pad only on the row path."""
     tb = await TB.start(dut, salt=10)
     max_burst = params().get("max_burst", 16)
     n = 4 * max_burst * tb.bb + 37                         # several longest bursts
     rows, cols = 8, max(600, 2 * max_burst * tb.bb + 5)
     cases = [
-        ("copy", Descriptor(DENSE + 3, IMAGE + 5, 1, (Dim(n, 1, 1),))),
+        # source and destination part way into a page, so bursts meet 4 KiB boundaries
+        ("copy", Descriptor(DENSE + 0xFA3, IMAGE + 0xFD5, 1, (Dim(n, 1, 1),))),
         ("copy of fp16 with pad", Descriptor(DENSE + 2, IMAGE + 6, 2,
                                              (Dim(n // 2, 2, 2, n // 2 - 9),), pad=0x1234)),
         ("transpose", Descriptor(DENSE + 1, IMAGE + 3, 1,
@@ -305,6 +307,7 @@ async def test_paths_and_long_bursts(dut):
         tb.assert_writes_within(lo, hi - lo, what)
         dut._log.info("%s: %d bytes in %d cycles", what, d.dst_bytes, cycles)
     assert tb.mem.longest_read == max_burst, (tb.mem.longest_read, max_burst)
+    assert tb.mem.longest_write == max_burst, (tb.mem.longest_write, max_burst)
 
 
 # -- errors -------------------------------------------------------------------------------------
