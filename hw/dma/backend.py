@@ -119,24 +119,40 @@ class BackEnd(wiring.Component):
             m.d.sync += self.read_err.eq(1)
 
         # -- write combiner: one open beat, one open burst (its beats go to the W FIFO) -------
+        # A piece first waits in the intake register, which knows whether it falls in the same
+        # beat as the piece before it; the open beat knows whether it continues the open burst.
+        # Both tests are worked out as their registers load, so the decision to push a beat
+        # into the W FIFO comes from registers alone.
+        piece = self.wr.payload
+        s_valid = Signal()
+        s = Signal.like(piece, name="s_piece")
+        s_same = Signal()                     # same beat as the piece before it in the stream
+        p_addr = Signal(aw)                   # the address of the piece before
+        p_last = Signal(init=1)               # the piece before ended its job (or there was none)
+
         w_open = Signal()
         w_addr = Signal(aw)                   # the open beat's address
+        w_succ = Signal(aw)                   # ... and the beat's after it
         w_data = Signal(W)
         w_strb = Signal(BB)
+        w_cont = Signal()                     # the open beat, pushed, extends the open burst
         wb_open = Signal()
         wb_start = Signal(aw)
         wb_len = Signal(range(mb + 1))
-        piece = self.wr.payload
+        wb_next = Signal(aw)                  # the address after the open burst's last beat
         data_mask = Signal(W)
-        m.d.comb += data_mask.eq(byte_bits(piece.strb))
-        same_w = w_open & (piece.addr == w_addr)
-        # pushing the open beat: into the open burst if it continues, else the burst is closed
-        next_in_burst = wb_open & (w_addr == wb_start + (wb_len << LB)) & \
-            (wb_len < mb) & (w_addr[:12] != 0)
+        m.d.comb += data_mask.eq(byte_bits(s.strb))
         can_close = awfifo.w_rdy & wlens.w_rdy
-        can_push = wfifo.w_rdy & (next_in_burst | ~wb_open | can_close)
-        m.d.comb += self.wr.ready.eq((same_w | ~w_open | can_push) & ~halt)
-        go = self.wr.valid & self.wr.ready
+        can_push = wfifo.w_rdy & (w_cont | ~wb_open | can_close)
+        go = Signal()                         # the intake's piece goes into the open beat
+        m.d.comb += [go.eq(s_valid & (s_same | ~w_open | can_push) & ~halt),
+                     self.wr.ready.eq((~s_valid | go) & ~halt)]
+        with m.If(self.wr.valid & self.wr.ready):
+            m.d.sync += [s_valid.eq(1), s.eq(piece),
+                         s_same.eq(~p_last & (piece.addr == p_addr)),
+                         p_addr.eq(piece.addr), p_last.eq(piece.last)]
+        with m.Elif(go):
+            m.d.sync += s_valid.eq(0)
 
         push = Signal()
         close = Signal()
@@ -149,22 +165,29 @@ class BackEnd(wiring.Component):
             """The open beat goes to the W FIFO: it extends the open burst, or closes it and
             starts the next."""
             m.d.comb += push.eq(1)
-            with m.If(next_in_burst):
+            m.d.sync += wb_next.eq(w_succ)
+            with m.If(w_cont):
                 m.d.sync += wb_len.eq(wb_len + 1)
             with m.Else():
                 m.d.comb += close.eq(wb_open)
                 m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
 
         with m.If(go):
-            with m.If(same_w):
-                m.d.sync += [w_data.eq((w_data & ~data_mask) | (piece.data & data_mask)),
-                             w_strb.eq(w_strb | piece.strb)]
+            with m.If(s_same):
+                m.d.sync += [w_data.eq((w_data & ~data_mask) | (s.data & data_mask)),
+                             w_strb.eq(w_strb | s.strb)]
             with m.Else():
                 with m.If(w_open):
                     push_open_beat()
-                m.d.sync += [w_open.eq(1), w_addr.eq(piece.addr),
-                             w_data.eq(piece.data & data_mask), w_strb.eq(piece.strb)]
-            with m.If(piece.last):
+                # the burst as it stands once the open beat has been pushed (if there is one)
+                burst_open = w_open | wb_open
+                burst_next = Mux(w_open, w_succ, wb_next)
+                room = Mux(w_open, Mux(w_cont, wb_len < mb - 1, mb > 1), wb_len < mb)
+                m.d.sync += [w_open.eq(1), w_addr.eq(s.addr), w_succ.eq(s.addr + BB),
+                             w_cont.eq(burst_open & (s.addr == burst_next) & room &
+                                       (s.addr[:12] != 0)),
+                             w_data.eq(s.data & data_mask), w_strb.eq(s.strb)]
+            with m.If(s.last):
                 m.d.sync += flush.eq(1)
         with m.Elif(flush):
             with m.If(w_open & can_push):
@@ -204,7 +227,7 @@ class BackEnd(wiring.Component):
         with m.If(b_beat & (axi.bresp != Resp.OKAY)):
             m.d.sync += self.write_err.eq(1)
 
-        writes_idle = (~w_open & ~wb_open & ~flush & (awfifo.level == 0) &
+        writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & (awfifo.level == 0) &
                        (issued_bursts == 0) & (pending_b == 0) & ~awvalid &
                        (wfifo.level == 0))
         reads_idle = (inflight == 0) & ~arvalid & ~open_
