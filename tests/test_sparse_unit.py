@@ -1,13 +1,14 @@
 """The sparse weight decompressor at the Amaranth level: parameters, ports, register map and the
-register program. Its behaviour is checked by the cocotb bench (sim/sparse/test_sparse.py)
-against the weights model."""
+register program, and the stream writer's bursts. Its behaviour is checked by the cocotb bench
+(sim/sparse/test_sparse.py) against the weights model."""
 
 import numpy as np
 import pytest
 from amaranth.back import verilog
+from amaranth.sim import Simulator
 
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
-from hw.sparse.engines import StreamReader
+from hw.sparse.engines import StreamReader, StreamWriter
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
 
@@ -60,3 +61,81 @@ def test_program_runs_the_job():
         SPARSE[name].encode(fields)         # every value fits its field
     assert program(plan_job(compress(spec.layout(w))), stream=False)[-1][1] == \
         {"start": 1, "stream_enable": 0, "write_enable": 0}
+
+
+def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000):
+    """Drive a StreamWriter with ``beats`` numbered beats from ``start``, with random gaps on
+    its input and random stalls on AW, W and B (each at a rate drawn for the run, so the FIFO
+    sometimes fills while AW waits); returns the bursts [(addr, [beats])], whether
+    it raised done and whether it raised range_error."""
+    dut = StreamWriter(data_width=data_width, max_burst=max_burst)
+    rng = np.random.default_rng(seed)
+    p_in, p_aw, p_w = rng.choice([0.5, 1.0]), rng.choice([0.2, 0.8]), rng.choice([0.5, 1.0])
+    axi = dut.axi
+    out = {"bursts": [], "done": False, "range_error": False}
+
+    async def bench(ctx):
+        ctx.set(dut.addr, start)
+        ctx.set(dut.load, 1)
+        await ctx.tick()
+        ctx.set(dut.load, 0)
+        sent, owed, data = 0, 0, []
+        for _ in range(cycles):
+            ctx.set(dut.i_valid, int(sent < beats and rng.random() < p_in))
+            ctx.set(dut.i_data, sent)
+            ctx.set(dut.finish, int(sent == beats))
+            ctx.set(axi.awready, int(rng.random() < p_aw))
+            ctx.set(axi.wready, int(rng.random() < p_w))
+            ctx.set(axi.bvalid, int(owed > 0 and rng.random() < 0.5))
+            await ctx.delay(1e-9)
+            if ctx.get(dut.i_valid) and ctx.get(dut.i_ready):
+                sent += 1
+            if ctx.get(axi.awvalid) and ctx.get(axi.awready):
+                out["bursts"].append((ctx.get(axi.awaddr), ctx.get(axi.awlen) + 1))
+            if ctx.get(axi.wvalid) and ctx.get(axi.wready):
+                data.append(ctx.get(axi.wdata))
+                if ctx.get(axi.wlast):
+                    owed += 1
+            if ctx.get(axi.bvalid) and ctx.get(axi.bready):
+                owed -= 1
+            out["done"] |= bool(ctx.get(dut.done))
+            out["range_error"] |= bool(ctx.get(dut.range_error))
+            await ctx.tick()
+        out["data"] = data
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_writer_bursts_keep_the_rules(seed):
+    """Random starts part way into a page and random lengths, 64-byte beats: every burst is at
+    most max_burst beats, stays in its 4 KiB page, follows the one before, and the beats
+    arrive in order. (A burst length worked out from a stale address passes a boundary.)"""
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        start = 0x10000 + int(rng.integers(0, 64)) * 64
+        beats = int(rng.integers(1, 160))
+        out = run_writer(start, beats, int(rng.integers(1 << 31)))
+        addr = start
+        for a, n in out["bursts"]:
+            assert a == addr, (hex(a), hex(addr))
+            assert 1 <= n <= 16
+            assert (a & 0xFFF) + n * 64 <= 0x1000, f"burst at {a:#x} of {n} beats crosses 4 KiB"
+            addr += n * 64
+        assert addr == start + beats * 64
+        assert out["data"] == list(range(beats))
+        assert out["done"] and not out["range_error"]
+
+
+def test_writer_stops_at_the_top_of_memory():
+    """A region that runs past the top of the 32-bit address space: the bursts up to the top go
+    out, then range_error, and no burst wraps to address 0."""
+    start = (1 << 32) - 5 * 64
+    out = run_writer(start, 9, 7)
+    assert out["range_error"] and not out["done"]
+    assert sum(n for _, n in out["bursts"]) == 5
+    assert all(a >= start for a, _ in out["bursts"])

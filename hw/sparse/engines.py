@@ -10,7 +10,7 @@ Each component drives only its half of an :class:`hw.bus.axi.AXI4Signature` (``a
 block that owns both connects the halves to one port (:func:`connect_read`, :func:`connect_write`).
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -214,43 +214,47 @@ class StreamWriter(wiring.Component):
                      self.i_ready.eq(fifo.w_rdy)]
 
         addr = Signal(self.addr_width + 1)          # one bit more: reaching the top is sticky
-        promised = Signal(range(depth + 1))         # beats in the FIFO owed to issued bursts
+        # beats in the FIFO not yet owed to an issued burst
         spare = Signal(range(depth + 1))
-        m.d.comb += spare.eq(fifo.level - promised)
-        # the next burst, worked out a cycle ahead in registers. Between two cycles the spare
-        # beats only grow, unless a burst is issued or the address loaded: the cycle after those
+        pushed = fifo.w_en & fifo.w_rdy
+        # the next burst, worked out two cycles ahead in registers: the beats its address allows
+        # (``room``: the longest burst, or fewer before the next 4 KiB boundary), then its
+        # length and whether the FIFO holds it all. Between two cycles the spare beats only
+        # grow, unless a burst is issued or the address loaded: for two cycles after those
         # the registers are stale and nothing is issued
-        burst_c = Signal(range(self.max_burst + 1))
-        m.d.comb += burst_c.eq(_burst_len(addr, Mux(self.finish, spare, self.max_burst),
-                                          self.max_burst, beat_log2))
-        burst = Signal.like(burst_c)
-        end = Signal(self.addr_width + 2)
+        to_4k = (4096 - addr[:12]) >> beat_log2
+        room = Signal(range(self.max_burst + 1))
+        burst = Signal(range(self.max_burst + 1))
         enough = Signal()
-        stale = Signal(init=1)
-        m.d.sync += [burst.eq(burst_c), end.eq(addr + (burst_c << beat_log2)),
-                     enough.eq(spare >= burst_c)]
-        over = end > (1 << self.addr_width)
+        m.d.sync += [room.eq(Mux(to_4k < self.max_burst, to_4k, self.max_burst)),
+                     burst.eq(Mux(self.finish & (spare < room), spare, room)),
+                     enough.eq(self.finish | (spare >= room))]
+        stale = Signal(2, init=0b11)
+        # bursts end at or before a 4 KiB boundary, so only one that starts at the top of the
+        # address space passes it
+        over = addr[self.addr_width]
         awvalid = Signal()
         range_error = Signal()
-        ready_to_issue = (~stale & (burst != 0) & enough & ~self.stop & lens.w_rdy &
+        ready_to_issue = ((stale == 0) & (burst != 0) & enough & ~self.stop & lens.w_rdy &
                           (~awvalid | axi.awready))
         m.d.comb += [axi.awvalid.eq(awvalid), axi.awsize.eq(beat_log2),
                      axi.awburst.eq(Burst.INCR), axi.awcache.eq(0b0011), axi.bready.eq(1),
                      axi.wstrb.eq(-1)]
         issue = Signal()
         m.d.comb += issue.eq(ready_to_issue & ~over & ~range_error)
+        m.d.sync += spare.eq(spare + pushed - Mux(issue, burst, 0))
         with m.If(axi.awvalid & axi.awready):
             m.d.sync += awvalid.eq(0)
         with m.If(issue):
             m.d.sync += [awvalid.eq(1), axi.awaddr.eq(addr[:self.addr_width]),
-                         axi.awlen.eq(burst - 1), addr.eq(end)]
+                         axi.awlen.eq(burst - 1), addr.eq(addr + (burst << beat_log2))]
         with m.If(self.flush):
             m.d.sync += range_error.eq(0)
         with m.Elif(ready_to_issue & over):
             m.d.sync += range_error.eq(1)
         with m.If(self.load):
             m.d.sync += addr.eq(self.addr)
-        m.d.sync += stale.eq(issue | self.load | self.flush)
+        m.d.sync += stale.eq(Cat(issue | self.load | self.flush, stale[0]))
         m.d.comb += [lens.w_en.eq(issue), lens.w_data.eq(burst)]
 
         # W: the beats of the oldest issued burst
@@ -261,10 +265,8 @@ class StreamWriter(wiring.Component):
                      fifo.r_en.eq(w_go & axi.wready), lens.r_en.eq(w_go & axi.wready & last)]
         with m.If(w_go & axi.wready):
             m.d.sync += count.eq(Mux(last, 0, count + 1))
-        sent = w_go & axi.wready
-        m.d.sync += promised.eq(promised + Mux(issue, burst, 0) - sent)
         with m.If(self.flush):
-            m.d.sync += [promised.eq(0), count.eq(0)]
+            m.d.sync += [spare.eq(0), count.eq(0)]
 
         # B: bursts awaiting their response
         pending = Signal(8)
