@@ -11,7 +11,10 @@ Reads
 Writes
     The *write combiner* merges pieces that fall in the open beat (byte strobes OR'ed) and
     collects consecutive beats into a burst (up to ``max_burst``, never across 4 KiB). A
-    burst's address is queued once all its beats are in the W FIFO, so W never waits.
+    burst's address is queued once all its beats are in the W FIFO, so W never waits. Its two
+    tests (a piece in the same beat as the one before it; a beat that continues the open burst)
+    are worked out a cycle ahead, as a piece enters the intake register and as a beat opens,
+    so the push into the W FIFO is decided from registers.
 Errors
     A read or write error response raises ``read_err`` / ``write_err``. With ``halt`` high no
     new address is issued and nothing new is accepted; bursts already issued complete and
