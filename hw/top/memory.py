@@ -17,6 +17,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
 from ..bus.axi import AXI4Signature, Burst, Resp
+from ..bus.fifo import register_slice
 
 __all__ = ["AxiRam"]
 
@@ -87,20 +88,23 @@ class AxiRam(wiring.Component):
         with m.If(a.bvalid & a.bready):
             m.d.sync += w_resp_pending.eq(0)
 
-        # reads: the port reads a beat whenever the output register is free or being taken
+        # reads: the port reads a beat whenever the output register is free or being taken; the
+        # beats leave through a register slice, so the block RAM's late read data (no output
+        # register) ends in a register here instead of in every reader's logic
         r_active = Signal()
         r_addr = Signal(len(a.araddr))
         r_left = Signal(9)
         r_size = Signal(3)
         r_burst = Signal(2)
         r_resp = Signal(2)
-        rvalid, rlast = Signal(), Signal()
+        rvalid, rlast, rready = Signal(), Signal(), Signal()
+        r_id = Signal.like(a.arid)
         m.d.comb += a.arready.eq(~r_active & ~rvalid & go)
         with m.If(a.arvalid & a.arready):
             m.d.sync += [r_active.eq(1), r_addr.eq(a.araddr), r_left.eq(a.arlen + 1),
-                         r_size.eq(a.arsize), r_burst.eq(a.arburst), a.rid.eq(a.arid),
+                         r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid),
                          r_resp.eq(self._check(m, a.araddr, a.arlen, a.arsize, a.arburst))]
-        advance = ~rvalid | a.rready
+        advance = ~rvalid | rready
         fetch = r_active & advance & go
         m.d.comb += [rp.addr.eq(r_addr[shift:]), rp.en.eq(fetch)]
         with m.If(fetch):
@@ -108,8 +112,10 @@ class AxiRam(wiring.Component):
                          rvalid.eq(1), rlast.eq(r_left == 1)]
             with m.If(r_left == 1):
                 m.d.sync += r_active.eq(0)
-        with m.Elif(a.rready):
+        with m.Elif(rready):
             m.d.sync += rvalid.eq(0)
-        m.d.comb += [a.rvalid.eq(rvalid), a.rlast.eq(rlast), a.rresp.eq(r_resp),
-                     a.rdata.eq(Mux(r_resp == Resp.OKAY, rp.data, 0))]
+        beat = Cat(Mux(r_resp == Resp.OKAY, rp.data, 0), r_resp, rlast, r_id)
+        register_slice(m, "r", valid=rvalid, ready=rready, payload=beat,
+                       out_valid=a.rvalid, out_ready=a.rready,
+                       out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid))
         return m
