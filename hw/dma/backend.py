@@ -128,10 +128,10 @@ class BackEnd(wiring.Component):
         # into the W FIFO comes from registers alone.
         piece = self.wr.payload
         s_valid = Signal()
-        s = Signal.like(piece, name="s_piece")
+        # the intake keeps the last piece it took (``last`` set at first: there was none), so
+        # the next piece is compared with it
+        s = Signal.like(piece, name="s_piece", init={"last": 1})
         s_same = Signal()                     # same beat as the piece before it in the stream
-        p_addr = Signal(aw)                   # the address of the piece before
-        p_last = Signal(init=1)               # the piece before ended its job (or there was none)
 
         w_open = Signal()
         w_addr = Signal(aw)                   # the open beat's address
@@ -152,8 +152,7 @@ class BackEnd(wiring.Component):
                      self.wr.ready.eq((~s_valid | go) & ~halt)]
         with m.If(self.wr.valid & self.wr.ready):
             m.d.sync += [s_valid.eq(1), s.eq(piece),
-                         s_same.eq(~p_last & (piece.addr == p_addr)),
-                         p_addr.eq(piece.addr), p_last.eq(piece.last)]
+                         s_same.eq(~s.last & (piece.addr == s.addr))]
         with m.Elif(go):
             m.d.sync += s_valid.eq(0)
 

@@ -48,11 +48,17 @@ def mount(m, block):
     return bank.regs, reader, writer
 
 
+def _page_room(addr, max_burst, beat_log2):
+    """Beats a burst from ``addr`` may have: max_burst, or fewer before the next 4 KiB
+    boundary."""
+    to_4k = (4096 - addr[:12]) >> beat_log2
+    return Mux(to_4k < max_burst, to_4k, max_burst)
+
+
 def _burst_len(addr, beats_left, max_burst, beat_log2):
     """Beats of the next burst: the fewest of max_burst, what is left, and what fits before the
     next 4 KiB boundary."""
-    to_4k = (4096 - addr[:12]) >> beat_log2
-    room = Mux(to_4k < max_burst, to_4k, max_burst)
+    room = _page_room(addr, max_burst, beat_log2)
     return Mux(beats_left < room, beats_left, room)
 
 
@@ -222,11 +228,10 @@ class StreamWriter(wiring.Component):
         # length and whether the FIFO holds it all. Between two cycles the spare beats only
         # grow, unless a burst is issued or the address loaded: for two cycles after those
         # the registers are stale and nothing is issued
-        to_4k = (4096 - addr[:12]) >> beat_log2
         room = Signal(range(self.max_burst + 1))
         burst = Signal(range(self.max_burst + 1))
         enough = Signal()
-        m.d.sync += [room.eq(Mux(to_4k < self.max_burst, to_4k, self.max_burst)),
+        m.d.sync += [room.eq(_page_room(addr, self.max_burst, beat_log2)),
                      burst.eq(Mux(self.finish & (spare < room), spare, room)),
                      enough.eq(self.finish | (spare >= room))]
         stale = Signal(2, init=0b11)
