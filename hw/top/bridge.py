@@ -63,7 +63,12 @@ class UartBridge(wiring.Component):
         silent = Signal(range(self.timeout + 1))
         byte = rx.data
         got = rx.valid
+        # the buffer's read data is registered before any logic sees it: a block RAM's read data
+        # arrives late in the cycle (5.8 ns after the clock on the ECP5). So `word` shows buffer
+        # word `index` two cycles after `index` is set.
+        word = Signal(32)
         m.d.comb += rp.addr.eq(index)
+        m.d.sync += word.eq(rp.data)
 
         # reply bytes: sync, status, index, data, sum
         tx_byte = Signal(8)
@@ -131,7 +136,7 @@ class UartBridge(wiring.Component):
                         m.d.sync += status.eq(Status.OK)
                         m.next = "LOAD"
 
-            # the bus: one word at a time, rp shows buffer word `index` a cycle after it is set
+            # the bus: one word at a time; LOAD and FETCH wait for `word` to show word `index`
             awvalid, wvalid, arvalid = Signal(), Signal(), Signal()
             word_addr = Signal(32)
             m.d.comb += [word_addr.eq(addr + (index << 2)),
@@ -139,10 +144,12 @@ class UartBridge(wiring.Component):
                          bus.awvalid.eq(awvalid), bus.wvalid.eq(wvalid), bus.arvalid.eq(arvalid),
                          bus.wstrb.eq(0xF), bus.bready.eq(1), bus.rready.eq(1)]
             with m.State("LOAD"):
+                m.next = "FETCH"
+            with m.State("FETCH"):
                 m.next = "ISSUE"
             with m.State("ISSUE"):
                 with m.If(command == Command.WRITE):
-                    m.d.sync += [bus.wdata.eq(rp.data), awvalid.eq(1), wvalid.eq(1)]
+                    m.d.sync += [bus.wdata.eq(word), awvalid.eq(1), wvalid.eq(1)]
                 with m.Else():
                     m.d.sync += arvalid.eq(1)
                 m.next = "WAIT"
@@ -175,11 +182,10 @@ class UartBridge(wiring.Component):
             step = Signal(range(5))           # 0 sync, 1 status, 2 index, 3 data, 4 sum
             sent = Signal(8)
             with_data = (status == Status.OK) & (command == Command.READ)
-            data_byte = rp.data.word_select(nbyte, 8)
+            data_byte = word.word_select(nbyte, 8)
             report_index = Mux(status == Status.OK, last, index)
-            # the byte to send is registered: the buffer's read data (a block RAM's clock-to-out)
-            # goes no further than this register. SEND waits for it in SETTLE and LATCH, which
-            # cost nothing: the transmitter is still shifting out the byte before.
+            # the byte to send is registered too. SEND waits for it in SETTLE, FETCH_BYTE and
+            # LATCH, which cost nothing: the transmitter is still shifting out the byte before.
             m.d.sync += tx_byte.eq(Mux(step == 0, REPLY_SYNC,
                                    Mux(step == 1, status,
                                    Mux(step == 2, report_index,
@@ -207,10 +213,12 @@ class UartBridge(wiring.Component):
                             m.d.sync += step.eq(step + 1)
             with m.State("SETTLE"):
                 # the new step, byte and index are in their registers; the buffer's read port
-                # shows word `index` next cycle
+                # shows word `index` next cycle, and `word` the cycle after
+                m.next = "FETCH_BYTE"
+            with m.State("FETCH_BYTE"):
                 m.next = "LATCH"
             with m.State("LATCH"):
-                # tx_byte takes the byte now
+                # `word` shows word `index`; tx_byte takes the byte now
                 m.next = "SEND"
             m.d.comb += self.busy.eq(~fsm.ongoing("SYNC"))
         return m
