@@ -63,14 +63,17 @@ def test_program_runs_the_job():
         {"start": 1, "stream_enable": 0, "write_enable": 0}
 
 
-def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000):
+def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000, stop_cycles=0,
+               rates=None):
     """Drive a StreamWriter with ``beats`` numbered beats from ``start``, with random gaps on
     its input and random stalls on AW, W and B (each at a rate drawn for the run, so the FIFO
-    sometimes fills while AW waits); returns the bursts [(addr, [beats])], whether
-    it raised done and whether it raised range_error."""
+    sometimes fills while AW waits; ``rates``: (input, AW, W) instead); ``stop`` is held high
+    for the first ``stop_cycles`` cycles. Returns the bursts [(addr, [beats])], whether it
+    raised done and whether it raised range_error."""
     dut = StreamWriter(data_width=data_width, max_burst=max_burst)
     rng = np.random.default_rng(seed)
-    p_in, p_aw, p_w = rng.choice([0.5, 1.0]), rng.choice([0.2, 0.8]), rng.choice([0.5, 1.0])
+    p_in, p_aw, p_w = rates or (rng.choice([0.5, 1.0]), rng.choice([0.2, 0.8]),
+                                rng.choice([0.5, 1.0]))
     axi = dut.axi
     out = {"bursts": [], "done": False, "range_error": False}
 
@@ -80,7 +83,8 @@ def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000)
         await ctx.tick()
         ctx.set(dut.load, 0)
         sent, owed, data = 0, 0, []
-        for _ in range(cycles):
+        for cycle in range(cycles):
+            ctx.set(dut.stop, int(cycle < stop_cycles))
             ctx.set(dut.i_valid, int(sent < beats and rng.random() < p_in))
             ctx.set(dut.i_data, sent)
             ctx.set(dut.finish, int(sent == beats))
@@ -110,6 +114,20 @@ def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000)
     return out
 
 
+def check_bursts(out, start, beats):
+    """Every burst is 1 to 16 beats of 64 bytes, stays in its 4 KiB page and follows the one
+    before; the beats arrive in order; the writer finished without a range error."""
+    addr = start
+    for a, n in out["bursts"]:
+        assert a == addr, (hex(a), hex(addr))
+        assert 1 <= n <= 16
+        assert (a & 0xFFF) + n * 64 <= 0x1000, f"burst at {a:#x} of {n} beats crosses 4 KiB"
+        addr += n * 64
+    assert addr == start + beats * 64
+    assert out["data"] == list(range(beats))
+    assert out["done"] and not out["range_error"]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_writer_bursts_keep_the_rules(seed):
     """Random starts part way into a page and random lengths, 64-byte beats: every burst is at
@@ -119,16 +137,20 @@ def test_writer_bursts_keep_the_rules(seed):
     for _ in range(3):
         start = 0x10000 + int(rng.integers(0, 64)) * 64
         beats = int(rng.integers(1, 160))
-        out = run_writer(start, beats, int(rng.integers(1 << 31)))
-        addr = start
-        for a, n in out["bursts"]:
-            assert a == addr, (hex(a), hex(addr))
-            assert 1 <= n <= 16
-            assert (a & 0xFFF) + n * 64 <= 0x1000, f"burst at {a:#x} of {n} beats crosses 4 KiB"
-            addr += n * 64
-        assert addr == start + beats * 64
-        assert out["data"] == list(range(beats))
-        assert out["done"] and not out["range_error"]
+        check_bursts(run_writer(start, beats, int(rng.integers(1 << 31))), start, beats)
+
+
+@pytest.mark.parametrize("beat", [40, 44, 47])
+def test_writer_waits_out_its_look_ahead(beat):
+    """The writer works its next burst out two cycles ahead, so it must not issue for two
+    cycles after a burst. Directed at the one case that tells: ``stop`` holds the writer while
+    its FIFO fills (32 spare beats), then a full burst goes at once and AW is free again the
+    cycle after; the next address lies 8, 4 or 1 beats before a page end. A writer that waited
+    only one cycle would send 16 beats there, from the old address's room, across 4 KiB."""
+    start = 0x10000 + beat * 64
+    out = run_writer(start, 48, 0, stop_cycles=60, rates=(1.0, 1.0, 1.0), cycles=400)
+    assert out["bursts"][:2] == [(start, 16), (start + 16 * 64, 64 - beat - 16)]
+    check_bursts(out, start, 48)
 
 
 def test_writer_stops_at_the_top_of_memory():
