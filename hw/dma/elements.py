@@ -10,7 +10,7 @@ extent 1).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 
 from ..bus.fifo import RegisteredQueue
 from .tile import low_bytes, path_ports
@@ -47,7 +47,8 @@ class ElementPath(wiring.Component):
         m.d.comb += eb.eq(1 << self.elog)
 
         # elements waiting for their beat: as many as the beats the engine can have in flight
-        entries = m.submodules.entries = RegisteredQueue(width=aw + LB + 3, depth=self.queue)
+        entry = data.StructLayout({"dst": aw, "off": LB, "has_src": 1, "new_beat": 1, "last": 1})
+        entries = m.submodules.entries = RegisteredQueue(width=entry.size, depth=self.queue)
         step = walker.o.payload
         beat_of = Cat(Const(0, LB), step.src[LB:])
         asked = Signal()                      # `last_beat` holds the beat asked for last
@@ -56,18 +57,18 @@ class ElementPath(wiring.Component):
         m.d.comb += [self.req.valid.eq(walker.o.valid & new_beat & entries.w_rdy),
                      self.req.payload.eq(beat_of)]
         take = walker.o.valid & entries.w_rdy & (~new_beat | self.req.ready)
+        queued = data.View(entry, entries.w_data)
         m.d.comb += [walker.o.ready.eq(take), entries.w_en.eq(take),
-                     entries.w_data.eq(Cat(step.dst, step.src[:LB], step.has_src, new_beat,
-                                           step.last))]
+                     queued.dst.eq(step.dst), queued.off.eq(step.src[:LB]),
+                     queued.has_src.eq(step.has_src), queued.new_beat.eq(new_beat),
+                     queued.last.eq(step.last)]
         with m.If(take & new_beat):
             m.d.sync += [asked.eq(1), last_beat.eq(beat_of)]
 
         # extractor: entries in order; a new beat is taken when the entry asked for one
-        e_dst = entries.r_data[:aw]
-        e_off = entries.r_data[aw:aw + LB]
-        e_has = entries.r_data[aw + LB]
-        e_new = entries.r_data[aw + LB + 1]
-        e_last = entries.r_data[aw + LB + 2]
+        head = data.View(entry, entries.r_data)
+        e_dst, e_off, e_has, e_new, e_last = (head.dst, head.off, head.has_src, head.new_beat,
+                                              head.last)
         cur = Signal(W)
         beat = Mux(e_new, self.rdata.payload, cur)
         elem = Signal(64)
