@@ -153,6 +153,15 @@ class UartBridge(wiring.Component):
                 with m.Else():
                     m.d.sync += arvalid.eq(1)
                 m.next = "WAIT"
+            # the response is taken into registers first (B and R are always ready, and one
+            # access is in flight at a time) and acted on in WAIT a cycle later: the decoder's
+            # response multiplexers end in these registers, not in the FSM's decisions
+            done = Signal()
+            resp = Signal(2)
+            rdata = Signal(32)
+            m.d.sync += [done.eq(Mux(command == Command.WRITE, bus.bvalid, bus.rvalid)),
+                         resp.eq(Mux(command == Command.WRITE, bus.bresp, bus.rresp)),
+                         rdata.eq(bus.rdata)]
             with m.State("WAIT"):
                 with m.If(bus.awready):
                     m.d.sync += awvalid.eq(0)
@@ -160,12 +169,8 @@ class UartBridge(wiring.Component):
                     m.d.sync += wvalid.eq(0)
                 with m.If(bus.arready):
                     m.d.sync += arvalid.eq(0)
-                resp = Signal(2)
-                done = Signal()
-                m.d.comb += [done.eq(Mux(command == Command.WRITE, bus.bvalid, bus.rvalid)),
-                             resp.eq(Mux(command == Command.WRITE, bus.bresp, bus.rresp))]
-                m.d.comb += [wp.addr.eq(index), wp.data.eq(bus.rdata),
-                             wp.en.eq(Mux(bus.rvalid & (command == Command.READ), 0xF, 0))]
+                m.d.comb += [wp.addr.eq(index), wp.data.eq(rdata),
+                             wp.en.eq(Mux(done & (command == Command.READ), 0xF, 0))]
                 with m.If(done):
                     with m.If(resp != Resp.OKAY):
                         m.d.sync += status.eq(Mux(resp == Resp.DECERR, Status.DECERR,
