@@ -24,11 +24,12 @@ Timing
   arrive in either order or together). In the cycle after that edge, ``data``/``w_data`` show the
   new value, ``pulse`` and ``wr_stb`` are high, and ``bvalid`` rises. With ``bready`` held high the
   bank takes one write per cycle.
-- A read samples ``r_data`` and the stored values in the cycle of the AR handshake; ``rd_stb`` is
-  high in that same cycle, so logic behind an ``RWS`` field (a memory window with auto-increment)
-  can advance on it. ``rvalid`` rises in the next cycle; ``arready`` is low while ``rvalid`` is
-  high, so consecutive reads are at least two cycles apart, which gives a synchronous memory read
-  port one cycle to present the next word.
+- A read samples ``r_data`` and the stored values in the cycle of the AR handshake. ``rd_stb``
+  is high in the next cycle (a register: no logic behind it sees the bus's address decode), so
+  logic behind an ``RWS`` field (a memory window with auto-increment) can advance on it;
+  ``rvalid`` rises in that cycle too. ``arready`` is low while ``rvalid`` is high and for the
+  cycle after, so consecutive reads are at least three cycles apart, which gives a synchronous
+  memory read port, addressed from ``rd_stb``, two cycles to present the next word.
 - Reads and writes proceed independently. A read in the same cycle as a write to the same register
   returns the value from before the write.
 - Byte strobes apply bit for bit: RW/W/RWS bits take the new value only in strobed bytes, RW1C bits
@@ -156,10 +157,14 @@ class RegisterBank(wiring.Component):
 
         # -- read ------------------------------------------------------------------------------
         ar_hs = Signal()
-        m.d.comb += [bus.arready.eq(~bus.rvalid), ar_hs.eq(bus.arvalid & bus.arready)]
+        gap = Signal()                        # the cycle after a read's R handshake
+        m.d.sync += gap.eq(bus.rvalid & bus.rready)
+        m.d.comb += [bus.arready.eq(~bus.rvalid & ~gap), ar_hs.eq(bus.arvalid & bus.arready)]
         r_word = bus.araddr[2:]
         rd_word = Signal(32)
         rd_hit = Signal()
+        for r in self.regmap:                 # strobes fall unless a read hits them below
+            m.d.sync += getattr(self.regs, r.name).rd_stb.eq(0)
         with m.Switch(r_word):
             for r in self.regmap:
                 port = getattr(self.regs, r.name)
@@ -171,7 +176,8 @@ class RegisterBank(wiring.Component):
                                Access.RW: "data", Access.RW1C: "data"}.get(f.access)
                         if src is not None:
                             parts = parts | (getattr(fp, src).as_unsigned() << f.offset)
-                    m.d.comb += [rd_word.eq(parts), rd_hit.eq(1), port.rd_stb.eq(ar_hs)]
+                    m.d.comb += [rd_word.eq(parts), rd_hit.eq(1)]
+                    m.d.sync += port.rd_stb.eq(ar_hs)
 
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)

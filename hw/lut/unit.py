@@ -202,8 +202,9 @@ class LutUnit(wiring.Component):
         refused = Signal()
         m.d.comb += [refused.eq(data_w & busy),
                      regs.status.table_write_refused.set.eq(refused)]
-        # the read-back ports read at the address acc_addr is about to take, and their word is
-        # registered: reads see it as before (two cycles after the address moved), but no
+        # the read-back ports read at the address acc_addr is about to take (from the bank's
+        # strobes, which are registers), and their word is registered: a read sees it two
+        # cycles after the address moved, which the bank's spacing of reads allows, and no
         # memory output drives the register bank's read multiplexer directly
         acc_next = Signal(10)
         m.d.comb += acc_next.eq(acc_addr)
