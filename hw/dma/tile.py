@@ -214,26 +214,43 @@ class TileTransposer(wiring.Component):
 
         def counter(name, shape, step, init, tests):
             """A counter kept with ``tests`` ({name: (function of a value, shape)}), whose
-            registers are returned with the counter and its choice (KEEP, STEP or INIT)."""
+            registers are returned with the counter and its choice (KEEP, STEP or INIT). A test
+            given as (function of a value, function of the value *before* a step, shape) takes
+            the second on a step, so no subtract lies in front of its comparison."""
             value = Signal(shape, name=name)
             choice = Signal(2, init=KEEP, name=f"{name}_choice")
-            held = {t: Signal(tshape, name=f"{name}_{t}") for t, (_, tshape) in tests.items()}
-            for case, new in ((STEP, step(value)), (INIT, init)):
-                with m.If(choice == case):
-                    m.d.sync += value.eq(new)
-                    m.d.sync += [held[t].eq(fn(new)) for t, (fn, _) in tests.items()]
+            held = {t: Signal(spec[-1], name=f"{name}_{t}") for t, spec in tests.items()}
+            with m.If(choice == STEP):
+                m.d.sync += value.eq(step(value))
+                m.d.sync += [held[t].eq(spec[1](value) if len(spec) == 3 else
+                                        spec[0](step(value))) for t, spec in tests.items()]
+            with m.If(choice == INIT):
+                m.d.sync += value.eq(init)
+                m.d.sync += [held[t].eq(spec[0](init)) for t, spec in tests.items()]
             return value, held, choice
 
+        # A row tile or column tile steps only while more than a tile is left (v > L, v > T),
+        # so after the step v - L is positive: v - L <= L is v <= 2L, v - L < L is v < 2L.
+        L2 = reg(L << 1, "L2", LB + 2)
+        T2 = reg(T << 1, "T2", LB + KB + 2)
+        # grouped rows step vrem0 by Ls = L >> sh0: v - Ls < 0 is v < Ls, v - Ls > L is
+        # v > L + Ls
+        Ls = reg(L >> sh0, "Ls", LB + 1)
+        LpLs = reg(L + (L >> sh0), "LpLs", LB + 2)
         # rows from this row tile on: rows in it, and whether it is the last
         rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, {
-            "n": (lambda v: Mux(v < L, v, L), LB + 1), "wrap": (lambda v: v <= L, 1)})
+            "n": (lambda v: Mux(v < L, v, L), lambda v: Mux(v < L2, v - L, L), LB + 1),
+            "wrap": (lambda v: v <= L, lambda v: v <= L2, 1)})
         # rows (grouped: groups) with a source from this row tile on, limited to 0..L
-        vrem0, tv, vrem0_do = counter("vrem0", signed(38), lambda v: v - (L >> sh0), vrem_init,
+        vrem0, tv, vrem0_do = counter("vrem0", signed(38), lambda v: v - Ls, vrem_init,
                                       {"clip": (lambda v: Mux(v < 0, 0, Mux(v > L, L, v)),
+                                                lambda v: Mux(v < Ls, 0,
+                                                              Mux(v > LpLs, L, v - Ls)),
                                                 LB + 1)})
         # columns from this column tile on
         rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, {
-            "n": (lambda v: Mux(v < T, v, T), LB + KB + 1), "wrap": (lambda v: v <= T, 1)})
+            "n": (lambda v: Mux(v < T, v, T), lambda v: Mux(v < T2, v - T, T), LB + KB + 1),
+            "wrap": (lambda v: v <= T, lambda v: v <= T2, 1)})
         c2, t2, c2_do = counter("c2", 32, lambda v: v + 1, 0, {
             "wrap": (lambda v: v + 1 >= ext[2], 1), "has": (lambda v: v < val[2], 1)})
         c3, t3, c3_do = counter("c3", 32, lambda v: v + 1, 0, {
