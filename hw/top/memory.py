@@ -66,17 +66,25 @@ class AxiRam(wiring.Component):
         def step(addr, size, burst):
             return Mux(burst == Burst.FIXED, addr, addr + (1 << size))
 
+        # A burst's address is taken into registers first and checked in the next cycle (CHECK),
+        # from those registers: the check's adders and compare do not follow the manager's
+        # (or the arbiter's) address registers in the same cycle. Its beats start after that.
+
         # writes: one burst at a time, its response after the last beat
-        w_active, w_resp_pending = Signal(), Signal()
+        w_check, w_active, w_resp_pending = Signal(), Signal(), Signal()
         w_addr = Signal(len(a.awaddr))
+        w_len = Signal(8)
         w_size = Signal(3)
         w_burst = Signal(2)
         w_resp = Signal(2)
-        m.d.comb += [a.awready.eq(~w_active & ~w_resp_pending & go), a.wready.eq(w_active & go)]
+        m.d.comb += [a.awready.eq(~w_check & ~w_active & ~w_resp_pending & go),
+                     a.wready.eq(w_active & go)]
         with m.If(a.awvalid & a.awready):
-            m.d.sync += [w_active.eq(1), w_addr.eq(a.awaddr), w_size.eq(a.awsize),
-                         w_burst.eq(a.awburst), a.bid.eq(a.awid),
-                         w_resp.eq(self._check(m, a.awaddr, a.awlen, a.awsize, a.awburst))]
+            m.d.sync += [w_check.eq(1), w_addr.eq(a.awaddr), w_len.eq(a.awlen),
+                         w_size.eq(a.awsize), w_burst.eq(a.awburst), a.bid.eq(a.awid)]
+        with m.If(w_check):
+            m.d.sync += [w_check.eq(0), w_active.eq(1),
+                         w_resp.eq(self._check(m, w_addr, w_len, w_size, w_burst))]
         beat_w = a.wvalid & a.wready
         m.d.comb += [wp.addr.eq(w_addr[shift:]), wp.data.eq(a.wdata),
                      wp.en.eq(Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0))]
@@ -91,19 +99,22 @@ class AxiRam(wiring.Component):
         # reads: the port reads a beat whenever the output register is free or being taken; the
         # beats leave through a register slice, so the block RAM's late read data (no output
         # register) ends in a register here instead of in every reader's logic
-        r_active = Signal()
+        r_check, r_active = Signal(), Signal()
         r_addr = Signal(len(a.araddr))
+        r_len = Signal(8)
         r_left = Signal(9)
         r_size = Signal(3)
         r_burst = Signal(2)
         r_resp = Signal(2)
         rvalid, rlast, rready = Signal(), Signal(), Signal()
         r_id = Signal.like(a.arid)
-        m.d.comb += a.arready.eq(~r_active & ~rvalid & go)
+        m.d.comb += a.arready.eq(~r_check & ~r_active & ~rvalid & go)
         with m.If(a.arvalid & a.arready):
-            m.d.sync += [r_active.eq(1), r_addr.eq(a.araddr), r_left.eq(a.arlen + 1),
-                         r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid),
-                         r_resp.eq(self._check(m, a.araddr, a.arlen, a.arsize, a.arburst))]
+            m.d.sync += [r_check.eq(1), r_addr.eq(a.araddr), r_len.eq(a.arlen),
+                         r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid)]
+        with m.If(r_check):
+            m.d.sync += [r_check.eq(0), r_active.eq(1), r_left.eq(r_len + 1),
+                         r_resp.eq(self._check(m, r_addr, r_len, r_size, r_burst))]
         advance = ~rvalid | rready
         fetch = r_active & advance & go
         m.d.comb += [rp.addr.eq(r_addr[shift:]), rp.en.eq(fetch)]
