@@ -136,11 +136,13 @@ class UartBridge(wiring.Component):
                         m.d.sync += status.eq(Status.OK)
                         m.next = "LOAD"
 
-            # the bus: one word at a time; LOAD and FETCH wait for `word` to show word `index`
+            # the bus: one word at a time; LOAD and FETCH wait for `word` to show word `index`.
+            # The word's address is a register too, so the decoder's window test does not
+            # follow this adder in the same cycle: it is ready two cycles after `index` moves
             awvalid, wvalid, arvalid = Signal(), Signal(), Signal()
             word_addr = Signal(32)
-            m.d.comb += [word_addr.eq(addr + (index << 2)),
-                         bus.awaddr.eq(word_addr), bus.araddr.eq(word_addr),
+            m.d.sync += word_addr.eq(addr + (index << 2))
+            m.d.comb += [bus.awaddr.eq(word_addr), bus.araddr.eq(word_addr),
                          bus.awvalid.eq(awvalid), bus.wvalid.eq(wvalid), bus.arvalid.eq(arvalid),
                          bus.wstrb.eq(0xF), bus.bready.eq(1), bus.rready.eq(1)]
             with m.State("LOAD"):
