@@ -161,3 +161,36 @@ def test_writer_stops_at_the_top_of_memory():
     assert out["range_error"] and not out["done"]
     assert sum(n for _, n in out["bursts"]) == 5
     assert all(a >= start for a, _ in out["bursts"])
+
+
+@pytest.mark.parametrize("beat", [40, 44, 47])
+def test_reader_waits_out_its_look_ahead(beat):
+    """The reader works its next burst out two cycles ahead too (the room before 4 KiB, then
+    the fewer of that and the beats left). With AR always ready and a 32-beat FIFO, a full
+    burst goes and the channel is free again two cycles later; the next address lies 8, 4 or
+    1 beats before a page end. A reader that waited only one cycle would ask for 16 beats
+    there, across 4 KiB."""
+    dut = StreamReader(streams=1, data_width=512, max_burst=16, fifo_depth=32)
+    start = 0x10000 + beat * 64
+    bursts = []
+
+    async def bench(ctx):
+        ctx.set(dut.addr[0], start)
+        ctx.set(dut.beats[0], 48)
+        ctx.set(dut.load, 1)
+        await ctx.tick()
+        ctx.set(dut.load, 0)
+        ctx.set(dut.axi.arready, 1)
+        for _ in range(40):
+            await ctx.delay(1e-9)
+            if ctx.get(dut.axi.arvalid):
+                bursts.append((ctx.get(dut.axi.araddr), ctx.get(dut.axi.arlen) + 1))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert bursts[:2] == [(start, 16), (start + 16 * 64, 64 - beat - 16)]
+    for a, n in bursts:
+        assert (a & 0xFFF) + n * 64 <= 0x1000, f"read burst at {a:#x} of {n} beats crosses 4 KiB"

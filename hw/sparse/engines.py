@@ -55,13 +55,6 @@ def _page_room(addr, max_burst, beat_log2):
     return Mux(to_4k < max_burst, to_4k, max_burst)
 
 
-def _burst_len(addr, beats_left, max_burst, beat_log2):
-    """Beats of the next burst: the fewest of max_burst, what is left, and what fits before the
-    next 4 KiB boundary."""
-    room = _page_room(addr, max_burst, beat_log2)
-    return Mux(beats_left < room, beats_left, room)
-
-
 class StreamReader(wiring.Component):
     """Sequential reads of ``streams`` regions into per-stream FIFOs of ``fifo_depth`` beats
     (one depth for all, or one per stream). A stream keeps as many beats in flight as its FIFO
@@ -123,15 +116,19 @@ class StreamReader(wiring.Component):
         left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
         credit = [Signal(range(d + 1), init=d, name=f"credit{s}")
                   for s, d in enumerate(self.depths)]
-        # each stream's next burst length, worked out a cycle ahead in a register: it is stale
-        # for the cycle after the stream's address moves, and no burst is issued then
+        # each stream's next burst length, worked out two cycles ahead in registers, as the
+        # writer's: first the beats its address allows before the next 4 KiB boundary, then
+        # the fewer of those and the beats left. Both are stale for two cycles after the
+        # stream's address moves, and no burst is issued then
+        rooms = [Signal(range(self.max_burst + 1), name=f"room{s}") for s in range(n)]
         lens = [Signal(range(self.max_burst + 1), name=f"len{s}") for s in range(n)]
-        stale = [Signal(init=1, name=f"stale{s}") for s in range(n)]
+        stale = [Signal(2, init=0b11, name=f"stale{s}") for s in range(n)]
         want = [Signal(name=f"want{s}") for s in range(n)]
         for s in range(n):
-            m.d.sync += lens[s].eq(_burst_len(addr[s], left[s], self.max_burst, beat_log2))
-            m.d.comb += want[s].eq(~stale[s] & (lens[s] != 0) & (credit[s] >= lens[s]) &
-                                   ~self.stop)
+            m.d.sync += [rooms[s].eq(_page_room(addr[s], self.max_burst, beat_log2)),
+                         lens[s].eq(Mux(left[s] < rooms[s], left[s], rooms[s]))]
+            m.d.comb += want[s].eq((stale[s] == 0) & (lens[s] != 0) &
+                                   (credit[s] >= lens[s]) & ~self.stop)
 
         # AR: a registered request; the next one is chosen when the channel is free
         arvalid = Signal()
@@ -160,7 +157,7 @@ class StreamReader(wiring.Component):
                     addr[s].eq(addr[s] + (lens[s] << beat_log2)), left[s].eq(left[s] - lens[s]),
                 ]
             m.d.sync += [credit[s].eq(credit[s] - Mux(grant, lens[s], 0) + popped),
-                         stale[s].eq(grant | self.load[s])]
+                         stale[s].eq(Cat(grant | self.load[s], stale[s][0]))]
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
             with m.If(self.flush):
