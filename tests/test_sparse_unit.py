@@ -9,6 +9,7 @@ from amaranth.sim import Simulator
 
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
 from hw.sparse.engines import StreamReader, StreamWriter
+from hw.sparse.gearbox import AtomGearbox
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
 
@@ -194,3 +195,106 @@ def test_reader_waits_out_its_look_ahead(beat):
     assert bursts[:2] == [(start, 16), (start + 16 * 64, 64 - beat - 16)]
     for a, n in bursts:
         assert (a & 0xFFF) + n * 64 <= 0x1000, f"read burst at {a:#x} of {n} beats crosses 4 KiB"
+
+
+def run_gearbox(atom_elements, beat_bytes, two, atoms, seed, *, p_in=None, p_out=None):
+    """Push ``atoms`` random atoms through an AtomGearbox with random gaps on its input and
+    random stalls on its output (rates drawn for the run unless given). Returns the atoms' bytes,
+    the beats' bytes, the cycles taken and whether ``i_ready`` ever followed ``o_ready``."""
+    dut = AtomGearbox(atom_elements=atom_elements, beat_bytes=beat_bytes)
+    rng = np.random.default_rng(seed)
+    p_in = rng.choice([0.3, 0.7, 1.0]) if p_in is None else p_in
+    p_out = rng.choice([0.3, 0.7, 1.0]) if p_out is None else p_out
+    size = atom_elements * (2 if two else 1)
+    data = rng.integers(0, 256, (atoms, size), dtype=np.uint8)
+    out = {"beats": bytearray(), "cycles": 0, "ready_follows": False}
+
+    async def bench(ctx):
+        ctx.set(dut.two, two)
+        sent = 0
+        while len(out["beats"]) < data.size:
+            out["cycles"] += 1
+            assert out["cycles"] < 10 * (data.size // beat_bytes + atoms) + 100, \
+                "the gearbox stopped"
+            word = int.from_bytes(data[sent].tobytes(), "little") if sent < atoms else 0
+            ctx.set(dut.i_valid, int(sent < atoms and rng.random() < p_in))
+            ctx.set(dut.i_data, word)
+            ctx.set(dut.o_ready, 0)
+            await ctx.delay(1e-9)
+            ready0 = ctx.get(dut.i_ready)
+            ctx.set(dut.o_ready, int(rng.random() < p_out))
+            await ctx.delay(1e-9)
+            out["ready_follows"] |= ctx.get(dut.i_ready) != ready0
+            if ctx.get(dut.i_valid) and ctx.get(dut.i_ready):
+                sent += 1
+            if ctx.get(dut.o_valid) and ctx.get(dut.o_ready):
+                out["beats"] += ctx.get(dut.o_data).to_bytes(beat_bytes, "little")
+            await ctx.tick()
+        assert ctx.get(dut.empty)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return data.tobytes(), bytes(out["beats"]), out["cycles"], out["ready_follows"]
+
+
+@pytest.mark.parametrize("atom_elements, beat_bytes, two", [
+    (64, 8, 0), (64, 8, 1), (32, 16, 1), (64, 64, 0), (64, 64, 1),
+    (32, 64, 0), (32, 64, 1),            # half-beat atoms, then one-beat atoms
+])
+@pytest.mark.parametrize("seed", range(3))
+def test_gearbox_keeps_the_bytes_in_order(atom_elements, beat_bytes, two, seed):
+    """Every byte of every atom leaves in order as beats, under random gaps and stalls (a
+    printed seed), and the input's ready never depends on the output's in the same cycle."""
+    print(f"seed {seed}")
+    sent, got, _, follows = run_gearbox(atom_elements, beat_bytes, two, 24, seed)
+    assert got == sent
+    assert not follows
+
+
+@pytest.mark.parametrize("atom_elements, beat_bytes, two, cycles_per_atom", [
+    (64, 64, 0, 1), (32, 64, 1, 1), (32, 64, 0, 0.5), (32, 16, 0, 2), (64, 8, 1, 16),
+])
+def test_gearbox_keeps_pace(atom_elements, beat_bytes, two, cycles_per_atom):
+    """Free-flowing on both sides, the gearbox takes an atom a cycle while atoms are a beat or
+    less, and sends a beat a cycle: 64 atoms in about max(1, beats per atom) x 64 cycles."""
+    _, _, cycles, _ = run_gearbox(atom_elements, beat_bytes, two, 64, 0, p_in=1.0, p_out=1.0)
+    assert cycles <= max(1, cycles_per_atom) * 64 + 4
+
+
+@pytest.mark.parametrize("n", [32, 64])
+def test_expand_spreads_lanes_over_the_set_bits(n):
+    """The decoder's expansion network: the k-th set bit of the mask gets lane k, for all-ones,
+    single-bit and random masks and random runs (a segment placed part way into the atom)."""
+    from amaranth import Module, Signal
+
+    from hw.sparse.decompressor import _expand
+
+    m = Module()
+    mask = Signal(n)
+    lanes = [Signal(8, name=f"lane{k}") for k in range(n)]
+    spread = _expand(m, mask, lanes)
+    outs = [Signal(8, name=f"out{k}") for k in range(n)]
+    m.d.comb += [outs[k].eq(spread[k]) for k in range(n)]
+    rng = np.random.default_rng(n)
+    masks = [(1 << n) - 1, 1, 1 << (n - 1), 0]
+    for _ in range(150):
+        bits = int.from_bytes(rng.bytes(n // 8), "little")
+        pos, = rng.integers(0, n, 1)
+        seg = int(rng.integers(0, n - pos + 1))
+        masks += [bits, (bits & ((1 << seg) - 1)) << int(pos)]
+
+    async def bench(ctx):
+        for k in range(n):
+            ctx.set(lanes[k], k + 1)
+        for mk in masks:
+            ctx.set(mask, mk)
+            want = iter(range(1, n + 1))
+            for q in range(n):
+                if mk >> q & 1:
+                    assert ctx.get(outs[q]) == next(want), (hex(mk), q)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()

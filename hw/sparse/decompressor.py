@@ -43,7 +43,7 @@ Verifying a group before decoding it would mean holding the whole group's mask (
 for a 3x3x1024 int8 group) or reading the WMB twice.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -52,6 +52,7 @@ from model.registers.sparse import SPARSE, Error
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.regbank import RegisterBank
 from .engines import StreamReader, StreamWriter, mount
+from .gearbox import AtomGearbox
 from .shiftbuf import ShiftBuffer
 
 __all__ = ["SparseDecompressor"]
@@ -132,8 +133,7 @@ class SparseDecompressor(wiring.Component):
                                                      capacity=A + 16 * DW)
         databuf = m.submodules.databuf = ShiftBuffer(unit=8, in_units=DW,
                                                      capacity=2 * A + 2 * DW)
-        gearbox = m.submodules.gearbox = ShiftBuffer(unit=8, in_units=2 * A,
-                                                     capacity=4 * A + DW)
+        gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
         for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
             m.d.comb += [buf.i_valid.eq(reader.o_valid[s]), reader.o_ready[s].eq(buf.i_ready),
                          buf.i_data.eq(reader.o_data[s]), buf.i_count.eq(buf.in_units)]
@@ -198,8 +198,8 @@ class SparseDecompressor(wiring.Component):
                      o.payload.last.eq(out_last)]
         to_stream = o.valid & o.ready
         to_gear = Signal()
-        m.d.comb += [gearbox.i_valid.eq(out_valid & owe_write), gearbox.i_data.eq(out_atom),
-                     gearbox.i_count.eq(atom_bytes), to_gear.eq(gearbox.i_valid & gearbox.i_ready)]
+        m.d.comb += [gearbox.two.eq(two), gearbox.i_valid.eq(out_valid & owe_write),
+                     gearbox.i_data.eq(out_atom), to_gear.eq(gearbox.i_valid & gearbox.i_ready)]
         release = (~owe_stream | to_stream) & (~owe_write | to_gear)
         with m.If(out_valid & release):
             m.d.sync += [out_valid.eq(0), owe_stream.eq(0), owe_write.eq(0)]
@@ -211,8 +211,8 @@ class SparseDecompressor(wiring.Component):
         can_emit = ~out_valid | release
 
         # gearbox -> writer, one beat per cycle
-        m.d.comb += [writer.i_valid.eq(gearbox.level >= DW), writer.i_data.eq(gearbox.data),
-                     gearbox.take.eq(Mux(writer.i_valid & writer.i_ready, DW, 0))]
+        m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
+                     gearbox.o_ready.eq(writer.i_ready)]
 
         running = (state == _State.RUN) & (raise_error == 0)
         bus_error = reader.error | writer.error | writer.range_error
@@ -239,8 +239,7 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += seg_mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1))
         placed = Signal(A)                     # the segment's bits at their atom positions
         m.d.comb += placed.eq(seg_mask << pos)
-        incl = _prefix_sums(m, placed, A)      # incl[i]: set bits at positions <= i
-        nz = incl[A - 1]
+        nz = _popcount(m, seg_mask)
         need = Signal(range(2 * A + 1))
         m.d.comb += need.eq(Mux(two, nz << 1, nz))
         ends_group = seg == grp_left
@@ -257,20 +256,18 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += step.eq(decoding & ~seg_error & have_bits & have_bytes &
                             (~completes | can_emit) & ~bus_error)
 
-        # the new atom values for the segment's positions
-        win8 = [databuf.data[8 * k:8 * k + 8] for k in range(A)]
-        win16 = [databuf.data[16 * k:16 * k + 16] for k in range(A)]
+        # the new atom values for the segment's positions: the window's first elements, spread
+        # over the positions whose bits are set
+        lanes = [Signal(16, name=f"lane{k}") for k in range(A)]
+        for k in range(A):
+            m.d.comb += lanes[k].eq(Mux(two, databuf.data[16 * k:16 * k + 16],
+                                        databuf.data[8 * k:8 * k + 8]))
+        spread = _expand(m, placed, lanes)
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):
-            pick = Signal(range(A), name=f"pick{i}")
-            m.d.comb += pick.eq(incl[i] - placed[i])
-            if i == 0:
-                val = Mux(two, win16[0], win8[0])
-            else:
-                val = Mux(two, Array(win16[:i + 1])[pick], Array(win8[:i + 1])[pick])
             at_or_after = (pos <= i) if i < A - 1 else Const(1)    # pos <= A - 1 always
             in_seg = at_or_after & (i < pos + seg)
-            m.d.comb += new_slots[i].eq(Mux(in_seg, Mux(placed[i], val, 0), slots[i]))
+            m.d.comb += new_slots[i].eq(Mux(in_seg, Mux(placed[i], spread[i], 0), slots[i]))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
         tail = (state == _State.RUN) & all_groups & ((pos != 0) | (emitted[:7] != 0))
@@ -360,7 +357,7 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [
             reader.stop.eq((state != _State.RUN) | (raise_error != 0) | finished),
             writer.stop.eq((state != _State.RUN) | (raise_error != 0)),
-            writer.finish.eq(finished & ~out_valid & (gearbox.level == 0)),
+            writer.finish.eq(finished & ~out_valid & gearbox.empty),
         ]
         done_set = Signal()
         err_set = Signal()
@@ -413,6 +410,71 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
                              owe_write.eq(0)]
         return m
+
+
+def _popcount(m, bits):
+    """The number of set bits of ``bits``, as a balanced tree of adders."""
+    terms = [bits[i] for i in range(len(bits))]
+    level = 0
+    while len(terms) > 1:
+        level += 1
+        pairs = []
+        for k in range(0, len(terms) - 1, 2):
+            t = Signal(len(terms[k]) + 1, name=f"pop{level}_{k // 2}")
+            m.d.comb += t.eq(terms[k] + terms[k + 1])
+            pairs.append(t)
+        terms = pairs + terms[len(terms) - len(terms) % 2:]
+    return terms[0]
+
+
+def _expand(m, mask, lanes):
+    """Spread ``lanes`` over the set bits of ``mask``: the k-th set bit's position gets
+    ``lanes[k]`` (positions whose bit is clear get don't-care values). This is the inverse of
+    compressing the set positions down, built as log2(n) stages of two-way multiplexers.
+
+    Compressing moves each set position's element down by ``d``, the number of clear bits below
+    it, in stages: by 1 if bit 0 of ``d`` is set, then by 2 if bit 1 is, and so on; no two
+    elements ever meet. The control runs that compression on the elements' ``d`` values (from
+    prefix sums of the clear bits) and notes, before each stage i, which positions hold an
+    element about to move (``moves[i]``). The data then runs the stages backwards, moving up: in
+    stage i, position q takes the lane 2^i below it when ``moves[i][q]`` is set.
+
+    (Hacker's Delight computes the same masks with prefix XORs; Yosys's ABC took hours on those
+    for 64 positions, where multiplexers and carry chains map in seconds.)"""
+    n = len(lanes)
+    stages = (n - 1).bit_length()
+    clear = Signal(n, name="exp_clear")
+    m.d.comb += clear.eq(~mask)
+    below = _prefix_sums(m, clear, n)            # below[p]: clear bits at positions <= p
+    valid = [mask[p] for p in range(n)]
+    dist = [Const(0, stages)] + [below[p - 1][:stages] for p in range(1, n)]
+    moves = []
+    for i in range(stages):
+        mv = Signal(n, name=f"exp_moves{i}")
+        m.d.comb += mv.eq(Cat(valid[q] & dist[q][i] for q in range(n)))
+        moves.append(mv)
+        if i == stages - 1:
+            break
+        s = 1 << i
+        nvalid = [Signal(name=f"exp_valid{i + 1}_{q}") for q in range(n)]
+        ndist = [Signal(stages, name=f"exp_dist{i + 1}_{q}") for q in range(n)]
+        for q in range(n):
+            stay = valid[q] & ~dist[q][i]
+            if q + s < n:
+                come = mv[q + s]
+                m.d.comb += [nvalid[q].eq(come | stay),
+                             ndist[q].eq(Mux(come, dist[q + s], dist[q]))]
+            else:
+                m.d.comb += [nvalid[q].eq(stay), ndist[q].eq(dist[q])]
+        valid, dist = nvalid, ndist
+    x = list(lanes)
+    for i in reversed(range(stages)):
+        s = 1 << i
+        y = [Signal(len(x[q]), name=f"exp_lane{i}_{q}") if q >= s else x[q] for q in range(n)]
+        for q in range(s, n):
+            m.d.comb += y[q].eq(Mux(moves[i][q], x[q - s], x[q]))
+        x = y
+    return x
 
 
 def _prefix_sums(m, bits, n):

@@ -1,0 +1,111 @@
+"""The decompressor's gearbox: whole atoms in, bus beats out, in order.
+
+An atom is ``atom_bytes`` bytes (a job constant: ``atom_elements`` or twice that), and the bus
+beat ``beat_bytes``. Atoms land in *slots*, registers as wide as the largest atom, filled in
+turn. The slot at the read pointer goes out from its low end:
+
+- an atom of one or more beats (``atom_bytes >= beat_bytes``) goes out a beat per cycle, the slot
+  shifting down a beat after each, and frees its slot with its last beat;
+- an atom of half a beat (32 one-byte elements on a 512-bit bus, the only such case) goes out
+  with the next one: a beat is two slots' low halves, and both slots free together.
+
+Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
+``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
+combinational path runs from the bus back into the decoder. Each bit of a slot is a flip-flop
+with a two-way choice (a new atom or the bit a beat above), where a shift buffer that takes any
+number of bytes would need a barrel shifter on both sides.
+
+Ports
+-----
+``two``: the job's elements are two bytes (``atom_bytes = 2 * atom_elements``); hold it steady
+while the gearbox holds data. ``i_valid``/``i_ready``/``i_data``: an atom (the low
+``atom_bytes`` bytes of ``i_data``). ``o_valid``/``o_ready``/``o_data``: a beat.
+``empty``: no atom held. ``flush``: drops everything held.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["AtomGearbox"]
+
+
+class AtomGearbox(wiring.Component):
+    def __init__(self, *, atom_elements: int, beat_bytes: int):
+        sizes = (atom_elements, 2 * atom_elements)
+        for size in sizes:
+            if size % beat_bytes and beat_bytes != 2 * size:
+                raise ValueError(f"an atom of {size} bytes is neither a whole number of "
+                                 f"{beat_bytes}-byte beats nor half a beat")
+        self.atom_elements = atom_elements
+        self.beat_bytes = beat_bytes
+        self.half = 2 * atom_elements == beat_bytes
+        self.slots = 4 if self.half else 2
+        super().__init__({
+            "two": In(1),
+            "i_valid": In(1), "i_ready": Out(1), "i_data": In(16 * atom_elements),
+            "o_valid": Out(1), "o_ready": In(1), "o_data": Out(8 * beat_bytes),
+            "empty": Out(1), "flush": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        A, DB, n = self.atom_elements, self.beat_bytes, self.slots
+        slots = [Signal(16 * A, name=f"slot{k}") for k in range(n)]
+        full = Signal(n)
+        wr = Signal(range(n))
+        rd = Signal(range(n))
+        sent = Signal(range(max(2 * A // DB, 1)))       # beats of the read slot already out
+
+        atom_bytes = Mux(self.two, 2 * A, A)
+        whole = (atom_bytes >= DB) if self.half else Const(1)    # the atom is a beat or more
+        last = sent == Mux(self.two, 2 * A // DB - 1, max(A // DB, 1) - 1)
+        nxt = Signal(range(n))
+        m.d.comb += nxt.eq(rd + 1)
+
+        m.d.comb += [self.i_ready.eq(~full.bit_select(wr, 1)), self.empty.eq(full == 0)]
+        low = [s[:8 * DB] for s in slots]
+        if self.half:
+            pair = [Cat(low[k][:4 * DB], low[(k + 1) % n][:4 * DB]) for k in range(n)]
+            both = Signal()
+            m.d.comb += both.eq(full.bit_select(rd, 1) & full.bit_select(nxt, 1))
+            m.d.comb += [
+                self.o_valid.eq(Mux(whole, full.bit_select(rd, 1), both)),
+                self.o_data.eq(Mux(whole, _pick(low, rd), _pick(pair, rd))),
+            ]
+        else:
+            m.d.comb += [self.o_valid.eq(full.bit_select(rd, 1)), self.o_data.eq(_pick(low, rd))]
+
+        take = self.o_valid & self.o_ready
+        load = self.i_valid & self.i_ready
+        frees = Signal(n)                    # slots freed by this cycle's beat
+        with m.If(take):
+            with m.If(~whole):
+                m.d.comb += frees.eq((Const(1, n) << rd) | (Const(1, n) << nxt))
+                m.d.sync += rd.eq(rd + 2)
+            with m.Elif(last):
+                m.d.comb += frees.eq(Const(1, n) << rd)
+                m.d.sync += [rd.eq(nxt), sent.eq(0)]
+            with m.Else():
+                m.d.sync += sent.eq(sent + 1)
+        fills = Signal(n)
+        with m.If(load):
+            m.d.comb += fills.eq(Const(1, n) << wr)
+            m.d.sync += wr.eq(wr + 1)
+        m.d.sync += full.eq((full & ~frees) | fills)
+        for k, s in enumerate(slots):
+            with m.If(fills[k]):
+                m.d.sync += s.eq(self.i_data)
+            with m.Elif(take & whole & (rd == k)):
+                m.d.sync += s.eq(s[8 * DB:])
+        with m.If(self.flush):
+            m.d.sync += [full.eq(0), wr.eq(0), rd.eq(0), sent.eq(0)]
+        return m
+
+
+def _pick(values, index):
+    """``values[index]``, as a multiplexer (each value a Value of one width)."""
+    out = values[0]
+    for k in range(1, len(values)):
+        out = Mux(index == k, values[k], out)
+    return out
