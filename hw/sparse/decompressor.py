@@ -11,10 +11,12 @@ words, the WMB as bits, the packed weights as bytes.
 
 The decoder works on *segments*: the run of mask bits from the current position in the output
 atom to the end of the atom or of the kernel group, whichever comes first. Each cycle it takes one
-segment's mask bits and forms their prefix sums. Each output element whose bit is set selects
-packed element ``prefix`` from the window at the bottom of the byte buffer; an element whose bit
-is clear is zero. The decoder then removes the bits and the packed bytes it used. Its state (next
-mask bit, next packed element) runs on across atoms and groups, as NVDLA's does. An atom inside a
+segment's mask bits, placed at their positions in the atom, and spreads the first packed elements
+of the window at the bottom of the byte buffer over the positions whose bit is set
+(:func:`_expand`: six stages of two-way multiplexers for 64 elements); an element whose bit is
+clear is zero. The segment's popcount says how many packed bytes it used. The decoder then removes
+the bits and the packed bytes it used. Its state (next mask bit, next packed element) runs on
+across atoms and groups, as NVDLA's does. An atom inside a
 group is one segment, so the decoder makes one atom per cycle whenever the buffers hold the bytes
 it needs. An atom that straddles a group boundary takes one extra cycle per boundary. A group
 costs one cycle more to start (its WGS word and kernel count).
@@ -23,7 +25,7 @@ Atoms are ``atom_elements`` elements of 1 or 2 bytes (``precision.two_byte``). T
 with zero atoms up to a multiple of 128 bytes, as the layout pads it. The atom stream
 ``o_atoms`` carries each atom's bytes in memory order (the low ``atom_elements`` bytes for int8)
 and marks the image's last atom. With ``ctrl.write_enable`` the same bytes are cut into bus beats
-and written from ``dst_addr`` (:class:`~.engines.StreamWriter`).
+(:class:`~.gearbox.AtomGearbox`) and written from ``dst_addr`` (:class:`~.engines.StreamWriter`).
 
 Checks
 ------

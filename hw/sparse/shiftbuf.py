@@ -1,7 +1,8 @@
 """A shift buffer: words of ``in_units`` units enter at the fill level, and the consumer takes
 any number of units from the bottom each cycle. The decompressor uses one for mask bits
-(unit = 1 bit), one for packed weight bytes, one for WGS words and one to cut dense atoms into
-bus beats.
+(unit = 1 bit), one for packed weight bytes and one for WGS words. It costs a barrel shifter as
+wide as the buffer on each side, so where the steps are fixed (atoms into bus beats) a simpler
+structure does (:class:`~.gearbox.AtomGearbox`).
 
 Ports
 -----

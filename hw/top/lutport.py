@@ -6,7 +6,9 @@ A job reads ``beats`` beats from ``src_addr`` and writes as many from ``dst_addr
 unit's run must already be started (its ``busy`` output is checked at start, so a forgotten
 start is an error, not a hang); the port marks the last beat, which ends the run. Each result
 word is the LUT's 32-bit output; its flags (hit, underflow, overflow, LO chosen) are not
-written, and the LUT unit's statistics counters count them.
+written, and the LUT unit's statistics counters count them. The start's checks, addresses and
+length go into registers with ``ctrl.start`` and take effect the cycle after (``status.busy`` is
+high from then on).
 
 A read or write error response does not stop the job: it runs to its end, inside the
 destination, so the LUT unit's run ends too, and then reports the error.
@@ -65,6 +67,7 @@ class LutPort(wiring.Component):
         src, dst = regs.src_addr.value.data, regs.dst_addr.value.data
         beats = regs.beats.value.data
         running = Signal()
+        pending = Signal()                   # a start being acted on (the cycle after it)
         in_left = Signal(24)
         out_left = Signal(24)
         code = Signal(3)
@@ -72,7 +75,7 @@ class LutPort(wiring.Component):
         finished = Signal()                  # a job that ran has ended; `code` holds its outcome
         cycles = Signal(32)
         m.d.comb += [
-            regs.status.busy.r_data.eq(running),
+            regs.status.busy.r_data.eq(running | pending),
             regs.error.code.r_data.eq(code),
             regs.hwinfo.data_bytes.r_data.eq(DB),
             regs.hwinfo.lanes.r_data.eq(self.lanes),
@@ -85,18 +88,29 @@ class LutPort(wiring.Component):
 
         # start: every check before the first access
         span = beats << beat_log2
-        start = regs.ctrl.start.pulse[0] & ~running
+        start = regs.ctrl.start.pulse[0] & ~running & ~pending
         check = Signal(3)
         m.d.comb += check.eq(
             Mux((src[:beat_log2] != 0) | (dst[:beat_log2] != 0), LutPortError.ALIGN,
                 Mux((beats == 0) | (src + span > (1 << aw)) | (dst + span > (1 << aw)),
                     LutPortError.SIZE,
                     Mux(~self.lut_busy, LutPortError.LUT_IDLE, LutPortError.NONE))))
-        m.d.comb += [reader.addr[0].eq(src), reader.beats[0].eq(beats), writer.addr.eq(dst)]
+        # the checks' outcome and the job's addresses and length go into registers at the start
+        # and are acted on the cycle after, so no path runs from the bank's registers through
+        # the checks into the reader's and writer's loads
+        checked = Signal(3)
+        job_src = Signal.like(src)
+        job_dst = Signal.like(dst)
+        job_beats = Signal.like(beats)
         with m.If(start):
-            m.d.sync += [code.eq(check), cycles.eq(0)]
-            with m.If(check == LutPortError.NONE):
-                m.d.sync += [running.eq(1), in_left.eq(beats), out_left.eq(beats)]
+            m.d.sync += [pending.eq(1), checked.eq(check), job_src.eq(src), job_dst.eq(dst),
+                         job_beats.eq(beats)]
+        m.d.comb += [reader.addr[0].eq(job_src), reader.beats[0].eq(job_beats),
+                     writer.addr.eq(job_dst)]
+        with m.If(pending):
+            m.d.sync += [pending.eq(0), code.eq(checked), cycles.eq(0)]
+            with m.If(checked == LutPortError.NONE):
+                m.d.sync += [running.eq(1), in_left.eq(job_beats), out_left.eq(job_beats)]
                 m.d.comb += [reader.load[0].eq(1), writer.load.eq(1)]
             with m.Else():
                 m.d.comb += fail_now.eq(1)
