@@ -96,9 +96,9 @@ class AxiRam(wiring.Component):
         with m.If(a.bvalid & a.bready):
             m.d.sync += w_resp_pending.eq(0)
 
-        # reads: the port reads a beat whenever the output register is free or being taken; the
-        # beats leave through a register slice, so the block RAM's late read data (no output
-        # register) ends in a register here instead of in every reader's logic
+        # reads: the port reads a beat whenever its output is free or moving on. The block RAM's
+        # read data is late (no output register), so it goes straight into a register (stage
+        # `held`), with no logic between; the beats then leave through a register slice
         r_check, r_active = Signal(), Signal()
         r_addr = Signal(len(a.araddr))
         r_len = Signal(8)
@@ -106,7 +106,7 @@ class AxiRam(wiring.Component):
         r_size = Signal(3)
         r_burst = Signal(2)
         r_resp = Signal(2)
-        rvalid, rlast, rready = Signal(), Signal(), Signal()
+        rvalid, rlast, rready = Signal(), Signal(), Signal()     # the read port's output
         r_id = Signal.like(a.arid)
         m.d.comb += a.arready.eq(~r_check & ~r_active & ~rvalid & go)
         with m.If(a.arvalid & a.arready):
@@ -125,8 +125,16 @@ class AxiRam(wiring.Component):
                 m.d.sync += r_active.eq(0)
         with m.Elif(rready):
             m.d.sync += rvalid.eq(0)
-        beat = Cat(Mux(r_resp == Resp.OKAY, rp.data, 0), r_resp, rlast, r_id)
-        register_slice(m, "r", valid=rvalid, ready=rready, payload=beat,
+        held_valid, held_ready = Signal(), Signal()
+        held_data = Signal.like(rp.data)
+        held_tag = Signal(len(r_resp) + 1 + len(r_id))      # response, last, ID
+        m.d.comb += rready.eq(~held_valid | held_ready)
+        with m.If(rready):
+            m.d.sync += [held_valid.eq(rvalid), held_data.eq(rp.data),
+                         held_tag.eq(Cat(r_resp, rlast, r_id))]
+        held_resp = held_tag[:len(r_resp)]
+        beat = Cat(Mux(held_resp == Resp.OKAY, held_data, 0), held_tag)
+        register_slice(m, "r", valid=held_valid, ready=held_ready, payload=beat,
                        out_valid=a.rvalid, out_ready=a.rready,
                        out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid))
         return m
