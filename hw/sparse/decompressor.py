@@ -14,7 +14,9 @@ atom to the end of the atom or of the kernel group, whichever comes first. Each 
 segment's mask bits, placed at their positions in the atom, and spreads the first packed elements
 of the window at the bottom of the byte buffer over the positions whose bit is set
 (:func:`_expand`: six stages of two-way multiplexers for 64 elements); an element whose bit is
-clear is zero. The segment's popcount says how many packed bytes it used. The decoder then removes
+clear is zero. The spreading runs a cycle after the decision, in a pipeline stage of its own (the
+placed bits and the window's elements are registered), since the next segment's decision needs
+only the counts. The segment's popcount says how many packed bytes it used. The decoder then removes
 the bits and the packed bytes it used. Its state (next mask bit, next packed element) runs on
 across atoms and groups, as NVDLA's does. An atom inside a
 group is one segment, so the decoder makes one atom per cycle whenever the buffers hold the bytes
@@ -254,52 +256,76 @@ class SparseDecompressor(wiring.Component):
         decoding = (state == _State.RUN) & g_active
         seg_error = decoding & (wmb_short | (have_bits & (too_many | short_at_end)))
         stalled_in = decoding & ~seg_error & (~have_bits | ~have_bytes)
+        # the expansion stage holds one decided segment: its placed mask bits, the window's
+        # elements and its positions in the atom. It hands the segment on (into the atom's
+        # slots, and the atom into the output register when the segment completes it) when
+        # the output register can take the atom; a new segment may enter in the same cycle
+        p_valid = Signal()
+        p_placed = Signal(A)
+        p_lanes = Signal(data.ArrayLayout(16, A))
+        p_in_seg = Signal(A)
+        p_completes = Signal()
+        p_last = Signal()
+        p_done = Signal()
+        m.d.comb += p_done.eq(p_valid & (~p_completes | can_emit))
+        p_free = ~p_valid | p_done
         step = Signal()
-        m.d.comb += step.eq(decoding & ~seg_error & have_bits & have_bytes &
-                            (~completes | can_emit) & ~bus_error)
+        m.d.comb += step.eq(decoding & ~seg_error & have_bits & have_bytes & p_free & ~bus_error)
 
-        # the new atom values for the segment's positions: the window's first elements, spread
-        # over the positions whose bits are set
-        lanes = [Signal(16, name=f"lane{k}") for k in range(A)]
+        # the segment's elements, its positions and whether it ends the atom (or the image)
+        lanes = Signal(data.ArrayLayout(16, A))
+        in_seg = Signal(A)
         for k in range(A):
             m.d.comb += lanes[k].eq(Mux(two, databuf.data[16 * k:16 * k + 16],
                                         databuf.data[8 * k:8 * k + 8]))
-        spread = _expand(m, placed, lanes)
-        new_slots = Signal(data.ArrayLayout(16, A))
-        for i in range(A):
-            at_or_after = (pos <= i) if i < A - 1 else Const(1)    # pos <= A - 1 always
-            in_seg = at_or_after & (i < pos + seg)
-            m.d.comb += new_slots[i].eq(Mux(in_seg, Mux(placed[i], spread[i], 0), slots[i]))
+            at_or_after = (pos <= k) if k < A - 1 else Const(1)    # pos <= A - 1 always
+            m.d.comb += in_seg[k].eq(at_or_after & (k < pos + seg))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
         tail = (state == _State.RUN) & all_groups & ((pos != 0) | (emitted[:7] != 0))
-        tail_step = tail & can_emit & ~bus_error
-        finished = (state == _State.RUN) & all_groups & (pos == 0) & (emitted[:7] == 0)
+        tail_step = tail & p_free & ~bus_error
+        finished = (state == _State.RUN) & all_groups & (pos == 0) & (emitted[:7] == 0) & \
+            ~p_valid
+
+        with m.If(running & step):
+            m.d.comb += [maskbuf.take.eq(seg), databuf.take.eq(need)]
+            m.d.sync += [bits_used.eq(bits_used + seg), grp_left.eq(grp_left - seg),
+                         grp_bytes.eq(grp_bytes - need), pos.eq((pos + seg)[:len(pos)]),
+                         p_valid.eq(1), p_placed.eq(placed), p_lanes.eq(lanes),
+                         p_in_seg.eq(in_seg), p_completes.eq(completes),
+                         p_last.eq(ends_group & (groups_done + 1 == groups) &
+                                   ((emitted + atom_bytes)[:7] == 0))]
+            with m.If(completes):
+                m.d.sync += emitted.eq(emitted + atom_bytes)
+            with m.If(ends_group):
+                m.d.sync += [g_active.eq(0), groups_done.eq(groups_done + 1),
+                             group_idx.eq(group_idx + 1)]
+        with m.Elif(running & tail_step):
+            m.d.sync += [p_valid.eq(1), p_placed.eq(0), p_in_seg.eq(0), p_completes.eq(1),
+                         p_last.eq((emitted + atom_bytes)[:7] == 0),
+                         emitted.eq(emitted + atom_bytes), pos.eq(0)]
+        with m.Elif(p_done):
+            m.d.sync += p_valid.eq(0)
+
+        # the new atom values for the segment's positions: the window's first elements, spread
+        # over the positions whose bits are set
+        spread = _expand(m, p_placed, [p_lanes[k] for k in range(A)])
+        new_slots = Signal(data.ArrayLayout(16, A))
+        for i in range(A):
+            m.d.comb += new_slots[i].eq(Mux(p_in_seg[i], Mux(p_placed[i], spread[i], 0),
+                                            slots[i]))
 
         def atom_bytes_of(s):
             narrow = Cat(*(s[i][:8] for i in range(A)))
             return Mux(two, s.as_value(), narrow)
 
-        with m.If(running & step):
-            m.d.comb += [maskbuf.take.eq(seg), databuf.take.eq(need)]
-            m.d.sync += [bits_used.eq(bits_used + seg), grp_left.eq(grp_left - seg),
-                         grp_bytes.eq(grp_bytes - need), pos.eq((pos + seg)[:len(pos)])]
-            with m.If(completes):
-                last_atom = ends_group & (groups_done + 1 == groups) & \
-                    ((emitted + atom_bytes)[:7] == 0)
+        with m.If(p_done):
+            with m.If(p_completes):
                 m.d.sync += [out_valid.eq(1), owe_stream.eq(stream_en), owe_write.eq(write_en),
-                             out_atom.eq(atom_bytes_of(new_slots)), out_last.eq(last_atom),
-                             emitted.eq(emitted + atom_bytes), slots.eq(0)]
+                             out_atom.eq(atom_bytes_of(new_slots)), out_last.eq(p_last),
+                             slots.eq(0)]
             with m.Else():
                 m.d.sync += slots.eq(new_slots)
-            with m.If(ends_group):
-                m.d.sync += [g_active.eq(0), groups_done.eq(groups_done + 1),
-                             group_idx.eq(group_idx + 1)]
-        with m.Elif(running & tail_step):
-            m.d.sync += [out_valid.eq(1), owe_stream.eq(stream_en), owe_write.eq(write_en),
-                         out_atom.eq(atom_bytes_of(slots)),
-                         out_last.eq((emitted + atom_bytes)[:7] == 0),
-                         emitted.eq(emitted + atom_bytes), slots.eq(0), pos.eq(0)]
         with m.If(running & setup & ~setup_overflow):
             m.d.comb += wgsbuf.take.eq(1)
             m.d.sync += [g_active.eq(1), grp_bytes.eq(wgs_word), wgs_total.eq(new_total),
@@ -395,7 +421,8 @@ class SparseDecompressor(wiring.Component):
                         writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
                     ]
                     m.d.sync += [
-                        state.eq(_State.RUN), pos.eq(0), slots.eq(0), g_active.eq(0),
+                        state.eq(_State.RUN), pos.eq(0), slots.eq(0), p_valid.eq(0),
+                        g_active.eq(0),
                         groups_done.eq(0), group_idx.eq(0), kern_left.eq(kernels),
                         wgs_total.eq(0), bits_used.eq(0),
                     ]
@@ -410,7 +437,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
-                             owe_write.eq(0)]
+                             owe_write.eq(0), p_valid.eq(0)]
         return m
 
 
