@@ -16,12 +16,12 @@ of the window at the bottom of the byte buffer over the positions whose bit is s
 (:func:`_expand`: six stages of two-way multiplexers for 64 elements); an element whose bit is
 clear is zero. The spreading runs a cycle after the decision, in a pipeline stage of its own (the
 placed bits and the window's elements are registered), since the next segment's decision needs
-only the counts. The segment's popcount says how many packed bytes it used. The decoder then removes
-the bits and the packed bytes it used. Its state (next mask bit, next packed element) runs on
-across atoms and groups, as NVDLA's does. An atom inside a
-group is one segment, so the decoder makes one atom per cycle whenever the buffers hold the bytes
-it needs. An atom that straddles a group boundary takes one extra cycle per boundary. A group
-costs one cycle more to start (its WGS word and kernel count).
+only the counts. The segment's popcount says how many packed bytes it used. The decoder then
+removes the bits and the packed bytes it used. Its state (next mask bit, next packed element)
+runs on across atoms and groups, as NVDLA's does. An atom inside a group is one segment, so the
+decoder makes one atom per cycle whenever the buffers hold the bytes it needs. An atom that
+straddles a group boundary takes one extra cycle per boundary. A group costs one cycle more to
+start (its WGS word and kernel count).
 
 Atoms are ``atom_elements`` elements of 1 or 2 bytes (``precision.two_byte``). The image ends
 with zero atoms up to a multiple of 128 bytes, as the layout pads it. The atom stream
@@ -272,7 +272,7 @@ class SparseDecompressor(wiring.Component):
         step = Signal()
         m.d.comb += step.eq(decoding & ~seg_error & have_bits & have_bytes & p_free & ~bus_error)
 
-        # the segment's elements, its positions and whether it ends the atom (or the image)
+        # the segment's elements (the window's first) and its positions in the atom
         lanes = Signal(data.ArrayLayout(16, A))
         in_seg = Signal(A)
         for k in range(A):
