@@ -23,7 +23,7 @@ while the gearbox holds data. ``i_valid``/``i_ready``/``i_data``: an atom (the l
 ``empty``: no atom held. ``flush``: drops everything held.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -71,10 +71,10 @@ class AtomGearbox(wiring.Component):
             m.d.comb += both.eq(full.bit_select(rd, 1) & full.bit_select(nxt, 1))
             m.d.comb += [
                 self.o_valid.eq(Mux(whole, full.bit_select(rd, 1), both)),
-                self.o_data.eq(Mux(whole, _pick(low, rd), _pick(pair, rd))),
+                self.o_data.eq(Mux(whole, Array(low)[rd], Array(pair)[rd])),
             ]
         else:
-            m.d.comb += [self.o_valid.eq(full.bit_select(rd, 1)), self.o_data.eq(_pick(low, rd))]
+            m.d.comb += [self.o_valid.eq(full.bit_select(rd, 1)), self.o_data.eq(Array(low)[rd])]
 
         take = self.o_valid & self.o_ready
         load = self.i_valid & self.i_ready
@@ -102,10 +102,3 @@ class AtomGearbox(wiring.Component):
             m.d.sync += [full.eq(0), wr.eq(0), rd.eq(0), sent.eq(0)]
         return m
 
-
-def _pick(values, index):
-    """``values[index]``, as a multiplexer (each value a Value of one width)."""
-    out = values[0]
-    for k in range(1, len(values)):
-        out = Mux(index == k, values[k], out)
-    return out
