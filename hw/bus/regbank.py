@@ -140,9 +140,14 @@ class RegisterBank(wiring.Component):
                 sl = slice(f.offset, f.offset + f.width)
                 en, val = bit_en[sl], w_data[sl]
                 if f.access in (Access.RW, Access.W, Access.RWS):
+                    # a byte lane at a time: its strobe is the flip-flops' enable, so a bit
+                    # costs no logic of its own
                     store = fp.w_data if f.access is Access.RWS else fp.data
-                    with m.If(hit):
-                        m.d.sync += store.eq((store & ~en) | (val & en))
+                    for lane in range(f.offset // 8, (f.offset + f.width - 1) // 8 + 1):
+                        lo = max(f.offset, 8 * lane)
+                        hi = min(f.offset + f.width, 8 * lane + 8)
+                        with m.If(hit & w_strb[lane]):
+                            m.d.sync += store[lo - f.offset:hi - f.offset].eq(w_data[lo:hi])
                 elif f.access is Access.RW1C:
                     m.d.sync += fp.data.eq((fp.data & ~Mux(hit, val & en, 0)) | fp.set)
                 elif f.access is Access.W1P:
