@@ -57,6 +57,10 @@ BENCHES: tuple[Bench, ...] = (
         # the 12-stage pipeline makes 16-lane builds slow to compile (5 to 8 minutes each on
         # 2 cores): CI runs 1 and 4 lanes of each flavour; `make sim` runs 16 lanes too
         Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",), regression=False),
+        # the serial datapath (one multiplier, a sample at a time): two lanes, as a 64-bit LUT
+        # port feeds it, and one, as the UP5K SoC's 32-bit port does (also in `soc/up5k-lut`)
+        Case("sdp-l2-serial", {"lanes": 2, "flavor": "sdp", "serial": True}),
+        Case("cdp-l1-serial", {"lanes": 1, "flavor": "cdp", "serial": True}),
     )),
     Bench("sparse", "sim.sparse.test_sparse", sparse_decompressor, (
         # the narrowest bus on both simulators; the widest on Verilator in `make sim` only
@@ -91,7 +95,9 @@ BENCHES: tuple[Bench, ...] = (
 PERF: tuple[Bench, ...] = (
     Bench("lut-perf", "sim.lut.bench_lut", lut_unit, tuple(
         Case(f"{flavor}-l{lanes}", {"lanes": lanes, "flavor": flavor}, ("verilator",))
-        for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16))),
+        for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16)) + tuple(
+        Case(f"{flavor}-l{lanes}-serial", {"lanes": lanes, "flavor": flavor, "serial": True},
+             ("verilator",)) for flavor, lanes in (("sdp", 1), ("sdp", 2), ("cdp", 1)))),
     Bench("sparse-perf", "sim.sparse.bench_sparse", sparse_decompressor, (
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}, ("verilator",)),
         Case("d256-a64", {"data_width": 256, "atom_elements": 64}, ("verilator",)),

@@ -1,6 +1,8 @@
 """The LUT unit at the Amaranth level: parameters, ports, register map. The behaviour is checked
 by the cocotb bench (sim/lut/test_lut.py) against the model."""
 
+import re
+
 import pytest
 from amaranth.back import verilog
 
@@ -12,6 +14,7 @@ from model.registers.lut import lut_regmap
     (dict(lanes=3), "lanes must be one of 1, 2, 4, 8, 16, not 3"),
     (dict(lanes=32), "lanes must be one of"),
     (dict(flavor="fp16"), "flavor must be one of sdp, cdp, not 'fp16'"),
+    (dict(serial=1), "serial must be True or False, not 1"),
 ])
 def test_parameters_rejected(rejected, kw, msg):
     with rejected(ValueError, msg):
@@ -40,3 +43,16 @@ def test_register_map_has_control_and_counters():
         assert {"ctrl", "status", "irq_enable", "hwinfo", "lut_access_data",
                 f"cnt_{counters}"} <= names
         assert m["lut_access_data"].field("data").access.value == "RWS"
+
+
+def test_serial_datapath_in_verilog():
+    """The serial build has one multiplier, 16 x 16 (the pipeline has four a table a lane),
+    and an accumulator wide enough for every step (hw/lut/serial.py)."""
+    from hw.lut.serial import acc_bits
+
+    assert acc_bits(32, 35) == 78 and acc_bits(38, 16) == 74
+    text = verilog.convert(LutUnit(lanes=2, flavor="sdp", serial=True), name="lut",
+                           emit_src=False)
+    assert re.findall(r"\$signed\((\w+)\) \* \$signed\((\w+)\)", text) == [("op_a", "op_b")]
+    pipelined = verilog.convert(LutUnit(lanes=2, flavor="sdp"), name="lut", emit_src=False)
+    assert len(re.findall(r"\$signed\((\w+)\) \* ", pipelined)) == 2 * 2 * 4

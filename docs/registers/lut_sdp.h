@@ -37,6 +37,8 @@
 #define ATOMCUBE_LUT_SDP_HWINFO_LANES_MASK 0x0000001fu
 #define ATOMCUBE_LUT_SDP_HWINFO_FLAVOR_SHIFT 8u /* R [8] 0 = SDP, 1 = CDP. */
 #define ATOMCUBE_LUT_SDP_HWINFO_FLAVOR_MASK 0x00000100u
+#define ATOMCUBE_LUT_SDP_HWINFO_SERIAL_SHIFT 9u /* R [9] 1 = the serial datapath (one sample at a time, one multiplier); 0 = the pipeline (`lanes` samples a cycle). */
+#define ATOMCUBE_LUT_SDP_HWINFO_SERIAL_MASK 0x00000200u
 
 /* lut_access_cfg: Table access: address, table and direction. */
 #define ATOMCUBE_LUT_SDP_LUT_ACCESS_CFG_OFFSET 0x020u

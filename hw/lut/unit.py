@@ -107,15 +107,22 @@ class LutUnit(wiring.Component):
     flavor : {"sdp", "cdp"}
     addr_width : int
         Width of the AXI4-Lite address (the unit decodes all of it).
+    serial : bool
+        False (default): the pipelined datapath, ``lanes`` samples a cycle. True: one datapath
+        with one 16 x 16 multiplier works through the lanes' samples one at a time, in about 25
+        to 60 cycles a sample (:mod:`hw.lut.serial`); for small FPGAs such as the iCE40 UP5K.
     """
 
-    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12):
+    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12, serial=False):
         if lanes not in LANES:
             raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+        if not isinstance(serial, bool):
+            raise ValueError(f"serial must be True or False, not {serial!r}")
         self.lanes = lanes
         self.flavor = flavor
+        self.serial = serial
         self.regmap = lut_regmap(flavor)
         self._bank = RegisterBank(self.regmap, addr_width=addr_width)
         super().__init__({
@@ -146,6 +153,7 @@ class LutUnit(wiring.Component):
             regs.status.done.set.eq(run_end),
             regs.hwinfo.lanes.r_data.eq(lanes),
             regs.hwinfo.flavor.r_data.eq(int(flavor == "cdp")),
+            regs.hwinfo.serial.r_data.eq(int(self.serial)),
             self.irq.eq(((regs.status.done.data & regs.irq_enable.done.data) |
                          (regs.status.table_write_refused.data &
                           regs.irq_enable.table_write_refused.data)).any()),
@@ -235,7 +243,65 @@ class LutUnit(wiring.Component):
         m.d.sync += rb_q.eq(rb_val)
         m.d.comb += regs.lut_access_data.data.r_data.eq(rb_q)
 
-        # -- the pipeline --------------------------------------------------------------------------
+        # -- the datapath, which fills the output register --------------------------------------
+        o = self.o_stream
+        datapath = self._serial if self.serial else self._pipelined
+        counted, count = datapath(m, regs, busy, closing, cfg, (prio_u, prio_h, prio_o), mems,
+                                  W, FB, OW)
+        m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
+
+        # -- statistics ----------------------------------------------------------------------------
+        count = count & busy & regs.ctrl.perf_enable.data[0]
+        for name in COUNTERS[flavor]:
+            bits = []
+            for le_st, lo_st, chosen, present in counted:
+                st = Mux(chosen, lo_st, le_st)
+                le_hit, lo_hit = le_st == HIT, lo_st == HIT
+                both_u = (le_st == UFLOW) & (lo_st == UFLOW)
+                both_o = (le_st == OFLOW) & (lo_st == OFLOW)
+                cond = {
+                    "uflow": (st == UFLOW) if flavor == "sdp" else both_u,
+                    "oflow": (st == OFLOW) if flavor == "sdp" else both_o,
+                    "hybrid": st == HIT,
+                    "le_hit": le_hit if flavor == "sdp" else le_hit & ~lo_hit,
+                    "lo_hit": lo_hit if flavor == "sdp" else lo_hit & ~le_hit,
+                    "priority": ~(both_u | both_o | (le_hit ^ lo_hit)),
+                }[name]
+                bits.append(cond & present)
+            cnt = Signal(32, name=f"cnt_{name}")
+            m.d.comb += getattr(regs, f"cnt_{name}").value.r_data.eq(cnt)
+            if len(bits) == 1:
+                # one sample at a time: an increment held at all-ones
+                step, nxt = count & bits[0] & ~cnt.all(), cnt + 1
+            else:
+                inc = Signal(range(len(bits) + 1), name=f"inc_{name}")
+                total = Signal(33, name=f"cnt_{name}_next")
+                m.d.comb += [inc.eq(sum(bits[1:], bits[0].as_unsigned())), total.eq(cnt + inc)]
+                step, nxt = count, Mux(total[32], 0xFFFF_FFFF, total[:32])
+            with m.If(regs.ctrl.start.pulse[0]):
+                m.d.sync += cnt.eq(0)
+            with m.Elif(step):
+                m.d.sync += cnt.eq(nxt)
+        return m
+
+    @staticmethod
+    def _choose(le_st, lo_st, prio):
+        """1 when the LO table's result wins over the LE table's (docs/lut.md)."""
+        prio_u, prio_h, prio_o = prio
+        le_hit, lo_hit = le_st == HIT, lo_st == HIT
+        return Mux(le_hit & ~lo_hit, 0,
+               Mux(lo_hit & ~le_hit, 1,
+               Mux((le_st == UFLOW) & (lo_st == UFLOW), prio_u,
+               Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h))))
+
+    def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
+        from .serial import serial_datapath
+        return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
+
+    def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
+        """The twelve-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
+        per lane (LE state, LO state, chosen, lane present), and when they count."""
+        lanes = self.lanes
         i, o = self.i_stream, self.o_stream
         advance = Signal()
         m.d.comb += advance.eq(~o.valid | o.ready)
@@ -256,7 +322,7 @@ class LutUnit(wiring.Component):
                              last[k].eq(last[k - 1])]
 
         out_data, out_chosen, out_state = [], [], []
-        s3_states = []
+        counted = []
         for lane in range(lanes):
             x0 = Signal(signed(W), name=f"x0_{lane}")
             with m.If(advance):
@@ -266,17 +332,12 @@ class LutUnit(wiring.Component):
                 results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, mems, W, FB, OW)
             # which table, registered into the output
             (le_out, le_st), (lo_out, lo_st) = results["le"], results["lo"]
-            le_hit, lo_hit = le_st == HIT, lo_st == HIT
             chosen = Signal(name=f"chosen_{lane}")
-            m.d.comb += chosen.eq(
-                Mux(le_hit & ~lo_hit, 0,
-                Mux(lo_hit & ~le_hit, 1,
-                Mux((le_st == UFLOW) & (lo_st == UFLOW), prio_u,
-                Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h)))))
+            m.d.comb += chosen.eq(self._choose(le_st, lo_st, prio))
             out_data.append(Mux(chosen, lo_out, le_out))
             out_chosen.append(chosen)
             out_state.append(Mux(chosen, lo_st, le_st))
-            s3_states.append((le_st, lo_st, chosen))
+            counted.append((le_st, lo_st, chosen, mask[STAGES][lane]))
 
         with m.If(advance):
             m.d.sync += [
@@ -287,36 +348,7 @@ class LutUnit(wiring.Component):
             for lane in range(lanes):
                 m.d.sync += [o.payload.data[lane].eq(out_data[lane]),
                              o.payload.state[lane].eq(out_state[lane])]
-        m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
-
-        # -- statistics: counted as samples enter the output register ------------------------------
-        count = advance & v[STAGES] & busy & regs.ctrl.perf_enable.data[0]
-        for name in COUNTERS[flavor]:
-            bits = []
-            for lane, (le_st, lo_st, chosen) in enumerate(s3_states):
-                st = Mux(chosen, lo_st, le_st)
-                le_hit, lo_hit = le_st == HIT, lo_st == HIT
-                both_u = (le_st == UFLOW) & (lo_st == UFLOW)
-                both_o = (le_st == OFLOW) & (lo_st == OFLOW)
-                cond = {
-                    "uflow": (st == UFLOW) if flavor == "sdp" else both_u,
-                    "oflow": (st == OFLOW) if flavor == "sdp" else both_o,
-                    "hybrid": st == HIT,
-                    "le_hit": le_hit if flavor == "sdp" else le_hit & ~lo_hit,
-                    "lo_hit": lo_hit if flavor == "sdp" else lo_hit & ~le_hit,
-                    "priority": ~(both_u | both_o | (le_hit ^ lo_hit)),
-                }[name]
-                bits.append(cond & mask[STAGES][lane])
-            inc = Signal(range(lanes + 1), name=f"inc_{name}")
-            m.d.comb += inc.eq(sum(bits[1:], bits[0].as_unsigned()) if lanes > 1 else bits[0])
-            cnt = Signal(32, name=f"cnt_{name}")
-            total = Signal(33, name=f"cnt_{name}_next")
-            m.d.comb += [total.eq(cnt + inc), getattr(regs, f"cnt_{name}").value.r_data.eq(cnt)]
-            with m.If(regs.ctrl.start.pulse[0]):
-                m.d.sync += cnt.eq(0)
-            with m.Elif(count):
-                m.d.sync += cnt.eq(Mux(total[32], 0xFFFF_FFFF, total[:32]))
-        return m
+        return counted, advance & v[STAGES]
 
     def _derived(self, m, c, t, W, FB):
         """What one table's configuration implies, worked out a cycle ahead, once for every

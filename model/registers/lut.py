@@ -37,7 +37,9 @@ def _control_registers(flavor: str):
             Field("table_write_refused", 2, 1, "RW", doc="Interrupt on a refused table write.")),
         reg("hwinfo", 0x00C, "How the unit was built.",
             Field("lanes", 0, 5, "R", doc="Samples per transfer."),
-            Field("flavor", 8, 1, "R", doc="0 = SDP, 1 = CDP.")),
+            Field("flavor", 8, 1, "R", doc="0 = SDP, 1 = CDP."),
+            Field("serial", 9, 1, "R", doc="1 = the serial datapath (one sample at a time, one "
+                  "multiplier); 0 = the pipeline (`lanes` samples a cycle).")),
     ]
 
 

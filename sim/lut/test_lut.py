@@ -46,6 +46,7 @@ class TB:
         p = params()
         self.lanes = p.get("lanes", 1)
         self.flavor = p.get("flavor", "sdp")
+        self.serial = p.get("serial", False)
         self.rng = rng(salt)
         self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
         self.map = lut_regmap(self.flavor)
@@ -332,7 +333,8 @@ async def test_hwinfo_and_idle_input(dut, backpressure):
     """hwinfo reports the build; without a run the input is not accepted."""
     tb = await TB.start(dut, backpressure, salt=6)
     info = await tb.drv.hwinfo.read()
-    assert (info.lanes, info.flavor) == (tb.lanes, int(tb.flavor == "cdp"))
+    assert (info.lanes, info.flavor, info.serial) == (tb.lanes, int(tb.flavor == "cdp"),
+                                                      int(tb.serial))
     await ClockCycles(dut.clk, 3)
     dut.i_stream__valid.value = 1
     await ClockCycles(dut.clk, 5)
