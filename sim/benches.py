@@ -20,6 +20,15 @@ from hw.catalog import dma_engine, lut_unit, regbank_selftest, soc, sparse_decom
 from .runner import SIMULATORS
 
 
+def _board_soc(name):
+    """A board's SoC configuration, as :func:`hw.catalog.soc`'s parameters."""
+    from dataclasses import asdict
+
+    from hw.top.board import BOARDS
+
+    return asdict(BOARDS[name].soc)
+
+
 @dataclass(frozen=True)
 class Case:
     """One parameter set of a bench. ``regression=False`` keeps a case out of ``make test``
@@ -86,6 +95,10 @@ BENCHES: tuple[Bench, ...] = (
                      "ram_stalls": 0xACE1}, ("verilator",)),
         Case("full", {"mem_bytes": 65536, "baud": 3_125_000, "ram_stalls": 0xACE1},
              ("verilator",), regression=False),
+        # the iCEBreaker's reduced SoC as `--blocks lut` builds it (the serial LUT unit, a
+        # 32-bit bus, no register slices), its UART at the simulation's rate
+        Case("up5k-lut", {**_board_soc("icebreaker"), "lut": True, "clk_hz": 25_000_000,
+                          "baud": 3_125_000, "ram_stalls": 0xACE1}),
     )),
 )
 

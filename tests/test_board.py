@@ -207,8 +207,11 @@ def test_soc_config_rules():
 
     with pytest.raises(ValueError, match="mem_bytes 3000"):
         SocConfig(mem_bytes=3000)
-    with pytest.raises(ValueError, match="64-bit memory bus"):
+    with pytest.raises(ValueError, match="32 or 64 bits wide, not 128"):
         SocConfig(data_width=128)
+    with pytest.raises(ValueError, match="32-bit memory bus is for builds without the DMA"):
+        SocConfig(data_width=32, sparse=False)
+    assert SocConfig(data_width=32, dma=False, sparse=False).lut_lanes == 1
     with pytest.raises(ValueError, match="baud 10000000"):
         SocConfig(baud=10_000_000)
 

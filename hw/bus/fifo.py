@@ -23,12 +23,18 @@ def registered(m, value, name, shape=None):
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
-                   reset=None):
+                   reset=None, bypass=False):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a three-entry buffered FIFO, whose output is a register and whose
     ready depends on its fill level alone. It cuts every combinational path between the two
     sides and still passes a transfer per cycle, one cycle later. ``reset`` (a signal) empties
-    it. Returns the FIFO, whose ``level`` tells whether it is empty."""
+    it. Returns the FIFO, whose ``level`` tells whether it is empty.
+
+    ``bypass=True`` connects the two sides with wires instead and returns None: for builds
+    where the slice's flip-flops cost more than the clock rate it buys (a small iCE40)."""
+    if bypass:
+        m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
+        return None
     width = len(Value.cast(payload))
     fifo = SyncFIFOBuffered(width=width, depth=3)
     if reset is not None:

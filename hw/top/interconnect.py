@@ -178,12 +178,15 @@ class AxiArbiter(wiring.Component):
     round-robin; once a manager's address is presented it stays until taken. The granted
     addresses go out through register slices (a cycle of latency, a transfer a cycle). Write data
     follows the order in which write addresses were granted (a FIFO of ``write_depth`` grants),
-    and may reach the port before its address does, as AXI4 allows."""
+    and may reach the port before its address does, as AXI4 allows. ``slices=False`` leaves
+    the address slices out (the grant drives the port directly; for small, slow builds)."""
 
-    def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8):
+    def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8,
+                 slices=True):
         if managers < 1:
             raise ValueError(f"managers must be at least 1, not {managers!r}")
         self.managers = managers
+        self.slices = slices
         self.sel_bits = max(1, (managers - 1).bit_length())
         self.write_depth = write_depth
         self.in_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -251,7 +254,7 @@ class AxiArbiter(wiring.Component):
                     m.d.comb += getattr(p, f"{ch}ready").eq(g_ready & gate)
             register_slice(m, ch, valid=g_valid, ready=g_ready, payload=Cat(g_fields),
                            out_valid=getattr(o, f"{ch}valid"), out_ready=getattr(o, f"{ch}ready"),
-                           out_payload=Cat(outs))
+                           out_payload=Cat(outs), bypass=not self.slices)
             if ch == "aw":
                 m.d.comb += [order.w_en.eq(g_valid & g_ready), order.w_data.eq(sel)]
 

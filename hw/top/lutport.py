@@ -29,15 +29,15 @@ __all__ = ["LutPort"]
 
 
 class LutPort(wiring.Component):
-    """Parameters: ``data_width`` (64, 128 or 256 bits: 2, 4 or 8 lanes of 32-bit samples),
-    ``addr_width``, ``id_width``, ``max_burst``.
+    """Parameters: ``data_width`` (32, 64, 128 or 256 bits: 1, 2, 4 or 8 lanes of 32-bit
+    samples), ``addr_width``, ``id_width``, ``max_burst``.
 
     Ports: ``s_axil`` (registers), ``m_axi``, ``o_samples`` (to the LUT unit's ``i_stream``),
     ``i_results`` (from its ``o_stream``), ``lut_busy`` (its ``busy``), ``irq``."""
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16):
-        if data_width not in (64, 128, 256):
-            raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
+        if data_width not in (32, 64, 128, 256):
+            raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         self.data_width = data_width
         self.lanes = data_width // 32
         self.addr_width = addr_width

@@ -23,7 +23,7 @@ __all__ = ["AxiRam"]
 
 
 class AxiRam(wiring.Component):
-    def __init__(self, *, size, data_width=64, addr_width=32, id_width=6, stalls=0):
+    def __init__(self, *, size, data_width=64, addr_width=32, id_width=6, stalls=0, slices=True):
         bpb = data_width // 8
         if size & (size - 1) or size < 4 * bpb:
             raise ValueError(f"size {size} must be a power of two of at least 4 bus beats")
@@ -31,6 +31,7 @@ class AxiRam(wiring.Component):
             raise ValueError(f"stalls must be 0 (none) or a 16-bit LFSR seed, not {stalls!r}")
         self.size = size
         self.stalls = stalls
+        self.slices = slices
         self.data_width = data_width
         self.sig = AXI4Signature(addr_width=addr_width, data_width=data_width, id_width=id_width)
         super().__init__({"s_axi": In(self.sig)})
@@ -136,5 +137,6 @@ class AxiRam(wiring.Component):
         beat = Cat(Mux(held_resp == Resp.OKAY, held_data, 0), held_tag)
         register_slice(m, "r", valid=held_valid, ready=held_ready, payload=beat,
                        out_valid=a.rvalid, out_ready=a.rready,
-                       out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid))
+                       out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid),
+                       bypass=not self.slices)
         return m

@@ -44,14 +44,20 @@ class SocConfig:
     dma: bool = True
     sparse: bool = True
     lut: bool = True
+    lut_serial: bool = False      # the LUT unit's serial datapath (one multiplier): small FPGAs
+    slices: bool = True           # register slices on the long paths (for the ECP5's clock);
+                                  # False on the UP5K, where their flip-flops do not fit
     clk_hz: int = 25_000_000
     baud: int = 115_200
     ram_stalls: int = 0           # testbenches only: AxiRam's LFSR seed for random stalls
 
     def __post_init__(self):
-        if self.data_width != 64:
-            raise ValueError(f"data_width: the SoC is built for a 64-bit memory bus, not "
+        if self.data_width not in (32, 64):
+            raise ValueError(f"data_width: the SoC's memory bus is 32 or 64 bits wide, not "
                              f"{self.data_width!r}")
+        if self.data_width == 32 and (self.dma or self.sparse):
+            raise ValueError("data_width: a 32-bit memory bus is for builds without the DMA "
+                             "engine and the sparse decompressor (built and tested at 64 bits)")
         if self.mem_bytes & (self.mem_bytes - 1) or not 1024 <= self.mem_bytes <= 1 << 22:
             raise ValueError(f"mem_bytes {self.mem_bytes}: must be a power of two from 1 KiB "
                              f"to 4 MiB")
@@ -121,7 +127,7 @@ class Soc(wiring.Component):
             managers.append(sparse.m_axi)
             irqs["sparse"] = sparse.irq
         if c.lut:
-            lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp")
+            lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp", serial=c.lut_serial)
             port = m.submodules.lut_port = LutPort(data_width=c.data_width)
             connect_members(m, dec.lut, lut.s_axil)
             connect_members(m, dec.lut_port, port.s_axil)
@@ -130,17 +136,20 @@ class Soc(wiring.Component):
             for name, src, dst in (("samples", port.o_samples, lut.i_stream),
                                    ("results", lut.o_stream, port.i_results)):
                 register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
-                               out_valid=dst.valid, out_ready=dst.ready, out_payload=dst.payload)
+                               out_valid=dst.valid, out_ready=dst.ready, out_payload=dst.payload,
+                               bypass=not c.slices)
             m.d.comb += port.lut_busy.eq(lut.busy)
             managers.append(port.m_axi)
             irqs["lut"], irqs["lut_port"] = lut.irq, port.irq
         m.d.comb += self.irq.eq(Cat(irqs[k] for k in IRQ_BITS))
 
-        arb = m.submodules.arbiter = AxiArbiter(len(managers), data_width=c.data_width)
+        arb = m.submodules.arbiter = AxiArbiter(len(managers), data_width=c.data_width,
+                                                  slices=c.slices)
         for i, mgr in enumerate(managers):
             wiring.connect(m, mgr, getattr(arb, f"s{i}"))
         ram = m.submodules.ram = AxiRam(size=c.mem_bytes, data_width=c.data_width,
-                                        id_width=arb.out_sig.id_width, stalls=c.ram_stalls)
+                                        id_width=arb.out_sig.id_width, stalls=c.ram_stalls,
+                                        slices=c.slices)
         wiring.connect(m, arb.m_axi, ram.s_axi)
         return m
 

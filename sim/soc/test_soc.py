@@ -190,25 +190,29 @@ async def test_lut(dut):
                          -(1 << 31), (1 << 31) - 1, 0, 1]]).astype(np.int32)
 
     fill = bytes(r.getrandbits(8) for _ in range(64))
+    # samples, results and the refused jobs' destination in each quarter of memory (the
+    # smallest SoC has 4 KiB)
+    q = min(params().get("mem_bytes", 65536) // 4, 0x1000)
+    src, dst, refused = q, 2 * q, 3 * q
 
     @bridge
     def host():
         b = board(line)
-        res = b.lut(cfg, x, 0x1000, 0x2000, "sigmoid")
+        res = b.lut(cfg, x, src, dst, "sigmoid")
         # the refused jobs' destination, filled first: an earlier test may have left data there
-        b.write_bytes(0x3000, fill)
+        b.write_bytes(refused, fill)
         # not started: the port refuses rather than waiting for ever
-        for name, fields in (("src_addr", {"value": 0x1000}), ("dst_addr", {"value": 0x3000}),
+        for name, fields in (("src_addr", {"value": src}), ("dst_addr", {"value": refused}),
                              ("beats", {"value": 4}), ("ctrl", {"start": 1})):
             b.lut_port.write(name, **fields)
         st = b.wait(b.lut_port, "idle LUT")
         idle = (st.error, b.lut_port.error.read().code)
         b.lut_unit.ctrl.write(start=1)
-        b.lut_port.src_addr.write(value=0x1004)
+        b.lut_port.src_addr.write(value=src + (4 if b.lut_lanes > 1 else 2))
         b.lut_port.ctrl.write(start=1)
         st = b.wait(b.lut_port, "misaligned")
         align = (st.error, b.lut_port.error.read().code)
-        untouched = b.read_bytes(0x3000, 64)
+        untouched = b.read_bytes(refused, 64)
         return res, idle, align, untouched
 
     res, idle, align, untouched = await host()
