@@ -143,7 +143,11 @@ class LutPort(wiring.Component):
                          code.eq(Mux(reader.error, LutPortError.READ_ERROR,
                                      Mux(writer.error, LutPortError.WRITE_ERROR,
                                          LutPortError.NONE)))]
-            m.d.comb += [reader.flush.eq(1), writer.flush.eq(1)]
-        # `done` is raised the cycle after, once `code` holds the outcome
+        # `done` is raised the cycle after, once `code` holds the outcome; the reader and the
+        # writer are flushed then too, from that register: flushing in the ending cycle itself
+        # ran a path from the writer's FIFO through its `done` into the FIFO's own reset (the
+        # LUT-only SoC's limit at 94.6 MHz). Nothing moves in between (the job has ended), and
+        # a new job loads two cycles after its start at the earliest
         m.d.sync += finished.eq(running & writer.done & reader.idle)
+        m.d.comb += [reader.flush.eq(finished), writer.flush.eq(finished)]
         return m
