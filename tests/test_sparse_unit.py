@@ -8,7 +8,7 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
-from hw.sparse.engines import StreamReader, StreamWriter
+from hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
 from hw.sparse.gearbox import AtomGearbox
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
@@ -371,3 +371,124 @@ def test_reader_streams_under_random_stalls(seed):
             assert (a & 0xFFF) + 8 * n <= 0x1000, f"read burst at {a:#x} of {n} beats"
             addr += 8 * n
         assert addr == starts[s] + 8 * counts[s]
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9, 10])
+def test_beat_reader_under_random_stalls(seed):
+    """BeatReader (the UP5K's LUT port): AR, R and the output stall at random and R answers
+    after a random delay, one response in four an error on some seeds: every beat arrives once
+    and in order, from single-beat reads at consecutive addresses, never two in flight; the
+    error flag is set exactly when a read was answered in error, and `flush` clears it."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    dut = BeatReader(data_width=32)
+    axi = dut.axi
+    start, count = 0x2000 + 4 * int(rng.integers(0, 256)), int(rng.integers(1, 60))
+    p_ar, p_r, p_out = rng.choice([0.3, 1.0]), rng.choice([0.4, 1.0]), rng.choice([0.3, 1.0])
+    p_err = 0.25 if seed % 2 else 0.0
+    got, issued, errors = [], [], []
+
+    async def bench(ctx):
+        ctx.set(dut.addr[0], start)
+        ctx.set(dut.beats[0], count)
+        ctx.set(dut.load, 1)
+        await ctx.tick()
+        ctx.set(dut.load, 0)
+        pending = []                              # [address, ready at cycle]
+        for cycle in range(5000):
+            ctx.set(axi.arready, int(rng.random() < p_ar))
+            head = pending[0] if pending and pending[0][1] <= cycle else None
+            ctx.set(axi.rvalid, int(head is not None and rng.random() < p_r))
+            bad = rng.random() < p_err
+            if head is not None:
+                ctx.set(axi.rdata, head[0])
+                ctx.set(axi.rresp, 2 if bad else 0)
+                ctx.set(axi.rlast, 1)
+            ready = int(rng.random() < p_out)
+            ctx.set(dut.o_ready, ready)
+            await ctx.delay(1e-9)
+            if ctx.get(axi.arvalid) and ctx.get(axi.arready):
+                assert not pending, "a second read in flight"
+                assert ctx.get(axi.arlen) == 0
+                issued.append(ctx.get(axi.araddr))
+                pending.append([ctx.get(axi.araddr), cycle + int(rng.integers(1, 8))])
+            if ctx.get(axi.rvalid) and ctx.get(axi.rready):
+                errors.append(bad)
+                pending.pop(0)
+            if ctx.get(dut.o_valid) and ready:
+                got.append(ctx.get(dut.o_data[0]))
+            await ctx.tick()
+            if len(got) == count and ctx.get(dut.idle):
+                break
+        assert ctx.get(dut.idle)
+        assert ctx.get(dut.error) == any(errors)
+        ctx.set(dut.flush, 1)
+        await ctx.tick()
+        ctx.set(dut.flush, 0)
+        assert ctx.get(dut.error) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [start + 4 * k for k in range(count)]
+    assert got == want and issued == want
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9, 10])
+def test_beat_writer_under_random_stalls(seed):
+    """BeatWriter: beats offered with random gaps, AW, W and B each stalling at random (W may
+    be taken before AW), one response in four an error on some seeds: every beat is written
+    once, in order, at consecutive addresses, one write at a time; `done` waits for the last
+    response; the error flag is set exactly when a write was answered in error."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    dut = BeatWriter(data_width=32)
+    axi = dut.axi
+    start, count = 0x3000 + 4 * int(rng.integers(0, 256)), int(rng.integers(1, 60))
+    data = [int(v) for v in rng.integers(0, 1 << 32, count, dtype=np.uint64)]
+    p_in, p_aw, p_w, p_b = (rng.choice([0.3, 1.0]) for _ in range(4))
+    p_err = 0.25 if seed % 2 else 0.0
+    writes, errors = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.addr, start)
+        ctx.set(dut.load, 1)
+        await ctx.tick()
+        ctx.set(dut.load, 0)
+        sent, aw, w, owed = 0, None, None, False
+        for _ in range(5000):
+            offer = sent < count and rng.random() < p_in
+            ctx.set(dut.i_valid, int(offer))
+            ctx.set(dut.i_data, data[sent] if sent < count else 0)
+            ctx.set(dut.finish, int(sent == count))
+            ctx.set(axi.awready, int(rng.random() < p_aw))
+            ctx.set(axi.wready, int(rng.random() < p_w))
+            answer = owed and aw is not None and w is not None and rng.random() < p_b
+            bad = rng.random() < p_err
+            ctx.set(axi.bvalid, int(answer))
+            ctx.set(axi.bresp, 2 if bad else 0)
+            await ctx.delay(1e-9)
+            assert not ctx.get(dut.done) or (sent == count and not owed)
+            if offer and ctx.get(dut.i_ready):
+                sent += 1
+            if ctx.get(axi.awvalid) and ctx.get(axi.awready):
+                assert aw is None and ctx.get(axi.awlen) == 0
+                aw, owed = ctx.get(axi.awaddr), True
+            if ctx.get(axi.wvalid) and ctx.get(axi.wready):
+                assert w is None and ctx.get(axi.wlast) == 1
+                w = ctx.get(axi.wdata)
+            if answer:
+                writes.append((aw, w))
+                errors.append(bad)
+                aw, w, owed = None, None, False
+            await ctx.tick()
+            if sent == count and len(writes) == count and ctx.get(dut.done):
+                break
+        assert ctx.get(dut.done) and ctx.get(dut.error) == any(errors)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert writes == [(start + 4 * k, data[k]) for k in range(count)]

@@ -282,3 +282,105 @@ class StreamWriter(wiring.Component):
         m.d.comb += [self.error.eq(error), self.range_error.eq(range_error), self.idle.eq(idle),
                      self.done.eq(self.finish & idle & (fifo.level == 0))]
         return m
+
+
+class BeatReader(wiring.Component):
+    """:class:`StreamReader`'s ports for one stream, one beat at a time: a single-beat read is
+    issued when the output register is empty and nothing is in flight. A few hundred logic cells
+    where the burst engine and its FIFO take about a thousand, at a beat every four cycles or
+    so plus the read latency: for small FPGAs and consumers slower than that (the serial LUT
+    unit). ``max_burst`` and ``stop`` have no use here; ``idle``, ``error`` and ``flush`` mean
+    what they mean for :class:`StreamReader`."""
+
+    def __init__(self, *, data_width, addr_width=32, id_width=4):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                     id_width=id_width)
+        super().__init__({
+            "axi": Out(self.axi_sig),
+            "load": In(1), "addr": In(addr_width).array(1), "beats": In(addr_width).array(1),
+            "o_valid": Out(1), "o_ready": In(1), "o_data": Out(data_width).array(1),
+            "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        step = self.data_width // 8
+        addr = Signal(self.addr_width)
+        left = Signal(self.addr_width)
+        arvalid = Signal()
+        inflight = Signal()
+        error = Signal()
+        m.d.comb += [axi.arvalid.eq(arvalid), axi.araddr.eq(addr), axi.arlen.eq(0),
+                     axi.arsize.eq(self.axi_sig.size_code), axi.arburst.eq(Burst.INCR),
+                     axi.arcache.eq(0b0011), axi.rready.eq(1),
+                     self.error.eq(error), self.idle.eq(~arvalid & ~inflight)]
+        with m.If(self.load):
+            m.d.sync += [addr.eq(self.addr[0]), left.eq(self.beats[0])]
+        with m.Elif(~arvalid & ~inflight & ~self.o_valid & (left != 0) & ~self.stop):
+            m.d.sync += arvalid.eq(1)
+        with m.If(arvalid & axi.arready):
+            m.d.sync += [arvalid.eq(0), inflight.eq(1), addr.eq(addr + step),
+                         left.eq(left - 1)]
+        with m.If(self.o_valid & self.o_ready):
+            m.d.sync += self.o_valid.eq(0)
+        with m.If(axi.rvalid & inflight):
+            m.d.sync += [inflight.eq(0), self.o_valid.eq(1), self.o_data[0].eq(axi.rdata)]
+        with m.If(self.flush):
+            m.d.sync += [error.eq(0), self.o_valid.eq(0)]
+        with m.Elif(axi.rvalid & (axi.rresp != Resp.OKAY)):
+            m.d.sync += error.eq(1)
+        return m
+
+
+class BeatWriter(wiring.Component):
+    """:class:`StreamWriter`'s ports, one beat at a time: a beat taken from ``i_*`` goes out as
+    a single-beat write (address and data together), and the next is taken once its response
+    is back. ``done``: ``finish`` and nothing in flight. ``error``: a write answered
+    SLVERR/DECERR since the last ``flush``. Never a range error: the beats are those the
+    owner checked."""
+
+    def __init__(self, *, data_width, addr_width=32, id_width=4):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                     id_width=id_width)
+        super().__init__({
+            "axi": Out(self.axi_sig),
+            "load": In(1), "addr": In(addr_width),
+            "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
+            "finish": In(1), "stop": In(1), "flush": In(1),
+            "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        step = self.data_width // 8
+        addr = Signal(self.addr_width)
+        awvalid, wvalid, pending, error = Signal(), Signal(), Signal(), Signal()
+        busy = awvalid | wvalid | pending
+        m.d.comb += [axi.awvalid.eq(awvalid), axi.awlen.eq(0),
+                     axi.awsize.eq(self.axi_sig.size_code), axi.awburst.eq(Burst.INCR),
+                     axi.awcache.eq(0b0011), axi.wvalid.eq(wvalid), axi.wlast.eq(1),
+                     axi.wstrb.eq(-1), axi.bready.eq(1),
+                     self.i_ready.eq(~busy & ~self.stop), self.idle.eq(~busy),
+                     self.done.eq(self.finish & ~busy), self.error.eq(error)]
+        with m.If(self.load):
+            m.d.sync += addr.eq(self.addr)
+        with m.If(self.i_valid & self.i_ready):
+            m.d.sync += [awvalid.eq(1), wvalid.eq(1), pending.eq(1), axi.awaddr.eq(addr),
+                         axi.wdata.eq(self.i_data), addr.eq(addr + step)]
+        with m.If(awvalid & axi.awready):
+            m.d.sync += awvalid.eq(0)
+        with m.If(wvalid & axi.wready):
+            m.d.sync += wvalid.eq(0)
+        with m.If(axi.bvalid & pending):
+            m.d.sync += pending.eq(0)
+        with m.If(self.flush):
+            m.d.sync += error.eq(0)
+        with m.Elif(axi.bvalid & (axi.bresp != Resp.OKAY)):
+            m.d.sync += error.eq(1)
+        return m
