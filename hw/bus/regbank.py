@@ -85,9 +85,15 @@ class RegisterBank(wiring.Component):
     addr_width : int, optional
         Width of ``s_axil.awaddr``/``araddr``. Every bit is decoded, so addresses above the map
         answer SLVERR rather than aliasing. Defaults to the fewest bits that reach every register.
+    capture : bool, optional
+        True (default): a write's address and data are taken as they come, each into a
+        register, and committed together. False: the bank waits until both are valid and
+        commits them straight from the bus (AXI4-Lite lets a subordinate wait for both), which
+        saves 48 flip-flops but puts the bus's address decode in front of every register's
+        enable; for small, slow builds behind a manager that holds both (the SoC's decoder).
     """
 
-    def __init__(self, regmap, *, addr_width=None):
+    def __init__(self, regmap, *, addr_width=None, capture=True):
         if not isinstance(regmap, RegisterMap):
             raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
         if addr_width is None:
@@ -97,6 +103,7 @@ class RegisterBank(wiring.Component):
                              f"offset 0x{regmap.registers[-1].offset:x}) to 64, not {addr_width!r}")
         self.regmap = regmap
         self.addr_width = addr_width
+        self.capture = capture
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
             "regs": Out(regs_signature(regmap)),
@@ -107,23 +114,29 @@ class RegisterBank(wiring.Component):
         bus = self.s_axil
 
         # -- write: address and data are captured independently, then committed together --------
-        aw_full = Signal()
-        aw_addr = Signal(self.addr_width)
-        w_full = Signal()
-        w_data = Signal(32)
-        w_strb = Signal(4)
         commit = Signal()
-        m.d.comb += [
-            commit.eq(aw_full & w_full & (~bus.bvalid | bus.bready)),
-            bus.awready.eq(~aw_full | commit),
-            bus.wready.eq(~w_full | commit),
-        ]
-        with m.If(commit):
-            m.d.sync += [aw_full.eq(0), w_full.eq(0)]
-        with m.If(bus.awvalid & bus.awready):
-            m.d.sync += [aw_full.eq(1), aw_addr.eq(bus.awaddr)]
-        with m.If(bus.wvalid & bus.wready):
-            m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+        if self.capture:
+            aw_full = Signal()
+            aw_addr = Signal(self.addr_width)
+            w_full = Signal()
+            w_data = Signal(32)
+            w_strb = Signal(4)
+            m.d.comb += [
+                commit.eq(aw_full & w_full & (~bus.bvalid | bus.bready)),
+                bus.awready.eq(~aw_full | commit),
+                bus.wready.eq(~w_full | commit),
+            ]
+            with m.If(commit):
+                m.d.sync += [aw_full.eq(0), w_full.eq(0)]
+            with m.If(bus.awvalid & bus.awready):
+                m.d.sync += [aw_full.eq(1), aw_addr.eq(bus.awaddr)]
+            with m.If(bus.wvalid & bus.wready):
+                m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+        else:
+            # both channels taken in the cycle they are committed, from the bus as it stands
+            aw_addr, w_data, w_strb = bus.awaddr, bus.wdata, bus.wstrb
+            m.d.comb += [commit.eq(bus.awvalid & bus.wvalid & (~bus.bvalid | bus.bready)),
+                         bus.awready.eq(commit), bus.wready.eq(commit)]
 
         bit_en = Cat(*(w_strb[i].replicate(8) for i in range(4)))
         w_word = aw_addr[2:]
