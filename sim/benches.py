@@ -56,6 +56,8 @@ BENCHES: tuple[Bench, ...] = (
     Bench("regbank", "sim.regbank.test_regbank", regbank_selftest, (
         Case("aw6"),
         Case("aw32", {"addr_width": 32}),
+        # writes committed straight from the bus (the small builds' banks)
+        Case("aw6-direct", {"capture": False}),
     )),
     Bench("lut", "sim.lut.test_lut", lut_unit, (
         Case("sdp-l1", {"lanes": 1, "flavor": "sdp"}),
@@ -95,10 +97,10 @@ BENCHES: tuple[Bench, ...] = (
                      "ram_stalls": 0xACE1}, ("verilator",)),
         Case("full", {"mem_bytes": 65536, "baud": 3_125_000, "ram_stalls": 0xACE1},
              ("verilator",), regression=False),
-        # the iCEBreaker's reduced SoC as `--blocks lut` builds it (the serial LUT unit, a
-        # 32-bit bus, no register slices), its UART at the simulation's rate
-        Case("up5k-lut", {**_board_soc("icebreaker"), "lut": True, "clk_hz": 25_000_000,
-                          "baud": 3_125_000, "ram_stalls": 0xACE1}),
+        # the iCEBreaker's reduced SoC as its board builds it (the serial LUT unit, the one-beat
+        # LUT port, a 32-bit bus, no register slices), its UART at the simulation's rate
+        Case("up5k", {**_board_soc("icebreaker"), "clk_hz": 25_000_000, "baud": 3_125_000,
+                      "ram_stalls": 0xACE1}),
     )),
 )
 

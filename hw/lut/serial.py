@@ -32,9 +32,10 @@ A sample, per lane whose mask bit is set:
    where the rule says so, saturates again, and writes the lane's result.
 
 A sample takes between 13 and about 60 cycles, depending on the configuration (the index
-select's size, how often LE wins and has to be redone, the miss shift). The input is taken when
-the output register is empty; the output register fills lane by lane and is offered when every
-lane is done.
+select's size, how often LE wins and has to be redone, the miss shift). Work on a transfer
+starts when the output register is empty, on the input's payload in place (the stream holds
+it); the transfer is taken when its last lane is done, in the cycle the output register is
+loaded, so no input register is needed. The output register fills lane by lane.
 """
 
 from amaranth import Cat, Const, Mux, Signal, signed
@@ -84,9 +85,8 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
 
     step = Signal(Step)
     lane = Signal(range(max(lanes, 2)))
-    xs = Signal(lanes * W)
-    mask = Signal(lanes)
-    last = Signal()
+    xs = i.payload.data.as_value()        # the transfer is held, not taken, until it is done
+    mask = i.payload.mask
     tsel = Signal()                       # the table being indexed: 0 = LE, 1 = LO
     final = Signal()                      # this index pass is the chosen table's
     st_le = Signal(2)
@@ -108,22 +108,20 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
     limb_k = Signal(range(LIMBS))
     phase_b = Signal()                    # hit: the y0 product of this limb
 
-    # -- input: taken while idle and the output register is empty ----------------------------------
-    m.d.comb += i.ready.eq((step == Step.IDLE) & busy & ~closing & ~o.valid)
+    # -- input: worked on in place while idle and the output register is empty, and taken once
+    # its last lane is done (the stream holds a transfer until it is taken)
     with m.If(o.valid & o.ready):
         m.d.sync += o.valid.eq(0)
-    with m.If(i.valid & i.ready):
-        m.d.sync += [xs.eq(i.payload.data.as_value()), mask.eq(i.payload.mask),
-                     last.eq(i.payload.last), lane.eq(0), tsel.eq(0), final.eq(0),
-                     step.eq(Step.LOAD)]
-        with m.If(i.payload.last):
-            m.d.sync += closing.eq(1)
+    with m.If((step == Step.IDLE) & i.valid & busy & ~closing & ~o.valid):
+        m.d.sync += [lane.eq(0), tsel.eq(0), final.eq(0), step.eq(Step.LOAD)]
 
     # -- the chosen table's configuration ----------------------------------------------------------
     def pick(key):
         return Mux(tsel, cfg["lo"][key], cfg["le"][key])
 
-    start, end, ref_under = pick("start"), pick("end"), pick("ref_under")
+    # LO has no exponential mode, so its underflow reference is its START
+    start, end = pick("start"), pick("end")
+    ref_under = Mux(tsel, cfg["lo"]["start"], cfg["le"]["ref_under"])
     exp = Mux(tsel, 0, cfg["le"]["exp"])
     offset = cfg["le"]["offset"]
     n = Mux(tsel, cfg["lo"]["n"], cfg["le"]["n"])
@@ -276,8 +274,11 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
 
         with m.Case(Step.NEXT):
             with m.If(lane == lanes - 1):
-                m.d.sync += [o.valid.eq(1), o.payload.mask.eq(mask), o.payload.last.eq(last),
-                             step.eq(Step.IDLE)]
+                m.d.comb += i.ready.eq(1)
+                m.d.sync += [o.valid.eq(1), o.payload.mask.eq(mask),
+                             o.payload.last.eq(i.payload.last), step.eq(Step.IDLE)]
+                with m.If(i.payload.last):
+                    m.d.sync += closing.eq(1)
             with m.Else():
                 m.d.sync += [lane.eq(lane + 1), tsel.eq(0), final.eq(0), step.eq(Step.LOAD)]
 

@@ -124,7 +124,8 @@ class LutUnit(wiring.Component):
         self.flavor = flavor
         self.serial = serial
         self.regmap = lut_regmap(flavor)
-        self._bank = RegisterBank(self.regmap, addr_width=addr_width)
+        # the serial build is for small FPGAs: the bank commits writes straight from the bus
+        self._bank = RegisterBank(self.regmap, addr_width=addr_width, capture=not serial)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
             "i_stream": In(stream.Signature(in_layout(lanes, flavor))),

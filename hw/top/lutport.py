@@ -23,30 +23,38 @@ from model.registers.soc import LUT_PORT, LutPortError
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.regbank import RegisterBank
 from ..lut.unit import in_layout, out_layout
-from ..sparse.engines import StreamReader, StreamWriter, mount
+from ..sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter, mount
 
 __all__ = ["LutPort"]
 
 
 class LutPort(wiring.Component):
     """Parameters: ``data_width`` (32, 64, 128 or 256 bits: 1, 2, 4 or 8 lanes of 32-bit
-    samples), ``addr_width``, ``id_width``, ``max_burst``.
+    samples), ``addr_width``, ``id_width``, ``max_burst``, ``lean`` (one beat at a time
+    each way, through :class:`~hw.sparse.engines.BeatReader` and ``BeatWriter``, in place of
+    the burst engines: for small FPGAs, beside the serial LUT unit).
 
     Ports: ``s_axil`` (registers), ``m_axi``, ``o_samples`` (to the LUT unit's ``i_stream``),
     ``i_results`` (from its ``o_stream``), ``lut_busy`` (its ``busy``), ``irq``."""
 
-    def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16):
+    def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16, lean=False):
         if data_width not in (32, 64, 128, 256):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         self.data_width = data_width
         self.lanes = data_width // 32
         self.addr_width = addr_width
-        self._bank = RegisterBank(LUT_PORT, addr_width=12)
-        self._reader = StreamReader(streams=1, data_width=data_width, addr_width=addr_width,
-                                    id_width=id_width, max_burst=max_burst,
-                                    fifo_depth=2 * max_burst)
-        self._writer = StreamWriter(data_width=data_width, addr_width=addr_width,
-                                    id_width=id_width, max_burst=max_burst)
+        self._bank = RegisterBank(LUT_PORT, addr_width=12, capture=not lean)
+        if lean:
+            self._reader = BeatReader(data_width=data_width, addr_width=addr_width,
+                                      id_width=id_width)
+            self._writer = BeatWriter(data_width=data_width, addr_width=addr_width,
+                                      id_width=id_width)
+        else:
+            self._reader = StreamReader(streams=1, data_width=data_width,
+                                        addr_width=addr_width, id_width=id_width,
+                                        max_burst=max_burst, fifo_depth=2 * max_burst)
+            self._writer = StreamWriter(data_width=data_width, addr_width=addr_width,
+                                        id_width=id_width, max_burst=max_burst)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=12, data_width=32)),
             "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -137,8 +145,13 @@ class LutPort(wiring.Component):
         with m.If(i.valid & i.ready):
             m.d.sync += out_left.eq(out_left - 1)
 
-        # the end: every result written and answered, every read answered
-        with m.If(running & writer.done & reader.idle):
+        # the end: every result written and answered, every read answered. Seen a cycle late,
+        # from a register (once true it stays true: every result is in, so nothing more is
+        # read or written), so that no path runs from the results' handshake through the
+        # writer's state into the end of the job
+        quiet = Signal()
+        m.d.sync += quiet.eq(writer.done & reader.idle)
+        with m.If(running & quiet):
             m.d.sync += [running.eq(0),
                          code.eq(Mux(reader.error, LutPortError.READ_ERROR,
                                      Mux(writer.error, LutPortError.WRITE_ERROR,
@@ -148,6 +161,6 @@ class LutPort(wiring.Component):
         # ran a path from the writer's FIFO through its `done` into the FIFO's own reset (the
         # LUT-only SoC's limit at 94.6 MHz). Nothing moves in between (the job has ended), and
         # a new job loads two cycles after its start at the earliest
-        m.d.sync += finished.eq(running & writer.done & reader.idle)
+        m.d.sync += finished.eq(running & quiet)
         m.d.comb += [reader.flush.eq(finished), writer.flush.eq(finished)]
         return m

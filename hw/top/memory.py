@@ -9,6 +9,10 @@ writes anything, and their reads return zeros.
 ``stalls`` (a non-zero seed) makes the memory refuse addresses and write data and hold back read
 data on about one cycle in four, from a 16-bit LFSR: testbenches use it to put backpressure on
 the managers behind the arbiter. Builds for boards leave it at 0.
+
+``slices`` (default True) puts a register and a register slice after the block RAM's read data,
+for the clock rate; ``slices=False`` (small, slow builds) drives the R channel from the block
+RAM's output directly.
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -99,7 +103,8 @@ class AxiRam(wiring.Component):
 
         # reads: the port reads a beat whenever its output is free or moving on. The block RAM's
         # read data is late (no output register), so it goes straight into a register (stage
-        # `held`), with no logic between; the beats then leave through a register slice
+        # `held`), with no logic between; the beats then leave through a register slice (with
+        # `slices`: without, the read port's output is the R channel)
         r_check, r_active = Signal(), Signal()
         r_addr = Signal(len(a.araddr))
         r_len = Signal(8)
@@ -126,6 +131,13 @@ class AxiRam(wiring.Component):
                 m.d.sync += r_active.eq(0)
         with m.Elif(rready):
             m.d.sync += rvalid.eq(0)
+        if not self.slices:
+            # no stages: the read port's output is the R channel (it holds while R stalls:
+            # the port reads only when its output moves on, and no new burst starts meanwhile)
+            m.d.comb += [rready.eq(a.rready), a.rvalid.eq(rvalid),
+                         a.rdata.eq(Mux(r_resp == Resp.OKAY, rp.data, 0)),
+                         a.rresp.eq(r_resp), a.rlast.eq(rlast), a.rid.eq(r_id)]
+            return m
         held_valid, held_ready = Signal(), Signal()
         held_data = Signal.like(rp.data)
         held_tag = Signal(len(r_resp) + 1 + len(r_id))      # response, last, ID
@@ -137,6 +149,5 @@ class AxiRam(wiring.Component):
         beat = Cat(Mux(held_resp == Resp.OKAY, held_data, 0), held_tag)
         register_slice(m, "r", valid=held_valid, ready=held_ready, payload=beat,
                        out_valid=a.rvalid, out_ready=a.rready,
-                       out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid),
-                       bypass=not self.slices)
+                       out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid))
         return m

@@ -44,7 +44,8 @@ class SocConfig:
     dma: bool = True
     sparse: bool = True
     lut: bool = True
-    lut_serial: bool = False      # the LUT unit's serial datapath (one multiplier): small FPGAs
+    lut_serial: bool = False      # small FPGAs: the LUT unit's serial datapath (one multiplier)
+                                  # and a LUT port that moves one beat at a time
     slices: bool = True           # register slices on the long paths (for the ECP5's clock);
                                   # False on the UP5K, where their flip-flops do not fit
     clk_hz: int = 25_000_000
@@ -98,7 +99,7 @@ class Soc(wiring.Component):
         dec = m.submodules.decoder = LiteDecoder(self.windows)
         wiring.connect(m, bridge.m_axil, dec.s_axil)
 
-        sysctl = m.submodules.sysctl = RegisterBank(SYSCTL, addr_width=12)
+        sysctl = m.submodules.sysctl = RegisterBank(SYSCTL, addr_width=12, capture=c.slices)
         connect_members(m, dec.sysctl, sysctl.s_axil)
         regs = sysctl.regs
         m.d.comb += [regs.id.value.r_data.eq(SOC_ID),
@@ -128,7 +129,7 @@ class Soc(wiring.Component):
             irqs["sparse"] = sparse.irq
         if c.lut:
             lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp", serial=c.lut_serial)
-            port = m.submodules.lut_port = LutPort(data_width=c.data_width)
+            port = m.submodules.lut_port = LutPort(data_width=c.data_width, lean=c.lut_serial)
             connect_members(m, dec.lut, lut.s_axil)
             connect_members(m, dec.lut_port, port.s_axil)
             # register slices both ways: the port's reader and the unit's pipeline control
