@@ -78,6 +78,7 @@ class LutPort(wiring.Component):
         pending = Signal()                   # a start being acted on (the cycle after it)
         in_left = Signal(24)
         out_left = Signal(24)
+        in_more, in_last, out_more = Signal(), Signal(), Signal()
         code = Signal(3)
         fail_now = Signal()                  # a start refused by the checks
         finished = Signal()                  # a job that ran has ended; `code` holds its outcome
@@ -118,32 +119,36 @@ class LutPort(wiring.Component):
         with m.If(pending):
             m.d.sync += [pending.eq(0), code.eq(checked), cycles.eq(0)]
             with m.If(checked == LutPortError.NONE):
-                m.d.sync += [running.eq(1), in_left.eq(job_beats), out_left.eq(job_beats)]
+                m.d.sync += [running.eq(1), in_left.eq(job_beats), out_left.eq(job_beats),
+                             in_more.eq(1), in_last.eq(job_beats == 1), out_more.eq(1)]
                 m.d.comb += [reader.load[0].eq(1), writer.load.eq(1)]
             with m.Else():
                 m.d.comb += fail_now.eq(1)
         with m.If(running & (cycles != 0xFFFF_FFFF)):
             m.d.sync += cycles.eq(cycles + 1)
 
-        # samples out: a beat is `lanes` int32 samples
+        # samples out: a beat is `lanes` int32 samples. Whether beats are left, and whether this
+        # is the last, are flags updated with the count (a start's check refuses 0 beats), so
+        # no comparison of the count lies on the handshakes' paths
         o = self.o_samples
-        m.d.comb += [o.valid.eq(reader.o_valid[0] & (in_left != 0)),
-                     reader.o_ready[0].eq(o.ready & (in_left != 0)),
-                     o.payload.mask.eq(-1), o.payload.last.eq(in_left == 1)]
+        m.d.comb += [o.valid.eq(reader.o_valid[0] & in_more),
+                     reader.o_ready[0].eq(o.ready & in_more),
+                     o.payload.mask.eq(-1), o.payload.last.eq(in_last)]
         for k in range(self.lanes):
             m.d.comb += o.payload.data[k].eq(reader.o_data[0].word_select(k, 32))
         with m.If(o.valid & o.ready):
-            m.d.sync += in_left.eq(in_left - 1)
+            m.d.sync += [in_left.eq(in_left - 1), in_more.eq(in_left != 1),
+                         in_last.eq(in_left == 2)]
 
         # results in: each lane's int32 result, in sample order
         i = self.i_results
-        m.d.comb += [writer.i_valid.eq(i.valid & (out_left != 0)),
-                     i.ready.eq(writer.i_ready & (out_left != 0)),
+        m.d.comb += [writer.i_valid.eq(i.valid & out_more),
+                     i.ready.eq(writer.i_ready & out_more),
                      writer.i_data.eq(Cat(i.payload.data[k].as_unsigned()
                                           for k in range(self.lanes))),
-                     writer.finish.eq(running & (out_left == 0))]
+                     writer.finish.eq(running & ~out_more)]
         with m.If(i.valid & i.ready):
-            m.d.sync += out_left.eq(out_left - 1)
+            m.d.sync += [out_left.eq(out_left - 1), out_more.eq(out_left != 1)]
 
         # the end: every result written and answered, every read answered. Seen a cycle late,
         # from a register (once true it stays true: every result is in, so nothing more is
