@@ -48,6 +48,27 @@ def mount(m, block):
     return bank.regs, reader, writer
 
 
+def _reader_ports(axi_sig, n, addr_width, data_width):
+    """The ports of a reader of ``n`` streams (:class:`StreamReader`, :class:`BeatReader`)."""
+    return {
+        "axi": Out(axi_sig),
+        "load": In(n), "addr": In(addr_width).array(n), "beats": In(addr_width).array(n),
+        "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
+        "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
+    }
+
+
+def _writer_ports(axi_sig, addr_width, data_width):
+    """The ports of a writer (:class:`StreamWriter`, :class:`BeatWriter`)."""
+    return {
+        "axi": Out(axi_sig),
+        "load": In(1), "addr": In(addr_width),
+        "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
+        "finish": In(1), "stop": In(1), "flush": In(1),
+        "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
+    }
+
+
 def _page_room(addr, max_burst, beat_log2):
     """Beats a burst from ``addr`` may have: max_burst, or fewer before the next 4 KiB
     boundary."""
@@ -90,13 +111,7 @@ class StreamReader(wiring.Component):
         self.depths = depths
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
-        n = streams
-        super().__init__({
-            "axi": Out(self.axi_sig),
-            "load": In(n), "addr": In(addr_width).array(n), "beats": In(addr_width).array(n),
-            "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
-            "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
-        })
+        super().__init__(_reader_ports(self.axi_sig, streams, addr_width, data_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -196,13 +211,7 @@ class StreamWriter(wiring.Component):
         self.max_burst = max_burst
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
-        super().__init__({
-            "axi": Out(self.axi_sig),
-            "load": In(1), "addr": In(addr_width),
-            "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
-            "finish": In(1), "stop": In(1), "flush": In(1),
-            "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
-        })
+        super().__init__(_writer_ports(self.axi_sig, addr_width, data_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -297,12 +306,7 @@ class BeatReader(wiring.Component):
         self.addr_width = addr_width
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
-        super().__init__({
-            "axi": Out(self.axi_sig),
-            "load": In(1), "addr": In(addr_width).array(1), "beats": In(addr_width).array(1),
-            "o_valid": Out(1), "o_ready": In(1), "o_data": Out(data_width).array(1),
-            "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
-        })
+        super().__init__(_reader_ports(self.axi_sig, 1, addr_width, data_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -347,13 +351,7 @@ class BeatWriter(wiring.Component):
         self.addr_width = addr_width
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
-        super().__init__({
-            "axi": Out(self.axi_sig),
-            "load": In(1), "addr": In(addr_width),
-            "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
-            "finish": In(1), "stop": In(1), "flush": In(1),
-            "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
-        })
+        super().__init__(_writer_ports(self.axi_sig, addr_width, data_width))
 
     def elaborate(self, platform):
         m = Module()
