@@ -48,27 +48,6 @@ def mount(m, block):
     return bank.regs, reader, writer
 
 
-def _reader_ports(axi_sig, n, addr_width, data_width):
-    """The ports of a reader of ``n`` streams (:class:`StreamReader`, :class:`BeatReader`)."""
-    return {
-        "axi": Out(axi_sig),
-        "load": In(n), "addr": In(addr_width).array(n), "beats": In(addr_width).array(n),
-        "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
-        "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
-    }
-
-
-def _writer_ports(axi_sig, addr_width, data_width):
-    """The ports of a writer (:class:`StreamWriter`, :class:`BeatWriter`)."""
-    return {
-        "axi": Out(axi_sig),
-        "load": In(1), "addr": In(addr_width),
-        "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
-        "finish": In(1), "stop": In(1), "flush": In(1),
-        "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
-    }
-
-
 def _page_room(addr, max_burst, beat_log2):
     """Beats a burst from ``addr`` may have: max_burst, or fewer before the next 4 KiB
     boundary."""
@@ -111,7 +90,13 @@ class StreamReader(wiring.Component):
         self.depths = depths
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
-        super().__init__(_reader_ports(self.axi_sig, streams, addr_width, data_width))
+        n = streams
+        super().__init__({
+            "axi": Out(self.axi_sig),
+            "load": In(n), "addr": In(addr_width).array(n), "beats": In(addr_width).array(n),
+            "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
+            "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
+        })
 
     def elaborate(self, platform):
         m = Module()
@@ -211,7 +196,13 @@ class StreamWriter(wiring.Component):
         self.max_burst = max_burst
         self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
                                      id_width=id_width)
-        super().__init__(_writer_ports(self.axi_sig, addr_width, data_width))
+        super().__init__({
+            "axi": Out(self.axi_sig),
+            "load": In(1), "addr": In(addr_width),
+            "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
+            "finish": In(1), "stop": In(1), "flush": In(1),
+            "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
+        })
 
     def elaborate(self, platform):
         m = Module()
@@ -293,20 +284,17 @@ class StreamWriter(wiring.Component):
         return m
 
 
-class BeatReader(wiring.Component):
+class BeatReader(StreamReader):
     """:class:`StreamReader`'s ports for one stream, one beat at a time: a single-beat read is
     issued when the output register is empty and nothing is in flight. A few hundred logic cells
     where the burst engine and its FIFO take about a thousand, at a beat every four cycles or
     so plus the read latency: for small FPGAs and consumers slower than that (the serial LUT
-    unit). ``max_burst`` and ``stop`` have no use here; ``idle``, ``error`` and ``flush`` mean
-    what they mean for :class:`StreamReader`."""
+    unit). It is a :class:`StreamReader` of one stream with its own logic; ``stop``, ``idle``,
+    ``error`` and ``flush`` mean what they mean there."""
 
     def __init__(self, *, data_width, addr_width=32, id_width=4):
-        self.data_width = data_width
-        self.addr_width = addr_width
-        self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
-                                     id_width=id_width)
-        super().__init__(_reader_ports(self.axi_sig, 1, addr_width, data_width))
+        super().__init__(streams=1, data_width=data_width, addr_width=addr_width,
+                         id_width=id_width, max_burst=1, fifo_depth=1)
 
     def elaborate(self, platform):
         m = Module()
@@ -339,19 +327,16 @@ class BeatReader(wiring.Component):
         return m
 
 
-class BeatWriter(wiring.Component):
+class BeatWriter(StreamWriter):
     """:class:`StreamWriter`'s ports, one beat at a time: a beat taken from ``i_*`` goes out as
     a single-beat write (address and data together), and the next is taken once its response
     is back. ``done``: ``finish`` and nothing in flight. ``error``: a write answered
     SLVERR/DECERR since the last ``flush``. Never a range error: the beats are those the
-    owner checked."""
+    owner checked. It is a :class:`StreamWriter` with its own logic."""
 
     def __init__(self, *, data_width, addr_width=32, id_width=4):
-        self.data_width = data_width
-        self.addr_width = addr_width
-        self.axi_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
-                                     id_width=id_width)
-        super().__init__(_writer_ports(self.axi_sig, addr_width, data_width))
+        super().__init__(data_width=data_width, addr_width=addr_width, id_width=id_width,
+                         max_burst=1)
 
     def elaborate(self, platform):
         m = Module()
