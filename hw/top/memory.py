@@ -40,16 +40,19 @@ class AxiRam(wiring.Component):
         self.sig = AXI4Signature(addr_width=addr_width, data_width=data_width, id_width=id_width)
         super().__init__({"s_axi": In(self.sig)})
 
-    def _check(self, m, addr, length, size, burst):
-        """The response a burst gets: OKAY, DECERR past the end, SLVERR for WRAP or a beat
-        wider than the bus."""
+    def _span(self, length, size, burst):
+        """A burst's bytes (17 bits), and whether it is refused outright (WRAP, or a beat wider
+        than the bus): taken into registers with the address, from the channel's fields."""
+        return (Mux(burst == Burst.FIXED, 1, length + 1) << size)[:17], \
+            (burst == Burst.WRAP) | (size > self.sig.size_code)
+
+    def _check(self, addr, span, bad):
+        """The response a burst gets, from its registered address, span and refusal: OKAY,
+        DECERR past the end, SLVERR for WRAP or a beat wider than the bus."""
         # addr + span > size, with size a power of two: the address's bits at and above size,
         # or its bits below size plus the span (narrower adders than the whole address's)
         lg = self.size.bit_length() - 1
-        span = Signal(17)
-        m.d.comb += span.eq(Mux(burst == Burst.FIXED, 1, length + 1) << size)
         past = (addr[lg:] != 0) | (addr[:lg] + span > self.size)
-        bad = (burst == Burst.WRAP) | (size > self.sig.size_code)
         return Mux(bad, Resp.SLVERR, Mux(past, Resp.DECERR, Resp.OKAY))
 
     def elaborate(self, platform):
@@ -71,25 +74,28 @@ class AxiRam(wiring.Component):
         def step(addr, size, burst):
             return Mux(burst == Burst.FIXED, addr, addr + (1 << size))
 
-        # A burst's address is taken into registers first and checked in the next cycle (CHECK),
-        # from those registers: the check's adders and compare do not follow the manager's
-        # (or the arbiter's) address registers in the same cycle. Its beats start after that.
+        # A burst's address is taken into registers first, with its span in bytes worked out on
+        # the way in, and checked in the next cycle (CHECK) from those registers: the span's
+        # adder and shift, and the check's adder and compare, each have a cycle of their own.
+        # Its beats start after that.
 
         # writes: one burst at a time, its response after the last beat
         w_check, w_active, w_resp_pending = Signal(), Signal(), Signal()
         w_addr = Signal(len(a.awaddr))
-        w_len = Signal(8)
         w_size = Signal(3)
         w_burst = Signal(2)
         w_resp = Signal(2)
         m.d.comb += [a.awready.eq(~w_check & ~w_active & ~w_resp_pending & go),
                      a.wready.eq(w_active & go)]
+        w_span, w_bad = Signal(17), Signal()
         with m.If(a.awvalid & a.awready):
-            m.d.sync += [w_check.eq(1), w_addr.eq(a.awaddr), w_len.eq(a.awlen),
-                         w_size.eq(a.awsize), w_burst.eq(a.awburst), a.bid.eq(a.awid)]
+            span, bad = self._span(a.awlen, a.awsize, a.awburst)
+            m.d.sync += [w_check.eq(1), w_addr.eq(a.awaddr), w_size.eq(a.awsize),
+                         w_burst.eq(a.awburst), a.bid.eq(a.awid), w_span.eq(span),
+                         w_bad.eq(bad)]
         with m.If(w_check):
             m.d.sync += [w_check.eq(0), w_active.eq(1),
-                         w_resp.eq(self._check(m, w_addr, w_len, w_size, w_burst))]
+                         w_resp.eq(self._check(w_addr, w_span, w_bad))]
         beat_w = a.wvalid & a.wready
         m.d.comb += [wp.addr.eq(w_addr[shift:]), wp.data.eq(a.wdata),
                      wp.en.eq(Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0))]
@@ -115,12 +121,15 @@ class AxiRam(wiring.Component):
         rvalid, rlast, rready = Signal(), Signal(), Signal()     # the read port's output
         r_id = Signal.like(a.arid)
         m.d.comb += a.arready.eq(~r_check & ~r_active & ~rvalid & go)
+        r_span, r_bad = Signal(17), Signal()
         with m.If(a.arvalid & a.arready):
+            span, bad = self._span(a.arlen, a.arsize, a.arburst)
             m.d.sync += [r_check.eq(1), r_addr.eq(a.araddr), r_len.eq(a.arlen),
-                         r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid)]
+                         r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid),
+                         r_span.eq(span), r_bad.eq(bad)]
         with m.If(r_check):
             m.d.sync += [r_check.eq(0), r_active.eq(1), r_left.eq(r_len + 1),
-                         r_resp.eq(self._check(m, r_addr, r_len, r_size, r_burst))]
+                         r_resp.eq(self._check(r_addr, r_span, r_bad))]
         advance = ~rvalid | rready
         fetch = r_active & advance & go
         m.d.comb += [rp.addr.eq(r_addr[shift:]), rp.en.eq(fetch)]
