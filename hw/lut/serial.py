@@ -41,11 +41,12 @@ loaded, so no input register is needed. The output register fills lane by lane.
 from amaranth import Cat, Const, Mux, Signal, signed
 from amaranth.lib.enum import Enum
 
+from .unit import HIT, OFLOW, UFLOW, _sat
+
 __all__ = ["serial_datapath", "acc_bits"]
 
 LIMB = 15                      # unsigned limb of the multiplier's 16-bit signed operand
 LIMBS = 3                      # limbs of the wider operand: 45 bits cover 35 (SDP) and 41 (CDP)
-HIT, UFLOW, OFLOW = 0, 1, 2
 
 
 class Step(Enum, shape=4):
@@ -64,13 +65,6 @@ def acc_bits(W, FB):
     """The accumulator's width: the distance moved up by FB and left by up to 10 (a negative
     index select), signed; and the miss product ((W + 3) x 16 bits) moved left by up to 16."""
     return max(W + FB + 11, W + 3 + 16 + 16 + 1)
-
-
-def _sat(v, bits):
-    v = v.as_value() if hasattr(v, "as_value") else v
-    top = v[bits - 1:]
-    fits = (top == 0) | (top == (1 << len(top)) - 1)
-    return Mux(fits, v[:bits].as_signed(), Mux(v[-1], -(1 << (bits - 1)), (1 << (bits - 1)) - 1))
 
 
 def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
