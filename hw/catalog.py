@@ -58,6 +58,8 @@ BLOCKS = {
                          "AXI4-Lite register bank on the selftest map (every access type)"),
     "lut_sdp_l4": (lambda: lut_unit(lanes=4, flavor="sdp"), "LUT unit, SDP flavour, 4 lanes"),
     "lut_cdp_l4": (lambda: lut_unit(lanes=4, flavor="cdp"), "LUT unit, CDP flavour, 4 lanes"),
+    "lut_sdp_l1_serial": (lambda: lut_unit(lanes=1, flavor="sdp", serial=True),
+                          "LUT unit, SDP flavour, 1 lane, serial datapath (the UP5K's)"),
     "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
                         "sparse weight decompressor, 128-bit bus, 64-element atoms"),
     "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
