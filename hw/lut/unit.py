@@ -21,6 +21,7 @@ Ports
 
 Timing
 ------
+(The pipelined datapath; ``serial=True`` trades this for size, see :mod:`hw.lut.serial`.)
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
 ``LATENCY`` = 14 cycles after its sample was accepted when the output is not stalled: the input
 register, twelve stages (P1 to P12, each about one subtract, shift, multiply or add deep, for the
@@ -109,8 +110,9 @@ class LutUnit(wiring.Component):
         Width of the AXI4-Lite address (the unit decodes all of it).
     serial : bool
         False (default): the pipelined datapath, ``lanes`` samples a cycle. True: one datapath
-        with one 16 x 16 multiplier works through the lanes' samples one at a time, in about 25
-        to 60 cycles a sample (:mod:`hw.lut.serial`); for small FPGAs such as the iCE40 UP5K.
+        with one 16 x 16 multiplier works through the lanes' samples one at a time, in 13 to
+        about 60 cycles a sample (:mod:`hw.lut.serial`); for small FPGAs such as the iCE40
+        UP5K. The registers, tables, counters and run control are the same.
     """
 
     def __init__(self, *, lanes=1, flavor="sdp", addr_width=12, serial=False):

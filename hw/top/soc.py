@@ -46,8 +46,9 @@ class SocConfig:
     lut: bool = True
     lut_serial: bool = False      # small FPGAs: the LUT unit's serial datapath (one multiplier)
                                   # and a LUT port that moves one beat at a time
-    slices: bool = True           # register slices on the long paths (for the ECP5's clock);
-                                  # False on the UP5K, where their flip-flops do not fit
+    slices: bool = True           # register slices on the long paths and banks that capture
+                                  # writes (for the ECP5's clock); False on the UP5K, where
+                                  # their flip-flops do not fit
     clk_hz: int = 25_000_000
     baud: int = 115_200
     ram_stalls: int = 0           # testbenches only: AxiRam's LFSR seed for random stalls
