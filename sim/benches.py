@@ -69,7 +69,7 @@ BENCHES: tuple[Bench, ...] = (
         # 2 cores): CI runs 1 and 4 lanes of each flavour; `make sim` runs 16 lanes too
         Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",), regression=False),
         # the serial datapath (one multiplier, a sample at a time): two lanes, as a 64-bit LUT
-        # port feeds it, and one, as the UP5K SoC's 32-bit port does (also in `soc/up5k-lut`)
+        # port feeds it, and one, as the UP5K SoC's 32-bit port does (also in `soc/up5k`)
         Case("sdp-l2-serial", {"lanes": 2, "flavor": "sdp", "serial": True}),
         Case("cdp-l1-serial", {"lanes": 1, "flavor": "cdp", "serial": True}),
     )),
