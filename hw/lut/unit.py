@@ -364,14 +364,21 @@ class LutUnit(wiring.Component):
 
         sel = c["select"]
         # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
-        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0
-        bias = Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
-                   (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0)
-        return {**c,
-                "sel_neg": derived(sel < 0, "selneg", 1),
-                "sel_pos": derived(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()), "shr",
-                                   range(W + FB + 1)),
-                "shl": derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4),
+        # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0. The
+        # bias and the sum are registered in turn (two cycles after a write: a run's start is
+        # always further away than that)
+        bias = derived(Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
+                           (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0), "bias", W + 1)
+        sel_neg = derived(sel < 0, "selneg", 1)
+        sel_pos = derived(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()), "shr",
+                          range(W + FB + 1))
+        shl = derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4)
+        # the smallest distance whose linear index passes 511: 512 << shr, or 512 >> shl
+        # rounded up (a distance of W bits never reaches 2^(W + 1))
+        sat = derived(Mux(sel_neg, (512 + (Const(1, 11) << shl) - 1) >> shl,
+                          Const(1, W + 2) << Mux(sel_pos + 9 > W + 1, W + 1, sel_pos + 9)),
+                      "idxsat", W + 2)
+        return {**c, "sel_neg": sel_neg, "sel_pos": sel_pos, "shl": shl, "idx_sat": sat,
                 "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
                 "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
 
@@ -401,10 +408,15 @@ class LutUnit(wiring.Component):
         sel_neg, sel_pos, neg = c["sel_neg"], c["sel_pos"], c["shl"]
         no_frac, ref_under = c["no_frac"], c["ref_under"]
 
-        raw = Mux(sel_neg, d1 << neg, d1 >> sel_pos)
-        idxl2 = reg(Mux(raw[9:].any(), 511, raw[:9]), "idxl2", 9)
+        # the linear index: its low 9 bits from the shift, its saturation from a comparison
+        # with a configuration-derived threshold (in parallel, not after the shift)
+        raw = Mux(sel_neg, d1 << neg, d1 >> sel_pos)[:9]
+        idxl2 = reg(Mux(d1 >= c["idx_sat"], 511, raw), "idxl2", 9)
         e2 = reg(e, "e2")
-        num2 = reg(Mux(c["exp"], d1 & ~(Const(1, W) << e), d1), "num2", W)
+        # the exponential fraction is the bits below the leading one: shifted down by its
+        # position below, the leading one itself lands at bit FB and falls outside the
+        # fraction's FB bits, so the distance needs no clearing (no decode of e in this stage)
+        num2 = reg(d1, "num2", W)
         ua2 = reg(ua1, "ua2", 1)
         x2 = reg(x1, "x2")
 
@@ -422,11 +434,13 @@ class LutUnit(wiring.Component):
             index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idxl2)))),
         ]
         state_a = reg(Mux(under, UFLOW, Mux(over, OFLOW, HIT)), "sta", 2)
-        frac_a = reg(Mux(under | over, 0, frac), "fraca", FB)
+        frac_a = reg(frac, "fraca", FB)
         index_a = reg(index, "indexa", 9)
         x_a = reg(x2, "xa")
 
-        # P4: the table read, addressed from registers (its output is registered: P5 sees it)
+        # P4: the table read, addressed from registers (its output is registered: P5 sees it).
+        # Out of range the fraction is left as it is: only the hit result uses it, and P12
+        # takes the out-of-range result then
         ev = mems[(t, 0)].read_port(domain="sync")
         od = mems[(t, 1)].read_port(domain="sync")
         m.d.comb += [ev.addr.eq((index_a + 1) >> 1), od.addr.eq(index_a >> 1),
@@ -460,15 +474,24 @@ class LutUnit(wiring.Component):
         K = 17
         fl5 = reg(dy4 * frac4[:K], "fl5", signed(17 + K + 1))
         fh5 = reg(dy4 * frac4[K:], "fh5", signed(17 + max(FB - K, 1) + 1)) if FB > K else None
-        ql5 = reg(scale4 * xr4[:K], "ql5", signed(16 + K + 1))
-        qh5 = reg(scale4 * xr4[K:].as_signed(), "qh5", signed(16 + W + 3 - K))
+        # the distance in 17-bit slices, the top one signed, so that every product fits one
+        # 18 x 18 multiplier (SDP's 35 bits: two; CDP's 41: three). A wider slice is split by
+        # the tools into two multipliers and an add, in this stage (CDP: 10.4 ns on the ECP5).
+        xq5 = []
+        for lo in range(0, W + 3, K):
+            top = lo + K >= W + 3 - 1
+            piece = xr4[lo:].as_signed() if top else xr4[lo:lo + K]
+            xq5.append((lo, reg(scale4 * piece, f"q{lo}_5",
+                                signed(16 + len(piece) + (0 if top else 1)))))
+            if top:
+                break
         y0_5, sh5, state5 = reg(y0_4, "y0_5"), reg(sh4, "sh5"), reg(state4, "st5")
 
         # P8: the products
         prod = fl5 if fh5 is None else fl5 + (fh5 << K)
         hitp6 = reg((y0_5 << FB) + prod if self.flavor == "sdp" else prod, "hitp6",
                     signed(FB + 18))
-        p6 = reg(ql5 + (qh5 << K), "p6", signed(W + 3 + 16))
+        p6 = reg(sum(q << lo for lo, q in xq5), "p6", signed(W + 3 + 16))
         y0_6, sh6, state6 = reg(y0_5, "y0_6"), reg(sh5, "sh6"), reg(state5, "st6")
         # the rounding constants depend on the shift alone: worked out here, a stage early
         half = (Const(1, 16) << sh5[:4]) >> 1
