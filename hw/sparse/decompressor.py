@@ -54,6 +54,7 @@ from amaranth.lib.wiring import In, Out
 from model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
+from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import AtomGearbox
@@ -176,18 +177,9 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [regs.error.code.r_data.eq(error_code),
                      regs.error.group.r_data.eq(error_group)]
         raise_error = Signal(4)            # this cycle's first error (0: none)
-        group_idx = Signal(24)
 
-        # -- decoder state ------------------------------------------------------------------------
-        pos = Signal(range(A))                 # next element of the output atom
+        # -- state shared by the decoder's stages -------------------------------------------------
         slots = Signal(data.ArrayLayout(16, A))
-        g_active = Signal()                    # a group's WGS and size are loaded
-        grp_left = Signal(32)                  # elements left in the group
-        grp_bytes = Signal(32)                 # WGS bytes left in the group
-        kern_left = Signal(24)                 # kernels left in the current set
-        groups_done = Signal(24)
-        wgs_total = Signal(33)
-        bits_used = Signal(35)
         emitted = Signal(32)                   # dense bytes sent out
         atom_bytes = Mux(two, 2 * A, A)
 
@@ -218,44 +210,134 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
                      gearbox.o_ready.eq(writer.i_ready)]
 
-        running = (state == _State.RUN) & (raise_error == 0)
+        run = state == _State.RUN
         bus_error = reader.error | writer.error | writer.range_error
 
-        # group start: a WGS word, the group's kernels and elements
+        # -- the segmenter: decides segments from the mask side alone ------------------------------
+        # The next segment's length and its tests are registers, worked out as the segment before
+        # is taken, so a decision is a few comparisons of registers. Errors it finds go down the
+        # queue as markers, behind the segments before them, and the decoder raises them in turn.
+        s_pos = Signal(range(A))               # the next segment's first position in the atom
+        room = Signal(range(A + 1), init=A)    # A - s_pos
+        grp_left = Signal(32)                  # elements left in the group
+        seg = Signal(range(A + 1))             # min(grp_left, room)
+        s_ends = Signal()                      # seg == grp_left: the segment ends the group
+        s_completes = Signal()                 # seg == room: it completes the atom
+        g_active = Signal()                    # a group's WGS word and size are loaded
+        g_first = Signal()                     # the group's first segment is next
+        g_wgs = Signal(32)                     # the group's WGS word
+        g_last = Signal()                      # the group is the job's last
+        s_all = Signal()                       # the last group has been set up
+        s_halt = Signal()                      # an error marker has gone: decide nothing more
+        kern_left = Signal(24)                 # kernels left in the current set
+        groups_set = Signal(24)
+        wgs_total = Signal(33)
+        wmb_left = Signal(35)                  # mask bits the WMB still holds
+        next_elems = Signal(32)                # the next group's elements, from kern_left
+        next_ok = Signal()                     # next_elems is up to date
+
+        seg_layout = data.StructLayout({
+            "err": 4, "mask": A, "pos": range(A), "seg": range(A + 1), "ends": 1,
+            "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
+        r1 = Signal(seg_layout)                # the decided segment (or marker), then the queue
+        r1_valid = Signal()
+        r1_free = Signal()
+
         kpg = Mux(two, 16, 32)
         kg = Signal(6)
         m.d.comb += kg.eq(Mux(kern_left < kpg, kern_left, kpg))
+        m.d.sync += [next_elems.eq(kg * kernel_elems), next_ok.eq(1)]
         wgs_word = wgsbuf.data[:32]
         new_total = Signal(33)
         m.d.comb += new_total.eq(wgs_total + wgs_word)
-        all_groups = groups_done == groups
+        s_run = run & ~s_halt & r1_free
         setup = Signal()
-        m.d.comb += setup.eq((state == _State.RUN) & ~g_active & ~all_groups &
-                             (wgsbuf.level != 0))
-        setup_overflow = setup & (new_total > weight_bytes)
-
-        # segment: the mask bits from pos to the end of the atom or of the group
-        room = Signal(range(A + 1))
-        m.d.comb += room.eq(A - pos)
-        seg = Signal(range(A + 1))
-        m.d.comb += seg.eq(Mux(grp_left < room, grp_left, room))
-        seg_mask = Signal(A)
-        m.d.comb += seg_mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1))
-        placed = Signal(A)                     # the segment's bits at their atom positions
-        m.d.comb += placed.eq(seg_mask << pos)
-        nz = _popcount(m, seg_mask)
-        need = Signal(range(2 * A + 1))
-        m.d.comb += need.eq(Mux(two, nz << 1, nz))
-        ends_group = seg == grp_left
-        completes = (pos + seg) == A
-        wmb_short = bits_used + seg > wmb_bits
-        too_many = need > grp_bytes
-        short_at_end = ends_group & (need != grp_bytes)
+        m.d.comb += setup.eq(s_run & ~g_active & ~s_all & (wgsbuf.level != 0) & next_ok)
+        setup_overflow = new_total > weight_bytes
+        decide = s_run & g_active
+        wmb_short = seg > wmb_left
         have_bits = maskbuf.level >= seg
-        have_bytes = databuf.level >= need
-        decoding = (state == _State.RUN) & g_active
-        seg_error = decoding & (wmb_short | (have_bits & (too_many | short_at_end)))
-        stalled_in = decoding & ~seg_error & (~have_bits | ~have_bytes)
+        take_seg = Signal()
+        m.d.comb += [take_seg.eq(decide & ~wmb_short & have_bits),
+                     maskbuf.take.eq(seg), maskbuf.take_en.eq(take_seg),
+                     wgsbuf.take.eq(1)]
+
+        def segment(left, rm):
+            """The registers of a segment of ``min(left, rm)`` elements."""
+            return [seg.eq(Mux(left < rm, left, rm)), s_ends.eq(left <= rm),
+                    s_completes.eq(rm <= left)]
+
+        with m.If(r1_free):
+            m.d.sync += r1_valid.eq(0)             # R1 moves on (a new decision reloads it)
+        with m.If(setup & setup_overflow):
+            m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WGS_OVERFLOW), s_halt.eq(1)]
+        with m.Elif(setup):
+            last = groups_set + 1 == groups
+            m.d.comb += wgsbuf.take_en.eq(1)
+            m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last),
+                         s_all.eq(last), groups_set.eq(groups_set + 1), wgs_total.eq(new_total),
+                         grp_left.eq(next_elems),
+                         kern_left.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
+                         next_ok.eq(0), *segment(next_elems, room)]
+        with m.Elif(decide & wmb_short):
+            m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WMB_SHORT), s_halt.eq(1)]
+        with m.Elif(take_seg):
+            left_after = Signal(32)
+            room_after = Signal(range(A + 1))
+            m.d.comb += [left_after.eq(grp_left - seg),
+                         room_after.eq(Mux(s_completes, A, room - seg))]
+            m.d.sync += [
+                r1_valid.eq(1), r1.err.eq(0),
+                r1.mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1)),
+                r1.pos.eq(s_pos), r1.seg.eq(seg), r1.ends.eq(s_ends),
+                r1.completes.eq(s_completes), r1.first.eq(g_first), r1.wgs.eq(g_wgs),
+                r1.last_group.eq(g_last),
+                wmb_left.eq(wmb_left - seg), g_first.eq(0), grp_left.eq(left_after),
+                s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
+                *segment(left_after, room_after),
+            ]
+            with m.If(s_ends):
+                m.d.sync += g_active.eq(0)
+
+        # -- the segment's counts and positions, then the queue -----------------------------------
+        # from R1's registers: the popcount (packed bytes used), the bits at their atom positions
+        # and the positions the segment covers. A register slice (ready from its fill level)
+        # queues them for the decoder.
+        q_layout = data.StructLayout({
+            "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
+            "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
+        q_in = Signal(q_layout)
+        q_in_ready = Signal()
+        nz = _popcount(m, r1.mask)
+        m.d.comb += [
+            q_in.err.eq(r1.err), q_in.placed.eq(r1.mask << r1.pos),
+            q_in.need.eq(Mux(two, nz << 1, nz)), q_in.ends.eq(r1.ends),
+            q_in.completes.eq(r1.completes), q_in.first.eq(r1.first), q_in.wgs.eq(r1.wgs),
+            q_in.last_group.eq(r1.last_group),
+            r1_free.eq(~r1_valid | q_in_ready),
+        ]
+        for k in range(A):
+            at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
+            m.d.comb += q_in.in_seg[k].eq(at_or_after & (k < r1.pos + r1.seg))
+        head = Signal(q_layout)
+        h_valid = Signal()
+        h_take = Signal()
+        flush = Signal()
+        register_slice(m, "segq", valid=r1_valid, ready=q_in_ready, payload=q_in,
+                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
+
+        # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
+        grp_bytes = Signal(32)                 # WGS bytes left in the group
+        d_open = Signal()                      # the atom in the slots has had a segment
+        d_all = Signal()                       # the last group's last segment has been decoded
+        group_idx = Signal(24)
+        avail = Signal(32)
+        m.d.comb += avail.eq(Mux(head.first, head.wgs, grp_bytes))
+        marker = h_valid & (head.err != 0)
+        mismatch = h_valid & (head.err == 0) & \
+            ((head.need > avail) | (head.ends & (head.need != avail)))
+        have_bytes = databuf.level >= head.need
+        stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
         # the expansion stage holds one decided segment: its placed mask bits, the window's
         # elements and its positions in the atom. It hands the segment on (into the atom's
         # slots, and the atom into the output register when the segment completes it) when
@@ -270,40 +352,35 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += p_done.eq(p_valid & (~p_completes | can_emit))
         p_free = ~p_valid | p_done
         step = Signal()
-        m.d.comb += step.eq(decoding & ~seg_error & have_bits & have_bytes & p_free & ~bus_error)
+        m.d.comb += [step.eq(run & h_valid & ~marker & ~mismatch & have_bytes & p_free &
+                             ~bus_error),
+                     h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
 
-        # the segment's elements (the window's first) and its positions in the atom
+        # the segment's elements: the window's first
         lanes = Signal(data.ArrayLayout(16, A))
-        in_seg = Signal(A)
         for k in range(A):
             m.d.comb += lanes[k].eq(Mux(two, databuf.data[16 * k:16 * k + 16],
                                         databuf.data[8 * k:8 * k + 8]))
-            at_or_after = (pos <= k) if k < A - 1 else Const(1)    # pos <= A - 1 always
-            m.d.comb += in_seg[k].eq(at_or_after & (k < pos + seg))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
-        tail = (state == _State.RUN) & all_groups & ((pos != 0) | (emitted[:7] != 0))
-        tail_step = tail & p_free & ~bus_error
-        finished = (state == _State.RUN) & all_groups & (pos == 0) & (emitted[:7] == 0) & \
-            ~p_valid
+        tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & p_free & ~bus_error
+        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~p_valid
+        ends_image = (emitted + atom_bytes)[:7] == 0
 
-        with m.If(running & step):
-            m.d.comb += [maskbuf.take.eq(seg), databuf.take.eq(need)]
-            m.d.sync += [bits_used.eq(bits_used + seg), grp_left.eq(grp_left - seg),
-                         grp_bytes.eq(grp_bytes - need), pos.eq((pos + seg)[:len(pos)]),
-                         p_valid.eq(1), p_placed.eq(placed), p_lanes.eq(lanes),
-                         p_in_seg.eq(in_seg), p_completes.eq(completes),
-                         p_last.eq(ends_group & (groups_done + 1 == groups) &
-                                   ((emitted + atom_bytes)[:7] == 0))]
-            with m.If(completes):
+        with m.If(step):
+            m.d.sync += [grp_bytes.eq(avail - head.need), d_open.eq(~head.completes),
+                         p_valid.eq(1), p_placed.eq(head.placed), p_lanes.eq(lanes),
+                         p_in_seg.eq(head.in_seg), p_completes.eq(head.completes),
+                         p_last.eq(head.ends & head.last_group & ends_image)]
+            with m.If(head.completes):
                 m.d.sync += emitted.eq(emitted + atom_bytes)
-            with m.If(ends_group):
-                m.d.sync += [g_active.eq(0), groups_done.eq(groups_done + 1),
-                             group_idx.eq(group_idx + 1)]
-        with m.Elif(running & tail_step):
+            with m.If(head.ends):
+                m.d.sync += group_idx.eq(group_idx + 1)
+                with m.If(head.last_group):
+                    m.d.sync += d_all.eq(1)
+        with m.Elif(tail_step):
             m.d.sync += [p_valid.eq(1), p_placed.eq(0), p_in_seg.eq(0), p_completes.eq(1),
-                         p_last.eq((emitted + atom_bytes)[:7] == 0),
-                         emitted.eq(emitted + atom_bytes), pos.eq(0)]
+                         p_last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
         with m.Elif(p_done):
             m.d.sync += p_valid.eq(0)
 
@@ -326,11 +403,6 @@ class SparseDecompressor(wiring.Component):
                              slots.eq(0)]
             with m.Else():
                 m.d.sync += slots.eq(new_slots)
-        with m.If(running & setup & ~setup_overflow):
-            m.d.comb += wgsbuf.take.eq(1)
-            m.d.sync += [g_active.eq(1), grp_bytes.eq(wgs_word), wgs_total.eq(new_total),
-                         grp_left.eq(kg * kernel_elems),
-                         kern_left.eq(Mux(kern_left == kg, kernels, kern_left - kg))]
 
         # -- errors, in the order the checks apply -----------------------------------------------
         check_align = Signal()
@@ -361,11 +433,9 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += raise_error.eq(Error.WRITE_ERROR)
             with m.Elif(writer.range_error):
                 m.d.comb += raise_error.eq(Error.DST_RANGE)
-            with m.Elif(setup_overflow):
-                m.d.comb += raise_error.eq(Error.WGS_OVERFLOW)
-            with m.Elif(seg_error & wmb_short):
-                m.d.comb += raise_error.eq(Error.WMB_SHORT)
-            with m.Elif(seg_error):
+            with m.Elif(marker):                     # WGS_OVERFLOW or WMB_SHORT
+                m.d.comb += raise_error.eq(head.err)
+            with m.Elif(mismatch):
                 m.d.comb += raise_error.eq(Error.WGS_MISMATCH)
 
         # -- counters ----------------------------------------------------------------------------
@@ -392,7 +462,6 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
                      self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
                                  (regs.status.error.data[0] & regs.irq_enable.error.data[0]))]
-        flush = Signal()
         for b in (wgsbuf, maskbuf, databuf, gearbox):
             m.d.comb += b.flush.eq(flush)
         m.d.comb += [reader.flush.eq(flush), writer.flush.eq(flush)]
@@ -421,10 +490,11 @@ class SparseDecompressor(wiring.Component):
                         writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
                     ]
                     m.d.sync += [
-                        state.eq(_State.RUN), pos.eq(0), slots.eq(0), p_valid.eq(0),
-                        g_active.eq(0),
-                        groups_done.eq(0), group_idx.eq(0), kern_left.eq(kernels),
-                        wgs_total.eq(0), bits_used.eq(0),
+                        state.eq(_State.RUN), s_pos.eq(0), room.eq(A), g_active.eq(0),
+                        s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
+                        next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits), r1_valid.eq(0),
+                        d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0),
+                        p_valid.eq(0),
                     ]
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
@@ -437,7 +507,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
-                             owe_write.eq(0), p_valid.eq(0)]
+                             owe_write.eq(0), p_valid.eq(0), r1_valid.eq(0)]
         return m
 
 

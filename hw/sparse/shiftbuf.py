@@ -12,11 +12,20 @@ on the current level (``level + in_units <= capacity``), never on ``take``, so n
 path runs from the consumer to the producer.
 
 ``data``: the ``capacity`` units held, unit 0 the oldest; units at and above ``level`` are 0.
-``level``: units held. ``take``: units the consumer removes this cycle (at most ``level``).
-``flush``: empties the buffer (a word accepted in the same cycle is dropped too).
+``level``: units held. ``take``: how many units the consumer would remove (at most ``level``
+when ``take_en`` is set); ``take_en``: remove them this cycle. ``flush``: empties the buffer (a
+word accepted in the same cycle is dropped too).
+
+Timing
+------
+The buffer works out both next states, with ``take`` units removed and with none, and
+``take_en`` only chooses between them at the end. So a consumer that knows *how much* it would
+take from registers (a registered segment length, a queued byte count) and decides *whether* late
+in the cycle keeps its decision off the shifters: the decision drives one two-way multiplexer
+in front of the buffer's registers, not the shift amounts.
 """
 
-from amaranth import Const, Module, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,7 +41,7 @@ class ShiftBuffer(wiring.Component):
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
             "i_count": In(range(in_units + 1)),
             "data": Out(unit * capacity), "level": Out(range(capacity + 1)),
-            "take": In(range(capacity + 1)), "flush": In(1),
+            "take": In(range(capacity + 1)), "take_en": In(1), "flush": In(1),
         })
 
     def elaborate(self, platform):
@@ -43,19 +52,26 @@ class ShiftBuffer(wiring.Component):
         m.d.comb += [self.data.eq(buf), self.level.eq(level),
                      self.i_ready.eq(level + self.in_units <= cap)]
 
-        kept = Signal(range(cap + 1))
-        m.d.comb += kept.eq(level - self.take)
-        shifted = Signal(u * cap)
-        m.d.comb += shifted.eq(buf >> (self.take * u))
+        accept = self.i_valid & self.i_ready
         valid_mask = Signal(u * self.in_units)
         m.d.comb += valid_mask.eq((Const(1, u * self.in_units + 1) << (self.i_count * u)) - 1)
-        word = Signal(u * cap)
-        m.d.comb += word.eq((self.i_data & valid_mask) << (kept * u))
-        accept = self.i_valid & self.i_ready
+        word = Signal(u * self.in_units)
+        m.d.comb += word.eq(Mux(accept, self.i_data & valid_mask, 0))
+        count = Mux(accept, self.i_count, 0)
+
+        # with ``take`` units removed: the rest shifted down, the word placed above it
+        kept = Signal(range(cap + 1))
+        m.d.comb += kept.eq(level - self.take)
+        taken = Signal(u * cap)
+        m.d.comb += taken.eq((buf >> (self.take * u)) | (word << (kept * u)))
+        # with none removed: the word placed at the level
+        held = Signal(u * cap)
+        m.d.comb += held.eq(buf | (word << (level * u)))
+
         with m.If(self.flush):
             m.d.sync += [buf.eq(0), level.eq(0)]
-        with m.Elif(accept):
-            m.d.sync += [buf.eq(shifted | word), level.eq(kept + self.i_count)]
+        with m.Elif(self.take_en):
+            m.d.sync += [buf.eq(taken), level.eq(kept + count)]
         with m.Else():
-            m.d.sync += [buf.eq(shifted), level.eq(kept)]
+            m.d.sync += [buf.eq(held), level.eq(level + count)]
         return m
