@@ -354,9 +354,11 @@ class LutUnit(wiring.Component):
         return counted, advance & v[STAGES]
 
     def _derived(self, m, c, t, W, FB):
-        """What one table's configuration implies, worked out a cycle ahead, once for every
-        lane: the registers only change while the unit is idle (docs/lut.md), so these copies
-        are always current in a run. Returns ``c`` with them added."""
+        """What one table's configuration implies, worked out ahead in one to three steps of
+        registers, once for every lane: the registers only change while the unit is idle
+        (docs/lut.md), and a sample reaches the stage that uses them at least four cycles after
+        the last register write (the start's own write, the input register, P1), so these
+        copies are always current in a run. Returns ``c`` with them added."""
         def derived(value, label, shape):
             r = Signal(shape, name=f"{label}_{t}")
             m.d.sync += r.eq(value)
@@ -374,10 +376,11 @@ class LutUnit(wiring.Component):
                           range(W + FB + 1))
         shl = derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4)
         # the smallest distance whose linear index passes 511: 512 << shr, or 512 >> shl
-        # rounded up (a distance of W bits never reaches 2^(W + 1))
-        sat = derived(Mux(sel_neg, (512 + (Const(1, 11) << shl) - 1) >> shl,
-                          Const(1, W + 2) << Mux(sel_pos + 9 > W + 1, W + 1, sel_pos + 9)),
-                      "idxsat", W + 2)
+        # rounded up (a distance of W bits never reaches 2^(W + 1)); in three steps of registers
+        sat_exp = derived(Mux(sel_pos + 9 > W + 1, W + 1, sel_pos + 9), "satexp",
+                          range(W + 2))
+        sat_neg = derived((512 + (Const(1, 11) << shl) - 1) >> shl, "satneg", 10)
+        sat = derived(Mux(sel_neg, sat_neg, Const(1, W + 2) << sat_exp), "idxsat", W + 2)
         return {**c, "sel_neg": sel_neg, "sel_pos": sel_pos, "shl": shl, "idx_sat": sat,
                 "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
                 "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
