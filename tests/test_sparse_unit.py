@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
 from hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
 from hw.sparse.gearbox import AtomGearbox
+from hw.sparse.shiftbuf import ShiftBuffer
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
 
@@ -492,3 +493,63 @@ def test_beat_writer_under_random_stalls(seed):
     sim.add_testbench(bench)
     sim.run()
     assert writes == [(start + 4 * k, data[k]) for k in range(count)]
+
+
+def run_shiftbuf(unit, in_units, capacity, seed, *, cycles=600):
+    """Random words in (random partial counts and gaps) and random takes out of a ShiftBuffer,
+    with ``take`` driven every cycle and only sometimes enabled; each cycle its ``data`` and
+    ``level`` are compared with a Python list of units."""
+    dut = ShiftBuffer(unit=unit, in_units=in_units, capacity=capacity)
+    rng = np.random.default_rng(seed)
+    mask = (1 << unit) - 1
+    held = []                                   # the units held, oldest first
+    counts = {"taken": 0, "in": 0}
+
+    async def bench(ctx):
+        for cycle in range(cycles):
+            assert ctx.get(dut.level) == len(held), f"cycle {cycle}: level"
+            want = sum(u << (unit * k) for k, u in enumerate(held))
+            assert ctx.get(dut.data) == want, f"cycle {cycle}: data"
+            if cycle == cycles // 2:            # a flush mid-run, with a word offered
+                ctx.set(dut.flush, 1)
+            n = int(rng.integers(0, in_units + 1))
+            units = [int(u) for u in rng.integers(0, mask + 1, in_units)]
+            ctx.set(dut.i_valid, int(rng.random() < 0.6))
+            ctx.set(dut.i_count, n)
+            ctx.set(dut.i_data, sum(u << (unit * k) for k, u in enumerate(units)))
+            take = int(rng.integers(0, len(held) + 1))
+            ctx.set(dut.take, take if rng.random() < 0.8 else capacity)   # ignored unless enabled
+            en = rng.random() < 0.5
+            if en:
+                ctx.set(dut.take, take)
+            ctx.set(dut.take_en, int(en))
+            await ctx.delay(1e-9)
+            accept = ctx.get(dut.i_valid) and ctx.get(dut.i_ready)
+            assert ctx.get(dut.i_ready) == (len(held) + in_units <= capacity)
+            if ctx.get(dut.flush):
+                held.clear()
+            else:
+                if en:
+                    del held[:take]
+                    counts["taken"] += take
+                if accept:
+                    held.extend(units[:n])
+                    counts["in"] += n
+            await ctx.tick()
+            ctx.set(dut.flush, 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return counts
+
+
+@pytest.mark.parametrize("unit, in_units, capacity", [(1, 16, 40), (8, 8, 24), (32, 2, 4)])
+@pytest.mark.parametrize("seed", range(3))
+def test_shift_buffer_keeps_the_units_in_order(unit, in_units, capacity, seed):
+    """The mask, byte and WGS buffers' shapes (small): the units held are always the ones put in
+    less the ones taken, in order, whether or not a take is enabled in the cycle a word enters."""
+    print(f"seed {seed}")
+    counts = run_shiftbuf(unit, in_units, capacity, seed)
+    assert counts["taken"] > 100 and counts["in"] > 100

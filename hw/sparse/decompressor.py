@@ -10,18 +10,30 @@ buffers drain. Each lands in a shift buffer (:class:`~.shiftbuf.ShiftBuffer`): W
 words, the WMB as bits, the packed weights as bytes.
 
 The decoder works on *segments*: the run of mask bits from the current position in the output
-atom to the end of the atom or of the kernel group, whichever comes first. Each cycle it takes one
-segment's mask bits, placed at their positions in the atom, and spreads the first packed elements
-of the window at the bottom of the byte buffer over the positions whose bit is set
-(:func:`_expand`: six stages of two-way multiplexers for 64 elements); an element whose bit is
-clear is zero. The spreading runs a cycle after the decision, in a pipeline stage of its own (the
-placed bits and the window's elements are registered), since the next segment's decision needs
-only the counts. The segment's popcount says how many packed bytes it used. The decoder then
-removes the bits and the packed bytes it used. Its state (next mask bit, next packed element)
-runs on across atoms and groups, as NVDLA's does. An atom inside a group is one segment, so the
-decoder makes one atom per cycle whenever the buffers hold the bytes it needs. An atom that
-straddles a group boundary takes one extra cycle per boundary. A group costs one cycle more to
-start (its WGS word and kernel count).
+atom to the end of the atom or of the kernel group, whichever comes first. It runs in three
+parts, so that no decision waits on a wide shift or a popcount made in the same cycle:
+
+- the *segmenter* takes each segment's mask bits from the bottom of the mask buffer. The next
+  segment's length and whether it ends the group or completes the atom are registers, worked
+  out as the segment before is taken, so its decision is a few comparisons of registers (mask
+  bits held, WMB bits left). It also starts each group (its WGS word, kernel count and size, the
+  size multiplied out a cycle ahead);
+- from a register of that segment, its popcount (the packed bytes it uses), its bits placed at
+  their positions in the atom and the positions it covers are worked out and queued (a register
+  slice: its ready depends only on its fill level);
+- the *decoder* checks the queue's head against the group's WGS bytes left and takes its packed
+  bytes from the bottom of the byte buffer once they are there. The spreading of those bytes
+  over the set positions (:func:`_expand`: six stages of two-way multiplexers for 64 elements;
+  a clear bit gives zero) runs a cycle later, in a stage of its own.
+
+Errors the segmenter finds (a WGS total past the weight surface, a WMB too short) go down the
+queue as markers behind the segments before them, so the decoder raises every error in the
+order the segments come. The shift buffers build their next contents both with and without the
+amount taken, and the decision only chooses between the two (:class:`~.shiftbuf.ShiftBuffer`).
+The decoder's state (next mask bit, next packed element) runs on across atoms and groups, as
+NVDLA's does. An atom inside a group is one segment, so the decoder makes one atom per cycle
+whenever the buffers hold the bytes it needs. An atom that straddles a group boundary takes one
+extra cycle per boundary. A group costs one cycle more to start (its WGS word and kernel count).
 
 Atoms are ``atom_elements`` elements of 1 or 2 bytes (``precision.two_byte``). The image ends
 with zero atoms up to a multiple of 128 bytes, as the layout pads it. The atom stream
