@@ -379,8 +379,13 @@ class SparseDecompressor(wiring.Component):
         finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~p_valid
         ends_image = (emitted + atom_bytes)[:7] == 0
 
+        # the expansion's control from the head's placed bits, registered with the segment
+        moves = _expand_moves(m, head.placed)
+        p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
+
         with m.If(step):
             m.d.sync += [grp_bytes.eq(avail - head.need), d_open.eq(~head.completes),
+                         *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True)),
                          p_valid.eq(1), p_placed.eq(head.placed), p_lanes.eq(lanes),
                          p_in_seg.eq(head.in_seg), p_completes.eq(head.completes),
                          p_last.eq(head.ends & head.last_group & ends_image)]
@@ -392,13 +397,15 @@ class SparseDecompressor(wiring.Component):
                     m.d.sync += d_all.eq(1)
         with m.Elif(tail_step):
             m.d.sync += [p_valid.eq(1), p_placed.eq(0), p_in_seg.eq(0), p_completes.eq(1),
+                         *(pm.eq(0) for pm in p_moves),
                          p_last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
         with m.Elif(p_done):
             m.d.sync += p_valid.eq(0)
 
         # the new atom values for the segment's positions: the window's first elements, spread
-        # over the positions whose bits are set
-        spread = _expand(m, p_placed, [p_lanes[k] for k in range(A)])
+        # over the positions whose bits are set (the data half of the expansion: its control
+        # was worked out in the decoder's stage)
+        spread = _expand_lanes(m, p_moves, [p_lanes[k] for k in range(A)])
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):
             m.d.comb += new_slots[i].eq(Mux(p_in_seg[i], Mux(p_placed[i], spread[i], 0),
@@ -541,18 +548,24 @@ def _popcount(m, bits):
 def _expand(m, mask, lanes):
     """Spread ``lanes`` over the set bits of ``mask``: the k-th set bit's position gets
     ``lanes[k]`` (positions whose bit is clear get don't-care values). This is the inverse of
-    compressing the set positions down, built as log2(n) stages of two-way multiplexers.
-
-    Compressing moves each set position's element down by ``d``, the number of clear bits below
-    it, in stages: by 1 if bit 0 of ``d`` is set, then by 2 if bit 1 is, and so on; no two
-    elements ever meet. The control runs that compression on the elements' ``d`` values (from
-    prefix sums of the clear bits) and notes, before each stage i, which positions hold an
-    element about to move (``moves[i]``). The data then runs the stages backwards, moving up: in
-    stage i, position q takes the lane 2^i below it when ``moves[i][q]`` is set.
+    compressing the set positions down, built as log2(n) stages of two-way multiplexers: the
+    control (:func:`_expand_moves`, from the mask alone) and the data (:func:`_expand_lanes`),
+    which the decompressor runs in consecutive pipeline stages.
 
     (Hacker's Delight computes the same masks with prefix XORs; Yosys's ABC took hours on those
     for 64 positions, where multiplexers and carry chains map in seconds.)"""
-    n = len(lanes)
+    return _expand_lanes(m, _expand_moves(m, mask), lanes)
+
+
+def _expand_moves(m, mask):
+    """The expansion's control: for each stage i, which positions take the lane 2^i below them.
+
+    Compressing moves each set position's element down by ``d``, the number of clear bits below
+    it, in stages: by 1 if bit 0 of ``d`` is set, then by 2 if bit 1 is, and so on; no two
+    elements ever meet. This runs that compression on the elements' ``d`` values (from prefix
+    sums of the clear bits) and notes, before each stage i, which positions hold an element
+    about to move (``moves[i]``)."""
+    n = len(mask)
     stages = (n - 1).bit_length()
     clear = Signal(n, name="exp_clear")
     m.d.comb += clear.eq(~mask)
@@ -578,8 +591,15 @@ def _expand(m, mask, lanes):
             else:
                 m.d.comb += [nvalid[q].eq(stay), ndist[q].eq(dist[q])]
         valid, dist = nvalid, ndist
+    return moves
+
+
+def _expand_lanes(m, moves, lanes):
+    """The expansion's data: the compression's stages run backwards, moving up: in stage i,
+    position q takes the lane 2^i below it when ``moves[i][q]`` is set."""
+    n = len(lanes)
     x = list(lanes)
-    for i in reversed(range(stages)):
+    for i in reversed(range(len(moves))):
         s = 1 << i
         y = [Signal(len(x[q]), name=f"exp_lane{i}_{q}") if q >= s else x[q] for q in range(n)]
         for q in range(s, n):
