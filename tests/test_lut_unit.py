@@ -3,8 +3,10 @@ by the cocotb bench (sim/lut/test_lut.py) against the model."""
 
 import re
 
+import numpy as np
 import pytest
 from amaranth.back import verilog
+from amaranth.sim import Simulator
 
 from hw.lut.unit import LATENCY, LutUnit, in_layout, out_layout
 from model.registers.lut import lut_regmap
@@ -56,3 +58,29 @@ def test_serial_datapath_in_verilog():
     assert re.findall(r"\$signed\((\w+)\) \* \$signed\((\w+)\)", text) == [("op_a", "op_b")]
     pipelined = verilog.convert(LutUnit(lanes=2, flavor="sdp"), name="lut", emit_src=False)
     assert len(re.findall(r"\$signed\((\w+)\) \* ", pipelined)) == 2 * 2 * 4
+
+
+@pytest.mark.parametrize("width", [5, 32, 38])
+def test_leading_one_tree(width):
+    """The pipeline's leading-one tree against int.bit_length, at the SDP and CDP input widths
+    and an odd small one (padding to a power of two must not move the answer)."""
+    from amaranth import Module, Signal
+
+    from hw.lut.unit import _leading_one
+
+    m = Module()
+    v, e = Signal(width), Signal(8)
+    m.d.comb += e.eq(_leading_one(v))
+    rng = np.random.default_rng(width)
+    values = [0, 1, (1 << width) - 1] + [1 << b for b in range(width)] + \
+        [int(rng.integers(0, 1 << min(n, 62))) << max(0, n - 62)
+         for n in rng.integers(1, width + 1, 300)]
+
+    async def bench(ctx):
+        for x in values:
+            ctx.set(v, x)
+            assert ctx.get(e) == max(x.bit_length() - 1, 0), hex(x)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()

@@ -405,9 +405,7 @@ class LutUnit(wiring.Component):
 
         # P2: leading one (exponential index), linear index, mantissa
         e = Signal(range(W), name=f"e_{name}")       # position of d's leading one
-        for b in range(W):
-            with m.If(d1[b]):
-                m.d.comb += e.eq(b)
+        m.d.comb += e.eq(_leading_one(d1))
         sel_neg, sel_pos, neg = c["sel_neg"], c["sel_pos"], c["shl"]
         no_frac, ref_under = c["no_frac"], c["ref_under"]
 
@@ -420,12 +418,12 @@ class LutUnit(wiring.Component):
         # position below, the leading one itself lands at bit FB and falls outside the
         # fraction's FB bits, so the distance needs no clearing (no decode of e in this stage)
         num2 = reg(d1, "num2", W)
+        shr2 = reg(Mux(c["exp"], e, sel_pos), "shr2", range(W + FB + 1))
         ua2 = reg(ua1, "ua2", 1)
         x2 = reg(x1, "x2")
 
-        # P3: fraction (variable shift), state, table index
-        shr = Mux(c["exp"], e2, sel_pos)
-        frac = Mux(no_frac, 0, ((num2 << FB) >> shr)[:FB])
+        # P3: fraction (the variable shift's multiples of 8 here, the rest in P4), state, index
+        frac = ((num2 << FB) >> Cat(Const(0, 3), shr2[3:]))[:FB + 7]
         idx_exp = Signal(signed(11), name=f"idxe_{name}")
         m.d.comb += idx_exp.eq(e2 - c["offset"])
         under = Signal(name=f"under_{name}")
@@ -437,7 +435,8 @@ class LutUnit(wiring.Component):
             index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idxl2)))),
         ]
         state_a = reg(Mux(under, UFLOW, Mux(over, OFLOW, HIT)), "sta", 2)
-        frac_a = reg(frac, "fraca", FB)
+        frac_a = reg(frac, "fraca", FB + 7)
+        fsh_a = reg(shr2[:3], "fsha", 3)
         index_a = reg(index, "indexa", 9)
         x_a = reg(x2, "xa")
 
@@ -449,7 +448,7 @@ class LutUnit(wiring.Component):
         m.d.comb += [ev.addr.eq((index_a + 1) >> 1), od.addr.eq(index_a >> 1),
                      ev.en.eq(advance), od.en.eq(advance)]
         state3 = reg(state_a, "st3", 2)
-        frac3 = reg(frac_a, "frac3", FB)
+        frac3 = reg(Mux(no_frac, 0, (frac_a >> fsh_a)[:FB]), "frac3", FB)
         odd3 = reg(index_a[0], "odd3", 1)
         x3 = reg(x_a, "x3")
 
@@ -531,4 +530,23 @@ class LutUnit(wiring.Component):
         out9 = reg(Mux(state9 == HIT, hit9, oor), "out12", signed(OW))
         state9 = reg(state9, "st12", 2)
         return out9, state9
+
+
+def _leading_one(v):
+    """The position of ``v``'s highest set bit (0 when ``v`` is 0), as a tree: each level
+    chooses between the two halves' positions by whether the upper half has a bit set, so its
+    depth grows with log2 of the width (a chain of one test per bit grows with the width)."""
+    n = len(v)
+    width = 1 << (n - 1).bit_length()
+    v = Cat(v, Const(0, width - n)) if width > n else v
+
+    def tree(x, w):
+        if w == 1:
+            return x[0], None
+        any_hi, pos_hi = tree(x[w // 2:], w // 2)
+        any_lo, pos_lo = tree(x[:w // 2], w // 2)
+        pos = any_hi if pos_hi is None else Cat(Mux(any_hi, pos_hi, pos_lo), any_hi)
+        return any_hi | any_lo, pos
+
+    return tree(v, width)[1]
 
