@@ -245,6 +245,7 @@ class SparseDecompressor(wiring.Component):
         groups_set = Signal(24)
         wgs_total = Signal(33)
         wmb_left = Signal(35)                  # mask bits the WMB still holds
+        wmb_plenty = Signal()                  # wmb_left >= A: no segment can run short
         next_elems = Signal(32)                # the next group's elements, from kern_left
         next_ok = Signal()                     # next_elems is up to date
 
@@ -267,7 +268,8 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += setup.eq(s_run & ~g_active & ~s_all & (wgsbuf.level != 0) & next_ok)
         setup_overflow = new_total > weight_bytes
         decide = s_run & g_active
-        wmb_short = seg > wmb_left
+        # below A bits left, wmb_left fits seg's width: a short compare, not a 35-bit one
+        wmb_short = ~wmb_plenty & (seg > wmb_left[:len(seg)])
         have_bits = maskbuf.level >= seg
         take_seg = Signal()
         m.d.comb += [take_seg.eq(decide & ~wmb_short & have_bits),
@@ -304,7 +306,8 @@ class SparseDecompressor(wiring.Component):
                 r1.pos.eq(s_pos), r1.seg.eq(seg), r1.ends.eq(s_ends),
                 r1.completes.eq(s_completes), r1.first.eq(g_first), r1.wgs.eq(g_wgs),
                 r1.last_group.eq(g_last),
-                wmb_left.eq(wmb_left - seg), g_first.eq(0), grp_left.eq(left_after),
+                wmb_left.eq(wmb_left - seg), wmb_plenty.eq(wmb_left - seg >= A),
+                g_first.eq(0), grp_left.eq(left_after),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
                 *segment(left_after, room_after),
             ]
@@ -511,7 +514,8 @@ class SparseDecompressor(wiring.Component):
                     m.d.sync += [
                         state.eq(_State.RUN), s_pos.eq(0), room.eq(A), g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
-                        next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits), r1_valid.eq(0),
+                        next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
+                        wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0),
                         p_valid.eq(0),
                     ]

@@ -68,10 +68,14 @@ class ShiftBuffer(wiring.Component):
         held = Signal(u * cap)
         m.d.comb += held.eq(buf | (word << (level * u)))
 
+        # the choice as AND-OR, not a multiplexer: Yosys merges the operands of a multiplexer's
+        # two inputs when they are the same kind of cell (here the ORs, then the two shifts of
+        # the word), which would put ``take_en`` in front of a shifter
+        en = Signal(u * cap)
+        m.d.comb += en.eq(self.take_en.replicate(u * cap))
         with m.If(self.flush):
             m.d.sync += [buf.eq(0), level.eq(0)]
-        with m.Elif(self.take_en):
-            m.d.sync += [buf.eq(taken), level.eq(kept + count)]
         with m.Else():
-            m.d.sync += [buf.eq(held), level.eq(level + count)]
+            m.d.sync += [buf.eq((taken & en) | (held & ~en)),
+                         level.eq(Mux(self.take_en, kept, level) + count)]
         return m
