@@ -151,9 +151,14 @@ class SparseDecompressor(wiring.Component):
         databuf = m.submodules.databuf = ShiftBuffer(unit=8, in_units=DW,
                                                      capacity=2 * A + 2 * DW)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
+        # each stream reaches its buffer through a register slice: the reader's FIFOs are block
+        # RAM, whose data arrives late in the cycle (5.8 ns on the ECP5), too late for a shifter
+        flush = Signal()
         for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
-            m.d.comb += [buf.i_valid.eq(reader.o_valid[s]), reader.o_ready[s].eq(buf.i_ready),
-                         buf.i_data.eq(reader.o_data[s]), buf.i_count.eq(buf.in_units)]
+            register_slice(m, f"in{s}", valid=reader.o_valid[s], ready=reader.o_ready[s],
+                           payload=reader.o_data[s], out_valid=buf.i_valid,
+                           out_ready=buf.i_ready, out_payload=buf.i_data, reset=flush)
+            m.d.comb += buf.i_count.eq(buf.in_units)
 
         # -- job registers, latched at start ------------------------------------------------------
         state = Signal(_State)
@@ -337,7 +342,6 @@ class SparseDecompressor(wiring.Component):
         head = Signal(q_layout)
         h_valid = Signal()
         h_take = Signal()
-        flush = Signal()
         register_slice(m, "segq", valid=r1_valid, ready=q_in_ready, payload=q_in,
                        out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
 
