@@ -281,10 +281,24 @@ class SparseDecompressor(wiring.Component):
                      maskbuf.take.eq(seg), maskbuf.take_en.eq(take_seg),
                      wgsbuf.take.eq(1)]
 
+        # the next segment's registers, for a group's start and after a segment taken: both
+        # worked out every cycle and chosen by AND-OR (as a multiplexer's two inputs, Yosys
+        # would merge the two sets of comparisons and put the decision in front of them)
         def segment(left, rm):
-            """The registers of a segment of ``min(left, rm)`` elements."""
-            return [seg.eq(Mux(left < rm, left, rm)), s_ends.eq(left <= rm),
-                    s_completes.eq(rm <= left)]
+            v = Signal(len(seg) + 2)
+            m.d.comb += v.eq(Cat(Mux(left < rm, left, rm)[:len(seg)], left <= rm, rm <= left))
+            return v
+
+        left_after = Signal(32)
+        room_after = Signal(range(A + 1))
+        m.d.comb += [left_after.eq(grp_left - seg),
+                     room_after.eq(Mux(s_completes, A, room - seg))]
+        at_setup, after_take = segment(next_elems, room), segment(left_after, room_after)
+        seg_regs = Cat(seg, s_ends, s_completes)
+        m.d.sync += seg_regs.eq(
+            (at_setup & setup.replicate(len(seg_regs))) |
+            (after_take & take_seg.replicate(len(seg_regs))) |
+            (seg_regs & (~(setup | take_seg)).replicate(len(seg_regs))))
 
         with m.If(r1_free):
             m.d.sync += r1_valid.eq(0)             # R1 moves on (a new decision reloads it)
@@ -297,14 +311,10 @@ class SparseDecompressor(wiring.Component):
                          s_all.eq(last), groups_set.eq(groups_set + 1), wgs_total.eq(new_total),
                          grp_left.eq(next_elems),
                          kern_left.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
-                         next_ok.eq(0), *segment(next_elems, room)]
+                         next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WMB_SHORT), s_halt.eq(1)]
         with m.Elif(take_seg):
-            left_after = Signal(32)
-            room_after = Signal(range(A + 1))
-            m.d.comb += [left_after.eq(grp_left - seg),
-                         room_after.eq(Mux(s_completes, A, room - seg))]
             m.d.sync += [
                 r1_valid.eq(1), r1.err.eq(0),
                 r1.mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1)),
@@ -314,7 +324,6 @@ class SparseDecompressor(wiring.Component):
                 wmb_left.eq(wmb_left - seg), wmb_plenty.eq(wmb_left - seg >= A),
                 g_first.eq(0), grp_left.eq(left_after),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
-                *segment(left_after, room_after),
             ]
             with m.If(s_ends):
                 m.d.sync += g_active.eq(0)
