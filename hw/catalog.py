@@ -62,6 +62,9 @@ BLOCKS = {
                           "LUT unit, SDP flavour, 1 lane, serial datapath (the UP5K's)"),
     "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
                         "sparse weight decompressor, 128-bit bus, 64-element atoms"),
+    # the same design at its smallest: routes in minutes, where the 128-bit build takes hours
+    "sparse_d64_a32": (lambda: sparse_decompressor(data_width=64, atom_elements=32),
+                       "sparse weight decompressor, 64-bit bus, 32-element atoms"),
     "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
     "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
                    "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),
