@@ -458,9 +458,14 @@ class SparseDecompressor(wiring.Component):
                           ((r.wmb_addr.value.data + r.wmb_bytes.value.data) >> aw != 0) |
                           ((r.wgs_addr.value.data + r.wgs_bytes.value.data) >> aw != 0)),
         ]
-        with m.If(state == _State.CHECK):
-            m.d.comb += raise_error.eq(Mux(check_align, Error.ALIGN,
-                                           Mux(check_size, Error.SIZE, 0)))
+        # the checks' adders and compares registered: the verdict is read a cycle into CHECK
+        check_wait = Signal()
+        align_bad = Signal()
+        size_bad = Signal()
+        m.d.sync += [align_bad.eq(check_align), size_bad.eq(check_size)]
+        with m.If((state == _State.CHECK) & ~check_wait):
+            m.d.comb += raise_error.eq(Mux(align_bad, Error.ALIGN,
+                                           Mux(size_bad, Error.SIZE, 0)))
         with m.Elif(state == _State.RUN):
             with m.If(reader.error):
                 m.d.comb += raise_error.eq(Error.READ_ERROR)
@@ -508,9 +513,11 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.IDLE):
                 with m.If(start):
                     m.d.sync += [state.eq(_State.CHECK), error_code.eq(0), error_group.eq(0),
-                                 emitted.eq(0)]
+                                 emitted.eq(0), check_wait.eq(1)]
             with m.Case(_State.CHECK):
-                with m.If(raise_error != 0):
+                with m.If(check_wait):
+                    m.d.sync += check_wait.eq(0)
+                with m.Elif(raise_error != 0):
                     m.d.sync += state.eq(_State.FINISH)
                 with m.Else():
                     wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
