@@ -366,10 +366,11 @@ class SparseDecompressor(wiring.Component):
             ((head.need > avail) | (head.ends & (head.need != avail)))
         have_bytes = databuf.level >= head.need
         stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
-        # the expansion stage holds one decided segment: its placed mask bits, the window's
-        # elements and its positions in the atom. It hands the segment on (into the atom's
-        # slots, and the atom into the output register when the segment completes it) when
-        # the output register can take the atom; a new segment may enter in the same cycle
+        # the expansion runs over three stages after the decoder's: the decoder registers the
+        # segment with the prefix sums of its clear bits (X), X works out the move masks from
+        # them (P), and P spreads the window's elements and updates the atom's slots (and hands
+        # the atom to the output register when the segment completes it). Each stage hands on
+        # when the next is free, and takes a new segment in the same cycle.
         p_valid = Signal()
         p_placed = Signal(A)
         p_lanes = Signal(data.ArrayLayout(16, A))
@@ -379,8 +380,17 @@ class SparseDecompressor(wiring.Component):
         p_done = Signal()
         m.d.comb += p_done.eq(p_valid & (~p_completes | can_emit))
         p_free = ~p_valid | p_done
+        x_valid = Signal()
+        x_placed = Signal(A)
+        x_lanes = Signal(data.ArrayLayout(16, A))
+        x_in_seg = Signal(A)
+        x_completes = Signal()
+        x_last = Signal()
+        x_done = Signal()
+        m.d.comb += x_done.eq(x_valid & p_free)
+        x_free = ~x_valid | x_done
         step = Signal()
-        m.d.comb += [step.eq(run & h_valid & ~marker & ~mismatch & have_bytes & p_free &
+        m.d.comb += [step.eq(run & h_valid & ~marker & ~mismatch & have_bytes & x_free &
                              ~bus_error),
                      h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
 
@@ -391,20 +401,23 @@ class SparseDecompressor(wiring.Component):
                                         databuf.data[8 * k:8 * k + 8]))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
-        tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & p_free & ~bus_error
-        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~p_valid
+        tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & x_free & ~bus_error
+        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x_valid & ~p_valid
         ends_image = (emitted + atom_bytes)[:7] == 0
 
-        # the expansion's control from the head's placed bits, registered with the segment
-        moves = _expand_moves(m, head.placed)
+        # the expansion's control in two halves: the distances (prefix sums) from the head's
+        # placed bits into X's registers, the move masks from X's registers into P's
+        dist = _expand_dist(m, head.placed)
+        x_dist = [Signal(len(d), name=f"x_dist{q}") for q, d in enumerate(dist)]
+        moves = _expand_moves_from(m, x_placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
         with m.If(step):
             m.d.sync += [grp_bytes.eq(avail - head.need), d_open.eq(~head.completes),
-                         *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True)),
-                         p_valid.eq(1), p_placed.eq(head.placed), p_lanes.eq(lanes),
-                         p_in_seg.eq(head.in_seg), p_completes.eq(head.completes),
-                         p_last.eq(head.ends & head.last_group & ends_image)]
+                         *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
+                         x_valid.eq(1), x_placed.eq(head.placed), x_lanes.eq(lanes),
+                         x_in_seg.eq(head.in_seg), x_completes.eq(head.completes),
+                         x_last.eq(head.ends & head.last_group & ends_image)]
             with m.If(head.completes):
                 m.d.sync += emitted.eq(emitted + atom_bytes)
             with m.If(head.ends):
@@ -412,15 +425,21 @@ class SparseDecompressor(wiring.Component):
                 with m.If(head.last_group):
                     m.d.sync += d_all.eq(1)
         with m.Elif(tail_step):
-            m.d.sync += [p_valid.eq(1), p_placed.eq(0), p_in_seg.eq(0), p_completes.eq(1),
-                         *(pm.eq(0) for pm in p_moves),
-                         p_last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
+            m.d.sync += [x_valid.eq(1), x_placed.eq(0), x_in_seg.eq(0), x_completes.eq(1),
+                         x_last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
+        with m.Elif(x_done):
+            m.d.sync += x_valid.eq(0)
+
+        with m.If(x_done):
+            m.d.sync += [p_valid.eq(1), p_placed.eq(x_placed), p_lanes.eq(x_lanes),
+                         p_in_seg.eq(x_in_seg), p_completes.eq(x_completes), p_last.eq(x_last),
+                         *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True))]
         with m.Elif(p_done):
             m.d.sync += p_valid.eq(0)
 
         # the new atom values for the segment's positions: the window's first elements, spread
         # over the positions whose bits are set (the data half of the expansion: its control
-        # was worked out in the decoder's stage)
+        # was worked out in the two stages before)
         spread = _expand_lanes(m, p_moves, [p_lanes[k] for k in range(A)])
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):
@@ -537,7 +556,7 @@ class SparseDecompressor(wiring.Component):
                         next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0),
-                        p_valid.eq(0),
+                        x_valid.eq(0), p_valid.eq(0),
                     ]
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
@@ -550,7 +569,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
-                             owe_write.eq(0), p_valid.eq(0), r1_valid.eq(0)]
+                             owe_write.eq(0), x_valid.eq(0), p_valid.eq(0), r1_valid.eq(0)]
         return m
 
 
@@ -582,20 +601,32 @@ def _expand(m, mask, lanes):
 
 
 def _expand_moves(m, mask):
-    """The expansion's control: for each stage i, which positions take the lane 2^i below them.
+    """The expansion's control: for each stage i, which positions take the lane 2^i below them
+    (:func:`_expand_dist`, then :func:`_expand_moves_from`)."""
+    return _expand_moves_from(m, mask, _expand_dist(m, mask))
 
-    Compressing moves each set position's element down by ``d``, the number of clear bits below
-    it, in stages: by 1 if bit 0 of ``d`` is set, then by 2 if bit 1 is, and so on; no two
-    elements ever meet. This runs that compression on the elements' ``d`` values (from prefix
-    sums of the clear bits) and notes, before each stage i, which positions hold an element
-    about to move (``moves[i]``)."""
+
+def _expand_dist(m, mask):
+    """For each position, the number of clear bits below it (its low log2(n) bits): how far
+    compressing the set positions down would move the element there."""
     n = len(mask)
     stages = (n - 1).bit_length()
     clear = Signal(n, name="exp_clear")
     m.d.comb += clear.eq(~mask)
     below = _prefix_sums(m, clear, n)            # below[p]: clear bits at positions <= p
+    return [Const(0, stages)] + [below[p - 1][:stages] for p in range(1, n)]
+
+
+def _expand_moves_from(m, mask, dist):
+    """The move masks from the distances of :func:`_expand_dist`.
+
+    Compressing moves each set position's element down by ``d``, the number of clear bits below
+    it, in stages: by 1 if bit 0 of ``d`` is set, then by 2 if bit 1 is, and so on; no two
+    elements ever meet. This runs that compression on the elements' ``d`` values and notes,
+    before each stage i, which positions hold an element about to move (``moves[i]``)."""
+    n = len(mask)
+    stages = (n - 1).bit_length()
     valid = [mask[p] for p in range(n)]
-    dist = [Const(0, stages)] + [below[p - 1][:stages] for p in range(1, n)]
     moves = []
     for i in range(stages):
         mv = Signal(n, name=f"exp_moves{i}")
