@@ -24,7 +24,8 @@ parts, so that no decision waits on a wide shift or a popcount made in the same 
 - the *decoder* checks the queue's head against the group's WGS bytes left and takes its packed
   bytes from the bottom of the byte buffer once they are there. The spreading of those bytes
   over the set positions (:func:`_expand`: six stages of two-way multiplexers for 64 elements;
-  a clear bit gives zero) runs a cycle later, in a stage of its own.
+  a clear bit gives zero) runs over the next three stages: the distances (prefix sums of the
+  clear bits), the move masks, then the multiplexers.
 
 Errors the segmenter finds (a WGS total past the weight surface, a WMB too short) go down the
 queue as markers behind the segments before them, so the decoder raises every error in the
