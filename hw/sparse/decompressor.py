@@ -512,8 +512,12 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += stalls.eq(stalls + 1)
 
         # -- job control -------------------------------------------------------------------------
+        reads_done = Signal()
+        m.d.sync += reads_done.eq((state == _State.RUN) & ((raise_error != 0) | finished))
         m.d.comb += [
-            reader.stop.eq((state != _State.RUN) | (raise_error != 0) | finished),
+            # the reads stop a cycle after an error or the end (a read issued in that cycle is
+            # drained in ABORT like the others); the writes stop in the same cycle
+            reader.stop.eq((state != _State.RUN) | reads_done),
             writer.stop.eq((state != _State.RUN) | (raise_error != 0)),
             writer.finish.eq(finished & ~out_valid & gearbox.empty),
         ]
