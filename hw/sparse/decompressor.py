@@ -372,24 +372,15 @@ class SparseDecompressor(wiring.Component):
         # them (P), and P spreads the window's elements and updates the atom's slots (and hands
         # the atom to the output register when the segment completes it). Each stage hands on
         # when the next is free, and takes a new segment in the same cycle.
-        p_valid = Signal()
-        p_placed = Signal(A)
-        p_lanes = Signal(data.ArrayLayout(16, A))
-        p_in_seg = Signal(A)
-        p_completes = Signal()
-        p_last = Signal()
+        stage = data.StructLayout({"valid": 1, "placed": A, "lanes": data.ArrayLayout(16, A),
+                                   "in_seg": A, "completes": 1, "last": 1})
+        x, p = Signal(stage), Signal(stage)
         p_done = Signal()
-        m.d.comb += p_done.eq(p_valid & (~p_completes | can_emit))
-        p_free = ~p_valid | p_done
-        x_valid = Signal()
-        x_placed = Signal(A)
-        x_lanes = Signal(data.ArrayLayout(16, A))
-        x_in_seg = Signal(A)
-        x_completes = Signal()
-        x_last = Signal()
+        m.d.comb += p_done.eq(p.valid & (~p.completes | can_emit))
+        p_free = ~p.valid | p_done
         x_done = Signal()
-        m.d.comb += x_done.eq(x_valid & p_free)
-        x_free = ~x_valid | x_done
+        m.d.comb += x_done.eq(x.valid & p_free)
+        x_free = ~x.valid | x_done
         step = Signal()
         m.d.comb += [step.eq(run & h_valid & ~marker & ~mismatch & have_bytes & x_free &
                              ~bus_error),
@@ -403,22 +394,22 @@ class SparseDecompressor(wiring.Component):
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
         tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & x_free & ~bus_error
-        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x_valid & ~p_valid
+        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x.valid & ~p.valid
         ends_image = (emitted + atom_bytes)[:7] == 0
 
         # the expansion's control in two halves: the distances (prefix sums) from the head's
         # placed bits into X's registers, the move masks from X's registers into P's
         dist = _expand_dist(m, head.placed)
         x_dist = [Signal(len(d), name=f"x_dist{q}") for q, d in enumerate(dist)]
-        moves = _expand_moves_from(m, x_placed, x_dist)
+        moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
         with m.If(step):
             m.d.sync += [grp_bytes.eq(avail - head.need), d_open.eq(~head.completes),
                          *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
-                         x_valid.eq(1), x_placed.eq(head.placed), x_lanes.eq(lanes),
-                         x_in_seg.eq(head.in_seg), x_completes.eq(head.completes),
-                         x_last.eq(head.ends & head.last_group & ends_image)]
+                         x.valid.eq(1), x.placed.eq(head.placed), x.lanes.eq(lanes),
+                         x.in_seg.eq(head.in_seg), x.completes.eq(head.completes),
+                         x.last.eq(head.ends & head.last_group & ends_image)]
             with m.If(head.completes):
                 m.d.sync += emitted.eq(emitted + atom_bytes)
             with m.If(head.ends):
@@ -426,25 +417,24 @@ class SparseDecompressor(wiring.Component):
                 with m.If(head.last_group):
                     m.d.sync += d_all.eq(1)
         with m.Elif(tail_step):
-            m.d.sync += [x_valid.eq(1), x_placed.eq(0), x_in_seg.eq(0), x_completes.eq(1),
-                         x_last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
+            m.d.sync += [x.valid.eq(1), x.placed.eq(0), x.in_seg.eq(0), x.completes.eq(1),
+                         x.last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
         with m.Elif(x_done):
-            m.d.sync += x_valid.eq(0)
+            m.d.sync += x.valid.eq(0)
 
         with m.If(x_done):
-            m.d.sync += [p_valid.eq(1), p_placed.eq(x_placed), p_lanes.eq(x_lanes),
-                         p_in_seg.eq(x_in_seg), p_completes.eq(x_completes), p_last.eq(x_last),
+            m.d.sync += [p.eq(x),                       # x.valid is set: so is p.valid
                          *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True))]
         with m.Elif(p_done):
-            m.d.sync += p_valid.eq(0)
+            m.d.sync += p.valid.eq(0)
 
         # the new atom values for the segment's positions: the window's first elements, spread
         # over the positions whose bits are set (the data half of the expansion: its control
         # was worked out in the two stages before)
-        spread = _expand_lanes(m, p_moves, [p_lanes[k] for k in range(A)])
+        spread = _expand_lanes(m, p_moves, [p.lanes[k] for k in range(A)])
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):
-            m.d.comb += new_slots[i].eq(Mux(p_in_seg[i], Mux(p_placed[i], spread[i], 0),
+            m.d.comb += new_slots[i].eq(Mux(p.in_seg[i], Mux(p.placed[i], spread[i], 0),
                                             slots[i]))
 
         def atom_bytes_of(s):
@@ -452,9 +442,9 @@ class SparseDecompressor(wiring.Component):
             return Mux(two, s.as_value(), narrow)
 
         with m.If(p_done):
-            with m.If(p_completes):
+            with m.If(p.completes):
                 m.d.sync += [out_valid.eq(1), owe_stream.eq(stream_en), owe_write.eq(write_en),
-                             out_atom.eq(atom_bytes_of(new_slots)), out_last.eq(p_last),
+                             out_atom.eq(atom_bytes_of(new_slots)), out_last.eq(p.last),
                              slots.eq(0)]
             with m.Else():
                 m.d.sync += slots.eq(new_slots)
@@ -561,7 +551,7 @@ class SparseDecompressor(wiring.Component):
                         next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0),
-                        x_valid.eq(0), p_valid.eq(0),
+                        x.valid.eq(0), p.valid.eq(0),
                     ]
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
@@ -574,7 +564,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
-                             owe_write.eq(0), x_valid.eq(0), p_valid.eq(0), r1_valid.eq(0)]
+                             owe_write.eq(0), x.valid.eq(0), p.valid.eq(0), r1_valid.eq(0)]
         return m
 
 
