@@ -285,9 +285,14 @@ class SparseDecompressor(wiring.Component):
         # the next segment's registers, for a group's start and after a segment taken: both
         # worked out every cycle and chosen by AND-OR (as a multiplexer's two inputs, Yosys
         # would merge the two sets of comparisons and put the decision in front of them)
+        # A 32-bit count against room (at most A) is a zero test of its high bits and a compare
+        # of its low ones: a full-width compare maps to a long chain of LUTs.
         def segment(left, rm):
+            lo = left[:len(seg)]
+            small = left[len(seg):] == 0
             v = Signal(len(seg) + 2)
-            m.d.comb += v.eq(Cat(Mux(left < rm, left, rm)[:len(seg)], left <= rm, rm <= left))
+            m.d.comb += v.eq(Cat(Mux(small & (lo < rm), lo, rm), small & (lo <= rm),
+                                 ~small | (rm <= lo)))
             return v
 
         left_after = Signal(32)
