@@ -340,7 +340,7 @@ class SparseDecompressor(wiring.Component):
         # queues them for the decoder.
         q_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
-            "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
+            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1})
         q_in = Signal(q_layout)
         q_in_ready = Signal()
         nz = _popcount(m, r1.mask)
@@ -348,6 +348,7 @@ class SparseDecompressor(wiring.Component):
             q_in.err.eq(r1.err), q_in.placed.eq(r1.mask << r1.pos),
             q_in.need.eq(Mux(two, nz << 1, nz)), q_in.ends.eq(r1.ends),
             q_in.completes.eq(r1.completes), q_in.first.eq(r1.first), q_in.wgs.eq(r1.wgs),
+            q_in.wgs_big.eq(r1.wgs[len(q_in.need):] != 0),
             q_in.last_group.eq(r1.last_group),
             r1_free.eq(~r1_valid | q_in_ready),
         ]
@@ -365,11 +366,18 @@ class SparseDecompressor(wiring.Component):
         d_open = Signal()                      # the atom in the slots has had a segment
         d_all = Signal()                       # the last group's last segment has been decoded
         group_idx = Signal(24)
+        grp_big = Signal()                     # grp_bytes is beyond any segment's need
         avail = Signal(32)
         m.d.comb += avail.eq(Mux(head.first, head.wgs, grp_bytes))
+        # the WGS checks as a flag for the bytes left's high bits and a compare of their low
+        # ones (as wide as a segment's need), not a 32-bit compare
+        nw = len(head.need)
+        avail_big = Mux(head.first, head.wgs_big, grp_big)
+        avail_lo = avail[:nw]
         marker = h_valid & (head.err != 0)
         mismatch = h_valid & (head.err == 0) & \
-            ((head.need > avail) | (head.ends & (head.need != avail)))
+            ((~avail_big & (head.need > avail_lo)) |
+             (head.ends & (avail_big | (head.need != avail_lo))))
         have_bytes = databuf.level >= head.need
         stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
         # the expansion runs over three stages after the decoder's: the decoder registers the
@@ -410,7 +418,9 @@ class SparseDecompressor(wiring.Component):
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
         with m.If(step):
-            m.d.sync += [grp_bytes.eq(avail - head.need), d_open.eq(~head.completes),
+            left = avail - head.need
+            m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
+                         d_open.eq(~head.completes),
                          *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
                          x.valid.eq(1), x.placed.eq(head.placed), x.lanes.eq(lanes),
                          x.in_seg.eq(head.in_seg), x.completes.eq(head.completes),
