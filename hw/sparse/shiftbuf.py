@@ -56,17 +56,21 @@ class ShiftBuffer(wiring.Component):
         valid_mask = Signal(u * self.in_units)
         m.d.comb += valid_mask.eq((Const(1, u * self.in_units + 1) << (self.i_count * u)) - 1)
         word = Signal(u * self.in_units)
-        m.d.comb += word.eq(Mux(accept, self.i_data & valid_mask, 0))
+        m.d.comb += word.eq(self.i_data & valid_mask)
         count = Mux(accept, self.i_count, 0)
+        # whether a word enters is known late too (the producer's valid): it gates the placed
+        # word after its shifter, not before
+        acc = Signal(u * cap)
+        m.d.comb += acc.eq(accept.replicate(u * cap))
 
         # with ``take`` units removed: the rest shifted down, the word placed above it
         kept = Signal(range(cap + 1))
         m.d.comb += kept.eq(level - self.take)
         taken = Signal(u * cap)
-        m.d.comb += taken.eq((buf >> (self.take * u)) | (word << (kept * u)))
+        m.d.comb += taken.eq((buf >> (self.take * u)) | ((word << (kept * u)) & acc))
         # with none removed: the word placed at the level
         held = Signal(u * cap)
-        m.d.comb += held.eq(buf | (word << (level * u)))
+        m.d.comb += held.eq(buf | ((word << (level * u)) & acc))
 
         # the choice as AND-OR, not a multiplexer: Yosys merges the operands of a multiplexer's
         # two inputs when they are the same kind of cell (here the ORs, then the two shifts of
