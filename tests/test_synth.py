@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hw import synth
+from hw.catalog import BLOCKS
 
 DATA = Path(__file__).parent / "data"
 
@@ -67,6 +68,33 @@ def test_register_bank_builds_for_ecp5(tmp_path, mapper):
     assert r.fits and r.luts > 100 and r.ffs > 100 and r.fmax_mhz is not None
     log = (tmp_path / "yosys.log").read_text()
     assert ("Executing ABC9 pass" in log) == (mapper == "abc9")
+    again = synth.collect("regbank_selftest", "ecp5", tmp_path)      # what --collect reads
+    assert (again.mapper, again.commit, again.fmax_mhz, again.luts) == \
+        (mapper, r.commit, r.fmax_mhz, r.luts)
+
+
+def test_default_mappers():
+    """ABC9 unless a block's ECP5 build is listed as needing the classic ABC; iCE40 always
+    ABC9 (the classic ABC flow is ECP5 only)."""
+    assert synth.default_mapper("lut_sdp_l4", "ecp5") == "abc9"
+    assert synth.default_mapper("sparse_d128_a64", "ecp5") == "abc"
+    assert synth.default_mapper("sparse_d128_a64", "ice40") == "abc9"
+    assert set(synth.ECP5_MAPPER) <= set(BLOCKS)
+
+
+def test_collect_reads_what_a_build_left(tmp_path):
+    """--collect tabulates earlier builds: nextpnr's report and the build record; a build that
+    did not finish (no report) is left out; one from before records existed shows '?'."""
+    assert synth.collect("dma_d64", "ecp5", tmp_path) is None
+    (tmp_path / "nextpnr.json").write_text(json.dumps({
+        "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
+        "fmax": {"clk": {"achieved": 101.5, "constraint": 100.0}}}))
+    r = synth.collect("dma_d64", "ecp5", tmp_path)
+    assert (r.luts, r.fmax_mhz, r.mapper, r.commit) == (10, 101.5, "?", "?")
+    assert "| - |" in synth.markdown([r])
+    (tmp_path / synth.RECORD).write_text('{"mapper": "abc", "commit": "abc1234+", "seconds": 7}')
+    row = synth.markdown([synth.collect("dma_d64", "ecp5", tmp_path)]).splitlines()[-1]
+    assert row.endswith("| 101.5 | met | yes | abc | abc1234+ | 7 |")
 
 
 def test_yosys_scripts():
