@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
 from hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
 from hw.sparse.gearbox import AtomGearbox
+from hw.sparse.ringbuf import RingBuffer
 from hw.sparse.shiftbuf import ShiftBuffer
 from model.nvdla.weights import WeightSpec, compress, plan_job
 from model.registers.sparse import SPARSE, Error, program
@@ -553,3 +554,71 @@ def test_shift_buffer_keeps_the_units_in_order(unit, in_units, capacity, seed):
     print(f"seed {seed}")
     counts = run_shiftbuf(unit, in_units, capacity, seed)
     assert counts["taken"] > 100 and counts["in"] > 100
+
+
+def run_ringbuf(unit, in_units, words, out_units, seed, *, cycles=600):
+    """Random whole words in (with gaps) and random takes out of a RingBuffer, ``take`` driven
+    every cycle and only sometimes enabled; each cycle its ``level`` and the units of ``data``
+    below the level are compared with a Python list of units."""
+    dut = RingBuffer(unit=unit, in_units=in_units, words=words, out_units=out_units)
+    rng = np.random.default_rng(seed)
+    mask = (1 << unit) - 1
+    held = []                                   # the units held, oldest first
+    counts = {"taken": 0, "in": 0, "wrapped": 0}
+
+    async def bench(ctx):
+        for cycle in range(cycles):
+            assert ctx.get(dut.level) == len(held), f"cycle {cycle}: level"
+            seen = min(len(held), out_units)
+            got = ctx.get(dut.data) & ((1 << (unit * seen)) - 1)
+            assert got == sum(u << (unit * k) for k, u in enumerate(held[:seen])), \
+                f"cycle {cycle}: data"
+            if cycle == cycles // 2:            # a flush mid-run, with a word offered
+                ctx.set(dut.flush, 1)
+            units = [int(u) for u in rng.integers(0, mask + 1, in_units)]
+            ctx.set(dut.i_valid, int(rng.random() < 0.6))
+            ctx.set(dut.i_data, sum(u << (unit * k) for k, u in enumerate(units)))
+            take = int(rng.integers(0, min(len(held), out_units) + 1))
+            en = rng.random() < 0.5
+            ctx.set(dut.take, take if en or rng.random() < 0.5 else out_units)
+            ctx.set(dut.take_en, int(en))
+            await ctx.delay(1e-9)
+            accept = ctx.get(dut.i_valid) and ctx.get(dut.i_ready)
+            assert ctx.get(dut.i_ready) == (len(held) + in_units <= in_units * words)
+            if ctx.get(dut.flush):
+                held.clear()
+            else:
+                if en:
+                    del held[:take]
+                    counts["taken"] += take
+                if accept:
+                    held.extend(units)
+                    counts["in"] += in_units
+            await ctx.tick()
+            ctx.set(dut.flush, 0)
+        counts["wrapped"] = counts["in"] // (in_units * words)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return counts
+
+
+@pytest.mark.parametrize("unit, in_units, words, out_units",
+                         [(1, 16, 3, 8), (1, 16, 3, 48), (8, 4, 10, 16), (8, 8, 3, 20)])
+@pytest.mark.parametrize("seed", range(3))
+def test_ring_buffer_keeps_the_units_in_order(unit, in_units, words, out_units, seed):
+    """The mask and byte buffers' shapes (small, a capacity that is not a power of two): the
+    units the consumer sees are always the oldest ones held, in order, round the ring many
+    times, whether or not a take is enabled in the cycle a word enters."""
+    print(f"seed {seed}")
+    counts = run_ringbuf(unit, in_units, words, out_units, seed)
+    assert counts["taken"] > 100 and counts["wrapped"] > 5
+
+
+def test_ring_buffer_refuses_impossible_shapes():
+    with pytest.raises(ValueError, match="words must be at least 2"):
+        RingBuffer(unit=1, in_units=8, words=1, out_units=4)
+    with pytest.raises(ValueError, match=r"out_units must be 1 to the capacity \(24 units\)"):
+        RingBuffer(unit=1, in_units=8, words=3, out_units=25)

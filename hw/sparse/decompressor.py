@@ -71,6 +71,7 @@ from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import AtomGearbox
+from .ringbuf import RingBuffer
 from .shiftbuf import ShiftBuffer
 
 __all__ = ["SparseDecompressor"]
@@ -147,10 +148,12 @@ class SparseDecompressor(wiring.Component):
 
         wgsbuf = m.submodules.wgsbuf = ShiftBuffer(unit=32, in_units=DW // 4,
                                                    capacity=2 * (DW // 4))
-        maskbuf = m.submodules.maskbuf = ShiftBuffer(unit=1, in_units=8 * DW,
-                                                     capacity=A + 16 * DW)
-        databuf = m.submodules.databuf = ShiftBuffer(unit=8, in_units=DW,
-                                                     capacity=2 * A + 2 * DW)
+        # the mask and byte buffers hold an atom's worth (A bits, 2A bytes) and two beats more
+        maskbuf = m.submodules.maskbuf = RingBuffer(unit=1, in_units=8 * DW,
+                                                    words=-(-(A + 16 * DW) // (8 * DW)),
+                                                    out_units=A)
+        databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
+                                                    out_units=2 * A)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
         # each stream reaches its buffer through a register slice: the reader's FIFOs are block
         # RAM, whose data arrives late in the cycle (5.8 ns on the ECP5), too late for a shifter
@@ -159,7 +162,7 @@ class SparseDecompressor(wiring.Component):
             register_slice(m, f"in{s}", valid=reader.o_valid[s], ready=reader.o_ready[s],
                            payload=reader.o_data[s], out_valid=buf.i_valid,
                            out_ready=buf.i_ready, out_payload=buf.i_data, reset=flush)
-            m.d.comb += buf.i_count.eq(buf.in_units)
+        m.d.comb += wgsbuf.i_count.eq(wgsbuf.in_units)
 
         # -- job registers, latched at start ------------------------------------------------------
         state = Signal(_State)

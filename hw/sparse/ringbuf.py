@@ -1,0 +1,92 @@
+"""A ring buffer of whole words in and any number of units out: the decompressor's mask bit and
+packed byte buffers.
+
+Words of ``in_units`` units go to the next of ``words`` word slots, in order; the consumer sees
+the ``out_units`` oldest units and removes any number of them (up to ``out_units``) each cycle.
+
+Ports
+-----
+``i_valid``/``i_ready``/``i_data``: a whole word. ``i_ready`` depends only on the current level
+(``level + in_units <= capacity``), never on ``take``, so no combinational path runs from the
+consumer to the producer.
+
+``data``: the ``out_units`` oldest units, unit 0 the oldest. Units at and above ``level`` are
+whatever the slots held before (not zeros): a consumer masks them off by its own count.
+``level``: units held. ``take``: how many units the consumer would remove (at most ``level``
+when ``take_en`` is set); ``take_en``: remove them this cycle. ``flush``: empties the buffer (a
+word accepted in the same cycle is dropped too).
+
+Timing
+------
+A shift buffer (:class:`~.shiftbuf.ShiftBuffer`) moves its contents down by the amount taken
+and places a new word at the level left, ``level - take``: a subtraction, then a barrel shifter
+as wide as the buffer, then the buffer's registers. Here nothing moves. A word is written to one
+slot, chosen by a register (the write pointer); a take only adds to the read pointer; and the
+read side is a rotation of the slots by the read pointer, a register, down to the ``out_units``
+the consumer looks at. The rotation's delay lands on the consumer's path from ``data`` (in the
+decompressor, into registers), and ``take_en`` drives only the multiplexers in front of the read
+pointer and the level. It costs fewer cells too: one rotation, narrowing stage by stage to
+``out_units``, in place of two shifters as wide as the buffer.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class RingBuffer(wiring.Component):
+    def __init__(self, *, unit: int, in_units: int, words: int, out_units: int):
+        if words < 2:
+            raise ValueError(f"words must be at least 2 (one filling while one drains), "
+                             f"not {words}")
+        if not 1 <= out_units <= in_units * words:
+            raise ValueError(f"out_units must be 1 to the capacity ({in_units * words} units), "
+                             f"not {out_units}")
+        self.unit = unit
+        self.in_units = in_units
+        self.words = words
+        self.out_units = out_units
+        self.capacity = in_units * words
+        super().__init__({
+            "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
+            "data": Out(unit * out_units), "level": Out(range(self.capacity + 1)),
+            "take": In(range(out_units + 1)), "take_en": In(1), "flush": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        u, n, cap = self.unit, self.in_units, self.capacity
+        slots = [Signal(u * n, name=f"slot{w}") for w in range(self.words)]
+        wr = Signal(range(self.words))          # the slot the next word goes to
+        rd = Signal(range(cap))                 # the oldest unit's place in the ring
+        level = Signal(range(cap + 1))
+        m.d.comb += [self.level.eq(level), self.i_ready.eq(level <= cap - n)]
+        accept = self.i_valid & self.i_ready
+
+        # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
+        # the highest, each stage only as wide as what the stages after it can still reach
+        units = [s[u * k:u * (k + 1)] for s in slots for k in range(n)]
+        cur = (units * 3)[:self.out_units + (1 << len(rd)) - 1]   # rd < cap: wraps at most once
+        for b in reversed(range(len(rd))):
+            sh = 1 << b
+            cur = [Mux(rd[b], cur[k + sh], cur[k]) for k in range(self.out_units + sh - 1)]
+        m.d.comb += self.data.eq(Cat(*cur[:self.out_units]))
+
+        # a take moves the read pointer round the ring; worked out from registers (``take`` is
+        # the consumer's register), ``take_en`` only picks the result
+        stepped = Signal(range(2 * cap))
+        m.d.comb += stepped.eq(rd + self.take)
+        moved = Signal.like(rd)
+        m.d.comb += moved.eq(Mux(stepped >= cap, stepped - cap, stepped))
+        with m.If(self.flush):
+            m.d.sync += [wr.eq(0), rd.eq(0), level.eq(0)]
+        with m.Else():
+            m.d.sync += [rd.eq(Mux(self.take_en, moved, rd)),
+                         level.eq(Mux(self.take_en, level - self.take, level) +
+                                  Mux(accept, n, 0))]
+            with m.If(accept):
+                m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
+        for w, slot in enumerate(slots):
+            with m.If(accept & (wr == w)):
+                m.d.sync += slot.eq(self.i_data)
+        return m
