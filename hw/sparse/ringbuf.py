@@ -65,12 +65,15 @@ class RingBuffer(wiring.Component):
 
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
         # the highest, each stage only as wide as what the stages after it can still reach
-        units = [s[u * k:u * (k + 1)] for s in slots for k in range(n)]
-        cur = (units * 3)[:self.out_units + (1 << len(rd)) - 1]   # rd < cap: wraps at most once
+        # (each stage one multiplexer of whole vectors, not one per unit: the same gates, and a
+        # few wide operations for Verilator rather than thousands of narrow ones)
+        ring = Cat(*slots)
+        cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
         for b in reversed(range(len(rd))):
             sh = 1 << b
-            cur = [Mux(rd[b], cur[k + sh], cur[k]) for k in range(self.out_units + sh - 1)]
-        m.d.comb += self.data.eq(Cat(*cur[:self.out_units]))
+            width = u * (self.out_units + sh - 1)
+            cur = Mux(rd[b], cur[u * sh:u * sh + width], cur[:width])
+        m.d.comb += self.data.eq(cur[:u * self.out_units])
 
         # a take moves the read pointer round the ring; worked out from registers (``take`` is
         # the consumer's register), ``take_en`` only picks the result
