@@ -6,8 +6,9 @@ Data path
 ---------
 One AXI4 read port carries three sequential streams (:class:`~.engines.StreamReader`): the WGS
 surface first (it is small and has read priority), then the WMB and the packed weights as their
-buffers drain. Each lands in a shift buffer (:class:`~.shiftbuf.ShiftBuffer`): WGS as 32-bit
-words, the WMB as bits, the packed weights as bytes.
+buffers drain. WGS words land in a shift buffer (:class:`~.shiftbuf.ShiftBuffer`), the WMB's
+bits and the packed weight bytes in ring buffers (:class:`~.ringbuf.RingBuffer`): a word goes
+to the next slot, a take moves the read pointer, and the decoder sees the ring rotated to it.
 
 The decoder works on *segments*: the run of mask bits from the current position in the output
 atom to the end of the atom or of the kernel group, whichever comes first. It runs in three
@@ -29,8 +30,9 @@ parts, so that no decision waits on a wide shift or a popcount made in the same 
 
 Errors the segmenter finds (a WGS total past the weight surface, a WMB too short) go down the
 queue as markers behind the segments before them, so the decoder raises every error in the
-order the segments come. The shift buffers build their next contents both with and without the
-amount taken, and the decision only chooses between the two (:class:`~.shiftbuf.ShiftBuffer`).
+order the segments come. A decision to take from a buffer only chooses between two values
+worked out from registers (the read pointer moved or not; the shift buffer's contents with and
+without the amount taken), so no decision feeds a wide shifter.
 The decoder's state (next mask bit, next packed element) runs on across atoms and groups, as
 NVDLA's does. An atom inside a group is one segment, so the decoder makes one atom per cycle
 whenever the buffers hold the bytes it needs. An atom that straddles a group boundary takes one
@@ -266,16 +268,26 @@ class SparseDecompressor(wiring.Component):
         r1_free = Signal()
 
         kpg = Mux(two, 16, 32)
+        # the next group's kernels, then its size: two registers, so the multiplier's input is
+        # a register (its compare in front took the rest of the cycle); next_ok comes two
+        # cycles after the kernels left change
         kg = Signal(6)
-        m.d.comb += kg.eq(Mux(kern_left < kpg, kern_left, kpg))
-        m.d.sync += [next_elems.eq(kg * kernel_elems), next_ok.eq(1)]
+        kg_ok = Signal()
+        m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_ok.eq(1),
+                     next_elems.eq(kg * kernel_elems), next_ok.eq(kg_ok)]
         wgs_word = wgsbuf.data[:32]
         new_total = Signal(33)
         m.d.comb += new_total.eq(wgs_total + wgs_word)
         s_run = run & ~s_halt & r1_free
+        # the WGS total's check against the weight surface, worked out a cycle ahead into a
+        # register: ``wgs_ok`` says the head word was there and untaken in the cycle before, so
+        # the check saw the same word and the same total (which only a group's start changes)
+        setup_overflow = Signal()
+        wgs_ok = Signal()
+        m.d.sync += [setup_overflow.eq(new_total > weight_bytes),
+                     wgs_ok.eq(run & (wgsbuf.level != 0) & ~wgsbuf.take_en & ~flush)]
         setup = Signal()
-        m.d.comb += setup.eq(s_run & ~g_active & ~s_all & (wgsbuf.level != 0) & next_ok)
-        setup_overflow = new_total > weight_bytes
+        m.d.comb += setup.eq(s_run & ~g_active & ~s_all & wgs_ok & next_ok)
         decide = s_run & g_active
         # below A bits left, wmb_left fits seg's width: a short compare, not a 35-bit one
         wmb_short = ~wmb_plenty & (seg > wmb_left[:len(seg)])
@@ -320,7 +332,7 @@ class SparseDecompressor(wiring.Component):
                          s_all.eq(last), groups_set.eq(groups_set + 1), wgs_total.eq(new_total),
                          grp_left.eq(next_elems),
                          kern_left.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
-                         next_ok.eq(0)]
+                         kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WMB_SHORT), s_halt.eq(1)]
         with m.Elif(take_seg):
@@ -338,30 +350,47 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += g_active.eq(0)
 
         # -- the segment's counts and positions, then the queue -----------------------------------
-        # from R1's registers: the popcount (packed bytes used), the bits at their atom positions
-        # and the positions the segment covers. A register slice (ready from its fill level)
-        # queues them for the decoder.
+        # R2, from R1's registers: the segment's bits at their atom positions, the positions it
+        # covers and its popcount in parts (a byte of mask bits each). The queue's entry adds
+        # the parts up (the packed bytes the segment uses); a register slice (ready from its
+        # fill level) queues them for the decoder. A whole popcount in one cycle, into the
+        # queue's storage, was the critical path.
+        parts = [r1.mask[i:i + 8] for i in range(0, A, 8)]
+        r2_layout = data.StructLayout({
+            "err": 4, "placed": A, "in_seg": A, "parts": data.ArrayLayout(4, len(parts)),
+            "ends": 1, "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
+        r2 = Signal(r2_layout)
+        r2_valid = Signal()
+        r2_free = Signal()
+        with m.If(r2_free):
+            m.d.sync += [
+                r2_valid.eq(r1_valid), r2.err.eq(r1.err), r2.placed.eq(r1.mask << r1.pos),
+                *(r2.parts[j].eq(_popcount(m, part)) for j, part in enumerate(parts)),
+                r2.ends.eq(r1.ends), r2.completes.eq(r1.completes), r2.first.eq(r1.first),
+                r2.wgs.eq(r1.wgs), r2.last_group.eq(r1.last_group)]
+            for k in range(A):
+                at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
+                m.d.sync += r2.in_seg[k].eq(at_or_after & (k < r1.pos + r1.seg))
+
         q_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1})
         q_in = Signal(q_layout)
         q_in_ready = Signal()
-        nz = _popcount(m, r1.mask)
+        nz = _add_tree(m, [r2.parts[j] for j in range(len(parts))], "nz")
         m.d.comb += [
-            q_in.err.eq(r1.err), q_in.placed.eq(r1.mask << r1.pos),
-            q_in.need.eq(Mux(two, nz << 1, nz)), q_in.ends.eq(r1.ends),
-            q_in.completes.eq(r1.completes), q_in.first.eq(r1.first), q_in.wgs.eq(r1.wgs),
-            q_in.wgs_big.eq(r1.wgs[len(q_in.need):] != 0),
-            q_in.last_group.eq(r1.last_group),
-            r1_free.eq(~r1_valid | q_in_ready),
+            q_in.err.eq(r2.err), q_in.placed.eq(r2.placed),
+            q_in.need.eq(Mux(two, nz << 1, nz)), q_in.ends.eq(r2.ends),
+            q_in.completes.eq(r2.completes), q_in.first.eq(r2.first), q_in.wgs.eq(r2.wgs),
+            q_in.wgs_big.eq(r2.wgs[len(q_in.need):] != 0),
+            q_in.last_group.eq(r2.last_group), q_in.in_seg.eq(r2.in_seg),
+            r2_free.eq(~r2_valid | q_in_ready),
+            r1_free.eq(~r1_valid | r2_free),
         ]
-        for k in range(A):
-            at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
-            m.d.comb += q_in.in_seg[k].eq(at_or_after & (k < r1.pos + r1.seg))
         head = Signal(q_layout)
         h_valid = Signal()
         h_take = Signal()
-        register_slice(m, "segq", valid=r1_valid, ready=q_in_ready, payload=q_in,
+        register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
                        out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
@@ -491,6 +520,11 @@ class SparseDecompressor(wiring.Component):
         align_bad = Signal()
         size_bad = Signal()
         m.d.sync += [align_bad.eq(check_align), size_bad.eq(check_size)]
+        # CHECK's move on tests these flags, not raise_error: through raise_error's priority
+        # chain it would wait on RUN's checks too (the decoder's WGS compare), a long path into
+        # every register CHECK loads
+        check_bad = Signal()
+        m.d.comb += check_bad.eq(align_bad | size_bad)
         with m.If((state == _State.CHECK) & ~check_wait):
             m.d.comb += raise_error.eq(Mux(align_bad, Error.ALIGN,
                                            Mux(size_bad, Error.SIZE, 0)))
@@ -549,7 +583,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.CHECK):
                 with m.If(check_wait):
                     m.d.sync += check_wait.eq(0)
-                with m.Elif(raise_error != 0):
+                with m.Elif(check_bad):
                     m.d.sync += state.eq(_State.FINISH)
                 with m.Else():
                     wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
@@ -566,8 +600,8 @@ class SparseDecompressor(wiring.Component):
                     m.d.sync += [
                         state.eq(_State.RUN), s_pos.eq(0), room.eq(A), g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
-                        next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
-                        wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0),
+                        kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
+                        wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0),
                         x.valid.eq(0), p.valid.eq(0),
                     ]
@@ -582,19 +616,24 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
-                             owe_write.eq(0), x.valid.eq(0), p.valid.eq(0), r1_valid.eq(0)]
+                             owe_write.eq(0), x.valid.eq(0), p.valid.eq(0), r1_valid.eq(0),
+                             r2_valid.eq(0)]
         return m
 
 
 def _popcount(m, bits):
     """The number of set bits of ``bits``, as a balanced tree of adders."""
-    terms = [bits[i] for i in range(len(bits))]
+    return _add_tree(m, [bits[i] for i in range(len(bits))], "pop")
+
+
+def _add_tree(m, terms, name):
+    """The sum of ``terms``, as a balanced tree of adders (signals ``<name><level>_<k>``)."""
     level = 0
     while len(terms) > 1:
         level += 1
         pairs = []
         for k in range(0, len(terms) - 1, 2):
-            t = Signal(len(terms[k]) + 1, name=f"pop{level}_{k // 2}")
+            t = Signal(max(len(terms[k]), len(terms[k + 1])) + 1, name=f"{name}{level}_{k // 2}")
             m.d.comb += t.eq(terms[k] + terms[k + 1])
             pairs.append(t)
         terms = pairs + terms[len(terms) - len(terms) % 2:]

@@ -1,8 +1,9 @@
 """A shift buffer: words of ``in_units`` units enter at the fill level, and the consumer takes
-any number of units from the bottom each cycle. The decompressor uses one for mask bits
-(unit = 1 bit), one for packed weight bytes and one for WGS words. It costs a barrel shifter as
-wide as the buffer on each side, so where the steps are fixed (atoms into bus beats) a simpler
-structure does (:class:`~.gearbox.AtomGearbox`).
+any number of units from the bottom each cycle. The decompressor uses one for WGS words (a
+few units: the shifters are small). It costs a barrel shifter as wide as the buffer on each
+side, so its mask bits and packed bytes, where the buffers are wide and whole words enter, go
+through a ring instead (:class:`~.ringbuf.RingBuffer`), and where the steps are fixed (atoms
+into bus beats) a simpler structure does (:class:`~.gearbox.AtomGearbox`).
 
 Ports
 -----
