@@ -65,14 +65,16 @@ class RingBuffer(wiring.Component):
 
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
         # the highest, each stage only as wide as what the stages after it can still reach
-        # (each stage one multiplexer of whole vectors, not one per unit: the same gates, and a
-        # few wide operations for Verilator rather than thousands of narrow ones)
+        # (each stage a signal, one multiplexer of whole vectors: as an expression, each stage
+        # would copy the one before twice, and Verilator would compile 2 ** len(rd) copies)
         ring = Cat(*slots)
         cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
         for b in reversed(range(len(rd))):
             sh = 1 << b
             width = u * (self.out_units + sh - 1)
-            cur = Mux(rd[b], cur[u * sh:u * sh + width], cur[:width])
+            nxt = Signal(width, name=f"rot{b}")
+            m.d.comb += nxt.eq(Mux(rd[b], cur[u * sh:u * sh + width], cur[:width]))
+            cur = nxt
         m.d.comb += self.data.eq(cur[:u * self.out_units])
 
         # a take moves the read pointer round the ring; worked out from registers (``take`` is
