@@ -398,6 +398,8 @@ class SparseDecompressor(wiring.Component):
         d_open = Signal()                      # the atom in the slots has had a segment
         d_all = Signal()                       # the last group's last segment has been decoded
         group_idx = Signal(24)
+        mis_r = Signal()                       # the segment in X failed the WGS check
+        mis_group = Signal.like(group_idx)
         grp_big = Signal()                     # grp_bytes is beyond any segment's need
         avail = Signal(32)
         m.d.comb += avail.eq(Mux(head.first, head.wgs, grp_bytes))
@@ -424,10 +426,15 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += p_done.eq(p.valid & (~p.completes | can_emit))
         p_free = ~p.valid | p_done
         x_done = Signal()
-        m.d.comb += x_done.eq(x.valid & p_free)
+        # (a segment that failed the WGS check stops in X: see mis_r below)
+        m.d.comb += x_done.eq(x.valid & p_free & ~mis_r)
         x_free = ~x.valid | x_done
         step = Signal()
-        m.d.comb += [step.eq(run & h_valid & ~marker & ~mismatch & have_bytes & x_free &
+        # the WGS check does not hold the step back: a segment that fails it is stepped like
+        # the others, and the failure (registered with its group) is raised in the next cycle,
+        # before anything of that segment reaches the writer (the expansion's three stages),
+        # and stops the steps after it. The check's compare stays off the step's path.
+        m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & x_free &
                              ~bus_error),
                      h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
 
@@ -449,6 +456,8 @@ class SparseDecompressor(wiring.Component):
         moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
+        with m.If(step & mismatch):
+            m.d.sync += [mis_r.eq(1), mis_group.eq(group_idx)]
         with m.If(step):
             left = avail - head.need
             m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
@@ -535,10 +544,10 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += raise_error.eq(Error.WRITE_ERROR)
             with m.Elif(writer.range_error):
                 m.d.comb += raise_error.eq(Error.DST_RANGE)
+            with m.Elif(mis_r):                      # the segment stepped before the head
+                m.d.comb += raise_error.eq(Error.WGS_MISMATCH)
             with m.Elif(marker):                     # WGS_OVERFLOW or WMB_SHORT
                 m.d.comb += raise_error.eq(head.err)
-            with m.Elif(mismatch):
-                m.d.comb += raise_error.eq(Error.WGS_MISMATCH)
 
         # -- counters ----------------------------------------------------------------------------
         cycles = Signal(32)
@@ -573,7 +582,9 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [reader.flush.eq(flush), writer.flush.eq(flush)]
 
         with m.If(raise_error != 0):
-            m.d.sync += [error_code.eq(raise_error), error_group.eq(group_idx)]
+            m.d.sync += [error_code.eq(raise_error),
+                         error_group.eq(Mux(raise_error == Error.WGS_MISMATCH, mis_group,
+                                            group_idx))]
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
@@ -602,7 +613,7 @@ class SparseDecompressor(wiring.Component):
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0), r2_valid.eq(0),
-                        d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0),
+                        d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_r.eq(0),
                         x.valid.eq(0), p.valid.eq(0),
                     ]
             with m.Case(_State.RUN):
