@@ -206,28 +206,40 @@ class SparseDecompressor(wiring.Component):
         emitted = Signal(32)                   # dense bytes sent out
         atom_bytes = Mux(two, 2 * A, A)
 
-        # the output register: one atom owed to the stream and/or the writer
+        # the output queue: finished atoms wait in a register slice, whose ready depends on its
+        # fill level alone, so the expansion's stages (and through them the decoder's step) never
+        # wait on the stream's or the gearbox's ready in the same cycle. Its head is owed to the
+        # stream and/or the writer (as the job enables them) and leaves once both have it.
+        aq_layout = data.StructLayout({"atom": 16 * A, "last": 1})
+        aq_in = Signal(aq_layout)
+        aq_push = Signal()
+        can_emit = Signal()
+        out = Signal(aq_layout)
         out_valid = Signal()
-        owe_stream = Signal()
-        owe_write = Signal()
-        out_atom = Signal(16 * A)
-        out_last = Signal()
+        out_pop = Signal()
+        atomq = register_slice(m, "atomq", valid=aq_push, ready=can_emit, payload=aq_in,
+                               out_valid=out_valid, out_ready=out_pop, out_payload=out,
+                               reset=flush)
+        out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
+        sent_stream = Signal()
+        sent_write = Signal()
+        owe_stream = stream_en & ~sent_stream
+        owe_write = write_en & ~sent_write
         o = self.o_atoms
-        m.d.comb += [o.valid.eq(out_valid & owe_stream), o.payload.data.eq(out_atom),
-                     o.payload.last.eq(out_last)]
+        m.d.comb += [o.valid.eq(out_valid & owe_stream), o.payload.data.eq(out.atom),
+                     o.payload.last.eq(out.last)]
         to_stream = o.valid & o.ready
         to_gear = Signal()
         m.d.comb += [gearbox.two.eq(two), gearbox.i_valid.eq(out_valid & owe_write),
-                     gearbox.i_data.eq(out_atom), to_gear.eq(gearbox.i_valid & gearbox.i_ready)]
-        release = (~owe_stream | to_stream) & (~owe_write | to_gear)
-        with m.If(out_valid & release):
-            m.d.sync += [out_valid.eq(0), owe_stream.eq(0), owe_write.eq(0)]
+                     gearbox.i_data.eq(out.atom), to_gear.eq(gearbox.i_valid & gearbox.i_ready),
+                     out_pop.eq(out_valid & (~owe_stream | to_stream) & (~owe_write | to_gear))]
+        with m.If(out_pop):
+            m.d.sync += [sent_stream.eq(0), sent_write.eq(0)]
         with m.Else():
             with m.If(to_stream):
-                m.d.sync += owe_stream.eq(0)
+                m.d.sync += sent_stream.eq(1)
             with m.If(to_gear):
-                m.d.sync += owe_write.eq(0)
-        can_emit = ~out_valid | release
+                m.d.sync += sent_write.eq(1)
 
         # gearbox -> writer, one beat per cycle
         m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
@@ -497,11 +509,11 @@ class SparseDecompressor(wiring.Component):
             narrow = Cat(*(s[i][:8] for i in range(A)))
             return Mux(two, s.as_value(), narrow)
 
+        m.d.comb += [aq_push.eq(p_done & p.completes),
+                     aq_in.atom.eq(atom_bytes_of(new_slots)), aq_in.last.eq(p.last)]
         with m.If(p_done):
             with m.If(p.completes):
-                m.d.sync += [out_valid.eq(1), owe_stream.eq(stream_en), owe_write.eq(write_en),
-                             out_atom.eq(atom_bytes_of(new_slots)), out_last.eq(p.last),
-                             slots.eq(0)]
+                m.d.sync += slots.eq(0)
             with m.Else():
                 m.d.sync += slots.eq(new_slots)
 
@@ -570,7 +582,7 @@ class SparseDecompressor(wiring.Component):
             # drained in ABORT like the others); the writes stop in the same cycle
             reader.stop.eq((state != _State.RUN) | reads_done),
             writer.stop.eq((state != _State.RUN) | (raise_error != 0)),
-            writer.finish.eq(finished & ~out_valid & gearbox.empty),
+            writer.finish.eq(finished & ~out_pending & gearbox.empty),
         ]
         done_set = Signal()
         err_set = Signal()
@@ -619,15 +631,15 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
                     m.d.sync += state.eq(_State.ABORT)
-                with m.Elif(finished & ~out_valid & (~write_en | writer.done)):
+                with m.Elif(finished & ~out_pending & (~write_en | writer.done)):
                     m.d.sync += state.eq(_State.ABORT)        # drain reads, then finish
             with m.Case(_State.ABORT):
                 with m.If(reader.idle & writer.idle):
                     m.d.sync += state.eq(_State.FINISH)
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
-                m.d.sync += [state.eq(_State.IDLE), out_valid.eq(0), owe_stream.eq(0),
-                             owe_write.eq(0), x.valid.eq(0), p.valid.eq(0), r1_valid.eq(0),
+                m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
+                             x.valid.eq(0), p.valid.eq(0), r1_valid.eq(0),
                              r2_valid.eq(0)]
         return m
 
