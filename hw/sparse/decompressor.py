@@ -210,7 +210,9 @@ class SparseDecompressor(wiring.Component):
         # fill level alone, so the expansion's stages (and through them the decoder's step) never
         # wait on the stream's or the gearbox's ready in the same cycle. Its head is owed to the
         # stream and/or the writer (as the job enables them) and leaves once both have it.
-        aq_layout = data.StructLayout({"atom": 16 * A, "last": 1})
+        # (it holds the 16-bit slots; one-byte elements are packed down at its output, a
+        # multiplexer off the expansion's path)
+        aq_layout = data.StructLayout({"slots": data.ArrayLayout(16, A), "last": 1})
         aq_in = Signal(aq_layout)
         aq_push = Signal()
         can_emit = Signal()
@@ -221,17 +223,20 @@ class SparseDecompressor(wiring.Component):
                                out_valid=out_valid, out_ready=out_pop, out_payload=out,
                                reset=flush)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
+        out_atom = Signal(16 * A)
+        m.d.comb += out_atom.eq(Mux(two, out.slots.as_value(),
+                                    Cat(*(out.slots[i][:8] for i in range(A)))))
         sent_stream = Signal()
         sent_write = Signal()
         owe_stream = stream_en & ~sent_stream
         owe_write = write_en & ~sent_write
         o = self.o_atoms
-        m.d.comb += [o.valid.eq(out_valid & owe_stream), o.payload.data.eq(out.atom),
+        m.d.comb += [o.valid.eq(out_valid & owe_stream), o.payload.data.eq(out_atom),
                      o.payload.last.eq(out.last)]
         to_stream = o.valid & o.ready
         to_gear = Signal()
         m.d.comb += [gearbox.two.eq(two), gearbox.i_valid.eq(out_valid & owe_write),
-                     gearbox.i_data.eq(out.atom), to_gear.eq(gearbox.i_valid & gearbox.i_ready),
+                     gearbox.i_data.eq(out_atom), to_gear.eq(gearbox.i_valid & gearbox.i_ready),
                      out_pop.eq(out_valid & (~owe_stream | to_stream) & (~owe_write | to_gear))]
         with m.If(out_pop):
             m.d.sync += [sent_stream.eq(0), sent_write.eq(0)]
@@ -303,6 +308,11 @@ class SparseDecompressor(wiring.Component):
         decide = s_run & g_active
         # below A bits left, wmb_left fits seg's width: a short compare, not a 35-bit one
         wmb_short = ~wmb_plenty & (seg > wmb_left[:len(seg)])
+        # whether at least A bits are left after this segment (seg <= A): certainly if 2A or
+        # more are left now (a zero test of the high bits), else a short compare; not a
+        # 35-bit subtraction and compare
+        lw = (2 * A - 1).bit_length()
+        plenty_after = (wmb_left[lw:] != 0) | (wmb_left[:lw] >= seg + A)
         have_bits = maskbuf.level >= seg
         take_seg = Signal()
         m.d.comb += [take_seg.eq(decide & ~wmb_short & have_bits),
@@ -354,7 +364,7 @@ class SparseDecompressor(wiring.Component):
                 r1.pos.eq(s_pos), r1.seg.eq(seg), r1.ends.eq(s_ends),
                 r1.completes.eq(s_completes), r1.first.eq(g_first), r1.wgs.eq(g_wgs),
                 r1.last_group.eq(g_last),
-                wmb_left.eq(wmb_left - seg), wmb_plenty.eq(wmb_left - seg >= A),
+                wmb_left.eq(wmb_left - seg), wmb_plenty.eq(plenty_after),
                 g_first.eq(0), grp_left.eq(left_after),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
             ]
@@ -505,12 +515,8 @@ class SparseDecompressor(wiring.Component):
             m.d.comb += new_slots[i].eq(Mux(p.in_seg[i], Mux(p.placed[i], spread[i], 0),
                                             slots[i]))
 
-        def atom_bytes_of(s):
-            narrow = Cat(*(s[i][:8] for i in range(A)))
-            return Mux(two, s.as_value(), narrow)
-
         m.d.comb += [aq_push.eq(p_done & p.completes),
-                     aq_in.atom.eq(atom_bytes_of(new_slots)), aq_in.last.eq(p.last)]
+                     aq_in.slots.eq(new_slots), aq_in.last.eq(p.last)]
         with m.If(p_done):
             with m.If(p.completes):
                 m.d.sync += slots.eq(0)
