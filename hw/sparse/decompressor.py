@@ -585,9 +585,12 @@ class SparseDecompressor(wiring.Component):
         m.d.sync += reads_done.eq((state == _State.RUN) & ((raise_error != 0) | finished))
         m.d.comb += [
             # the reads stop a cycle after an error or the end (a read issued in that cycle is
-            # drained in ABORT like the others); the writes stop in the same cycle
+            # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
+            # burst issued in the error's cycle carries atoms decoded before it (a failing
+            # segment never leaves X, and the writer refuses a burst past the address space
+            # itself), and the error's checks stay off the writer's issue logic
             reader.stop.eq((state != _State.RUN) | reads_done),
-            writer.stop.eq((state != _State.RUN) | (raise_error != 0)),
+            writer.stop.eq(state != _State.RUN),
             writer.finish.eq(finished & ~out_pending & gearbox.empty),
         ]
         done_set = Signal()
