@@ -4,7 +4,10 @@ register program, and the stream writer's bursts. Its behaviour is checked by th
 
 import numpy as np
 import pytest
+from amaranth import Module
 from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
@@ -556,11 +559,41 @@ def test_shift_buffer_keeps_the_units_in_order(unit, in_units, capacity, seed):
     assert counts["taken"] > 100 and counts["in"] > 100
 
 
-def run_ringbuf(unit, in_units, words, out_units, seed, *, cycles=600):
+class _RingView(wiring.Component):
+    """A RingBuffer with its late stages (``late_bits``) run straight on its outputs, so that
+    ``view`` is what a consumer sees once it has finished the rotation."""
+
+    def __init__(self, **params):
+        self.ring = RingBuffer(**params)
+        sig = {name: member for name, member in self.ring.signature.members.items()
+               if name not in ("data", "offset")}
+        super().__init__({**sig, "view": Out(params["unit"] * params["out_units"])})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.ring = r = self.ring
+        for name in self.signature.members:
+            if name == "view":
+                continue
+            port, inner = getattr(self, name), getattr(r, name)
+            if self.signature.members[name].flow == In:
+                m.d.comb += inner.eq(port)
+            else:
+                m.d.comb += port.eq(inner)
+        if r.late_bits:
+            m.d.comb += self.view.eq(r.finish(m, r.data, r.offset))
+        else:
+            m.d.comb += self.view.eq(r.data)
+        return m
+
+
+def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, cycles=600):
     """Random whole words in (with gaps) and random takes out of a RingBuffer, ``take`` driven
-    every cycle and only sometimes enabled; each cycle its ``level`` and the units of ``data``
-    below the level are compared with a Python list of units."""
-    dut = RingBuffer(unit=unit, in_units=in_units, words=words, out_units=out_units)
+    every cycle and only sometimes enabled; each cycle its ``level`` and the units of the view
+    (the rotation finished, with ``late_bits``) below the level are compared with a Python list
+    of units."""
+    dut = _RingView(unit=unit, in_units=in_units, words=words, out_units=out_units,
+                    late_bits=late_bits)
     rng = np.random.default_rng(seed)
     mask = (1 << unit) - 1
     held = []                                   # the units held, oldest first
@@ -570,7 +603,7 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, cycles=600):
         for cycle in range(cycles):
             assert ctx.get(dut.level) == len(held), f"cycle {cycle}: level"
             seen = min(len(held), out_units)
-            got = ctx.get(dut.data) & ((1 << (unit * seen)) - 1)
+            got = ctx.get(dut.view) & ((1 << (unit * seen)) - 1)
             assert got == sum(u << (unit * k) for k, u in enumerate(held[:seen])), \
                 f"cycle {cycle}: data"
             if cycle == cycles // 2:            # a flush mid-run, with a word offered
@@ -605,15 +638,18 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, cycles=600):
     return counts
 
 
-@pytest.mark.parametrize("unit, in_units, words, out_units",
-                         [(1, 16, 3, 8), (1, 16, 3, 48), (8, 4, 10, 16), (8, 8, 3, 20)])
+@pytest.mark.parametrize("unit, in_units, words, out_units, late_bits",
+                         [(1, 16, 3, 8, 0), (1, 16, 3, 48, 0), (8, 4, 10, 16, 0),
+                          (8, 8, 3, 20, 0), (8, 4, 10, 16, 3), (8, 8, 3, 20, 1)])
 @pytest.mark.parametrize("seed", range(3))
-def test_ring_buffer_keeps_the_units_in_order(unit, in_units, words, out_units, seed):
-    """The mask and byte buffers' shapes (small, a capacity that is not a power of two): the
-    units the consumer sees are always the oldest ones held, in order, round the ring many
-    times, whether or not a take is enabled in the cycle a word enters."""
+def test_ring_buffer_keeps_the_units_in_order(unit, in_units, words, out_units, late_bits,
+                                              seed):
+    """The mask and byte buffers' shapes (small, a capacity that is not a power of two; the
+    byte buffer's with its last stages left to the consumer): the units the consumer sees are
+    always the oldest ones held, in order, round the ring many times, whether or not a take is
+    enabled in the cycle a word enters."""
     print(f"seed {seed}")
-    counts = run_ringbuf(unit, in_units, words, out_units, seed)
+    counts = run_ringbuf(unit, in_units, words, out_units, seed, late_bits=late_bits)
     assert counts["taken"] > 100 and counts["wrapped"] > 5
 
 
@@ -622,3 +658,5 @@ def test_ring_buffer_refuses_impossible_shapes():
         RingBuffer(unit=1, in_units=8, words=1, out_units=4)
     with pytest.raises(ValueError, match=r"out_units must be 1 to the capacity \(24 units\)"):
         RingBuffer(unit=1, in_units=8, words=3, out_units=25)
+    with pytest.raises(ValueError, match="late_bits must be 0 to 4 .* not 5"):
+        RingBuffer(unit=1, in_units=8, words=3, out_units=8, late_bits=5)

@@ -80,6 +80,10 @@ __all__ = ["SparseDecompressor"]
 
 WGS_STREAM, WMB_STREAM, WEIGHT_STREAM = 0, 1, 2
 
+#: the byte buffer's rotation stages run a cycle late, on the expansion's X registers (see
+#: :class:`~.ringbuf.RingBuffer`): its read pointer into the X stage was the critical path
+LATE = 3
+
 
 class _State(enum.Enum):
     IDLE = 0
@@ -155,7 +159,7 @@ class SparseDecompressor(wiring.Component):
                                                     words=-(-(A + 16 * DW) // (8 * DW)),
                                                     out_units=A)
         databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
-                                                    out_units=2 * A)
+                                                    out_units=2 * A, late_bits=LATE)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
         # each stream reaches its buffer through a register slice: the reader's FIFOs are block
         # RAM, whose data arrives late in the cycle (5.8 ns on the ECP5), too late for a shifter
@@ -441,9 +445,13 @@ class SparseDecompressor(wiring.Component):
         # them (P), and P spreads the window's elements and updates the atom's slots (and hands
         # the atom to the output register when the segment completes it). Each stage hands on
         # when the next is free, and takes a new segment in the same cycle.
-        stage = data.StructLayout({"valid": 1, "placed": A, "lanes": data.ArrayLayout(16, A),
-                                   "in_seg": A, "completes": 1, "last": 1})
-        x, p = Signal(stage), Signal(stage)
+        # X holds the window's bytes as the byte buffer hands them over, rotated to all but the
+        # low LATE bits of its read pointer (and those bits): the rotation's last stages run
+        # on X's registers, into P's lanes
+        common = {"valid": 1, "placed": A, "in_seg": A, "completes": 1, "last": 1}
+        x = Signal(data.StructLayout({**common, "raw": len(databuf.data),
+                                      "off": databuf.late_bits}))
+        p = Signal(data.StructLayout({**common, "lanes": data.ArrayLayout(16, A)}))
         p_done = Signal()
         m.d.comb += p_done.eq(p.valid & (~p.completes | can_emit))
         p_free = ~p.valid | p_done
@@ -460,11 +468,12 @@ class SparseDecompressor(wiring.Component):
                              ~bus_error),
                      h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
 
-        # the segment's elements: the window's first
+        # the segment's elements, the window's first, from X's registers
+        window = databuf.finish(m, x.raw, x.off)
         lanes = Signal(data.ArrayLayout(16, A))
         for k in range(A):
-            m.d.comb += lanes[k].eq(Mux(two, databuf.data[16 * k:16 * k + 16],
-                                        databuf.data[8 * k:8 * k + 8]))
+            m.d.comb += lanes[k].eq(Mux(two, window[16 * k:16 * k + 16],
+                                        window[8 * k:8 * k + 8]))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
         tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & x_free & ~bus_error
@@ -485,7 +494,8 @@ class SparseDecompressor(wiring.Component):
             m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
                          d_open.eq(~head.completes),
                          *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
-                         x.valid.eq(1), x.placed.eq(head.placed), x.lanes.eq(lanes),
+                         x.valid.eq(1), x.placed.eq(head.placed), x.raw.eq(databuf.data),
+                         x.off.eq(databuf.offset),
                          x.in_seg.eq(head.in_seg), x.completes.eq(head.completes),
                          x.last.eq(head.ends & head.last_group & ends_image)]
             with m.If(head.completes):
@@ -501,7 +511,8 @@ class SparseDecompressor(wiring.Component):
             m.d.sync += x.valid.eq(0)
 
         with m.If(x_done):
-            m.d.sync += [p.eq(x),                       # x.valid is set: so is p.valid
+            m.d.sync += [*(p[f].eq(x[f]) for f in common),  # x.valid is set: so p.valid
+                         p.lanes.eq(lanes),
                          *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True))]
         with m.Elif(p_done):
             m.d.sync += p.valid.eq(0)

@@ -12,6 +12,11 @@ consumer to the producer.
 
 ``data``: the ``out_units`` oldest units, unit 0 the oldest. Units at and above ``level`` are
 whatever the slots held before (not zeros): a consumer masks them off by its own count.
+
+With ``late_bits=k``, the rotation's last ``k`` stages are left to the consumer, to run a cycle
+later from its own registers of ``data`` and ``offset`` (loaded as it takes): ``data`` is then
+``out_units + 2**k - 1`` units, rotated by the read pointer less its low ``k`` bits, ``offset``
+is those bits, and :meth:`finish` does the rest.
 ``level``: units held. ``take``: how many units the consumer would remove (at most ``level``
 when ``take_en`` is set); ``take_en``: remove them this cycle. ``flush``: empties the buffer (a
 word accepted in the same cycle is dropped too).
@@ -35,7 +40,8 @@ from amaranth.lib.wiring import In, Out
 
 
 class RingBuffer(wiring.Component):
-    def __init__(self, *, unit: int, in_units: int, words: int, out_units: int):
+    def __init__(self, *, unit: int, in_units: int, words: int, out_units: int,
+                 late_bits: int = 0):
         if words < 2:
             raise ValueError(f"words must be at least 2 (one filling while one drains), "
                              f"not {words}")
@@ -47,11 +53,25 @@ class RingBuffer(wiring.Component):
         self.words = words
         self.out_units = out_units
         self.capacity = in_units * words
-        super().__init__({
+        if not 0 <= late_bits < (self.capacity - 1).bit_length():
+            raise ValueError(f"late_bits must be 0 to {(self.capacity - 1).bit_length() - 1} "
+                             f"(the read pointer's bits less one), not {late_bits}")
+        self.late_bits = late_bits
+        ports = {
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
-            "data": Out(unit * out_units), "level": Out(range(self.capacity + 1)),
+            "data": Out(unit * (out_units + (1 << late_bits) - 1)),
+            "level": Out(range(self.capacity + 1)),
             "take": In(range(out_units + 1)), "take_en": In(1), "flush": In(1),
-        })
+        }
+        if late_bits:
+            ports["offset"] = Out(late_bits)
+        super().__init__(ports)
+
+    def finish(self, m, data, offset):
+        """The rotation's last ``late_bits`` stages on ``data`` and ``offset`` (the consumer's
+        registers of this buffer's ``data`` and ``offset``): the ``out_units`` oldest units."""
+        return _rotate(m, data, offset, self.unit, self.out_units, range(self.late_bits),
+                       "fin")
 
     def elaborate(self, platform):
         m = Module()
@@ -60,22 +80,17 @@ class RingBuffer(wiring.Component):
         wr = Signal(range(self.words))          # the slot the next word goes to
         rd = Signal(range(cap))                 # the oldest unit's place in the ring
         level = Signal(range(cap + 1))
+        if self.late_bits:
+            m.d.comb += self.offset.eq(rd[:self.late_bits])
         m.d.comb += [self.level.eq(level), self.i_ready.eq(level <= cap - n)]
         accept = self.i_valid & self.i_ready
 
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
-        # the highest, each stage only as wide as what the stages after it can still reach
-        # (each stage a signal, one multiplexer of whole vectors: as an expression, each stage
-        # would copy the one before twice, and Verilator would compile 2 ** len(rd) copies)
+        # the highest (the last ``late_bits`` of them left to :meth:`finish`)
         ring = Cat(*slots)
         cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
-        for b in reversed(range(len(rd))):
-            sh = 1 << b
-            width = u * (self.out_units + sh - 1)
-            nxt = Signal(width, name=f"rot{b}")
-            m.d.comb += nxt.eq(Mux(rd[b], cur[u * sh:u * sh + width], cur[:width]))
-            cur = nxt
-        m.d.comb += self.data.eq(cur[:u * self.out_units])
+        m.d.comb += self.data.eq(_rotate(m, cur, rd, u, self.out_units,
+                                         range(self.late_bits, len(rd)), "rot"))
 
         # a take moves the read pointer round the ring; worked out from registers (``take`` is
         # the consumer's register), ``take_en`` only picks the result
@@ -95,3 +110,17 @@ class RingBuffer(wiring.Component):
             with m.If(accept & (wr == w)):
                 m.d.sync += slot.eq(self.i_data)
         return m
+
+
+def _rotate(m, cur, amount, unit, out_units, bits, name):
+    """``cur`` shifted down by ``unit`` times the bits ``bits`` of ``amount``, from the highest:
+    each stage as wide as what the stages after it (the bits below) can still reach, and a
+    signal of its own (as nested expressions every stage would copy the one before twice, and
+    Verilator would compile 2 ** stages copies). Returns the last stage."""
+    for b in reversed(bits):
+        sh = 1 << b
+        width = unit * (out_units + sh - 1)
+        nxt = Signal(width, name=f"{name}{b}")
+        m.d.comb += nxt.eq(Mux(amount[b], cur[unit * sh:unit * sh + width], cur[:width]))
+        cur = nxt
+    return cur
