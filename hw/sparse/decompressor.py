@@ -424,8 +424,15 @@ class SparseDecompressor(wiring.Component):
         d_open = Signal()                      # the atom in the slots has had a segment
         d_all = Signal()                       # the last group's last segment has been decoded
         group_idx = Signal(24)
-        mis_r = Signal()                       # the segment in X failed the WGS check
-        mis_group = Signal.like(group_idx)
+        # the segment in X failed the WGS check: the check of the queue's head and whether it
+        # was stepped, both registered every cycle (so the step reaches one register, not the
+        # check's logic), and a flag that holds it once seen
+        chk_r = Signal()
+        stepped_r = Signal()
+        mis_seen = Signal()
+        mis_r = Signal()
+        mis_group = Signal.like(group_idx)     # the group of the queue's head a cycle ago
+        m.d.comb += mis_r.eq((stepped_r & chk_r) | mis_seen)
         grp_big = Signal()                     # grp_bytes is beyond any segment's need
         avail = Signal(32)
         m.d.comb += avail.eq(Mux(head.first, head.wgs, grp_bytes))
@@ -487,8 +494,8 @@ class SparseDecompressor(wiring.Component):
         moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
-        with m.If(step & mismatch):
-            m.d.sync += [mis_r.eq(1), mis_group.eq(group_idx)]
+        m.d.sync += [chk_r.eq(mismatch), stepped_r.eq(step), mis_group.eq(group_idx),
+                     mis_seen.eq(mis_r)]
         with m.If(step):
             left = avail - head.need
             m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
@@ -645,7 +652,7 @@ class SparseDecompressor(wiring.Component):
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0), r2_valid.eq(0),
-                        d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_r.eq(0),
+                        d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_seen.eq(0),
                         x.valid.eq(0), p.valid.eq(0),
                     ]
             with m.Case(_State.RUN):

@@ -218,9 +218,12 @@ async def test_random_jobs(dut):
 
 # -- errors -----------------------------------------------------------------------------------
 
-async def _expect_error(tb, packed, corrupt, code, what):
+async def _expect_error(tb, packed, corrupt, code, what, group=None):
     job, got_code, got, _, _ = await tb.run(packed, corrupt=corrupt)
     assert got_code == code, f"{what}: error code {Error(got_code).name}, expected {code.name}"
+    if group is not None:
+        got_group = (await tb.drv.error.read()).group
+        assert got_group == group, f"{what}: error in group {got_group}, expected {group}"
     st = await tb.drv.status.read()
     assert not st.busy
     dense = (await tb.drv.dense_bytes.read()).value
@@ -257,9 +260,9 @@ async def test_errors(dut):
         ("weight surface past the address space",
          lambda job, mem: _Raw(job, weight_addr=0xFFFF_FF00), Error.SIZE),
         ("popcount above WGS (a mask bit set)", _flip_mask_bit(1, set_bit=True),
-         Error.WGS_MISMATCH),
+         Error.WGS_MISMATCH, 1),
         ("popcount below WGS (a mask bit cleared)", _flip_mask_bit(0, set_bit=False),
-         Error.WGS_MISMATCH),
+         Error.WGS_MISMATCH, 0),
         ("WGS total beyond the weight surface", _inflate_wgs, Error.WGS_OVERFLOW),
         ("WMB surface too short", lambda job, mem: _Raw(job, wmb_bytes=128), Error.WMB_SHORT),
         ("read error on the packed weights", _read_error, Error.READ_ERROR),
@@ -267,9 +270,9 @@ async def test_errors(dut):
         ("destination past the address space",
          lambda job, mem: _Raw(job, dst_addr=0xFFFF_F000), Error.DST_RANGE),
     ]
-    for what, corrupt, code in cases:
+    for what, corrupt, code, *group in cases:          # the group, where the test knows it
         tb.mem.read_errors, tb.mem.write_errors = [], []
-        await _expect_error(tb, packed, corrupt, code, what)
+        await _expect_error(tb, packed, corrupt, code, what, *group)
         tb.mem.read_errors, tb.mem.write_errors = [], []
         await tb.check(after, tb.kernels(after, 0.4), f"job after '{what}'")
 
