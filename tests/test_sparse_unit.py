@@ -499,6 +499,26 @@ def test_beat_writer_under_random_stalls(seed):
     assert writes == [(start + 4 * k, data[k]) for k in range(count)]
 
 
+async def _buffer_cycle(ctx, dut, held, counts, *, en, take, word, in_units, capacity):
+    """The end of a buffer test's cycle, its inputs set: ``i_ready`` against the room in the
+    model (``held``, the units held), then the model updated as the buffer should be (a flush
+    empties it; else ``take`` units leave if enabled and ``word`` enters if accepted)."""
+    await ctx.delay(1e-9)
+    accept = ctx.get(dut.i_valid) and ctx.get(dut.i_ready)
+    assert ctx.get(dut.i_ready) == (len(held) + in_units <= capacity)
+    if ctx.get(dut.flush):
+        held.clear()
+    else:
+        if en:
+            del held[:take]
+            counts["taken"] += take
+        if accept:
+            held.extend(word)
+            counts["in"] += len(word)
+    await ctx.tick()
+    ctx.set(dut.flush, 0)
+
+
 def run_shiftbuf(unit, in_units, capacity, seed, *, cycles=600):
     """Random words in (random partial counts and gaps) and random takes out of a ShiftBuffer,
     with ``take`` driven every cycle and only sometimes enabled; each cycle its ``data`` and
@@ -527,20 +547,8 @@ def run_shiftbuf(unit, in_units, capacity, seed, *, cycles=600):
             if en:
                 ctx.set(dut.take, take)
             ctx.set(dut.take_en, int(en))
-            await ctx.delay(1e-9)
-            accept = ctx.get(dut.i_valid) and ctx.get(dut.i_ready)
-            assert ctx.get(dut.i_ready) == (len(held) + in_units <= capacity)
-            if ctx.get(dut.flush):
-                held.clear()
-            else:
-                if en:
-                    del held[:take]
-                    counts["taken"] += take
-                if accept:
-                    held.extend(units[:n])
-                    counts["in"] += n
-            await ctx.tick()
-            ctx.set(dut.flush, 0)
+            await _buffer_cycle(ctx, dut, held, counts, en=en, take=take, word=units[:n],
+                                in_units=in_units, capacity=capacity)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -615,20 +623,8 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, cycles=6
             en = rng.random() < 0.5
             ctx.set(dut.take, take if en or rng.random() < 0.5 else out_units)
             ctx.set(dut.take_en, int(en))
-            await ctx.delay(1e-9)
-            accept = ctx.get(dut.i_valid) and ctx.get(dut.i_ready)
-            assert ctx.get(dut.i_ready) == (len(held) + in_units <= in_units * words)
-            if ctx.get(dut.flush):
-                held.clear()
-            else:
-                if en:
-                    del held[:take]
-                    counts["taken"] += take
-                if accept:
-                    held.extend(units)
-                    counts["in"] += in_units
-            await ctx.tick()
-            ctx.set(dut.flush, 0)
+            await _buffer_cycle(ctx, dut, held, counts, en=en, take=take, word=units,
+                                in_units=in_units, capacity=in_units * words)
         counts["wrapped"] = counts["in"] // (in_units * words)
 
     sim = Simulator(dut)
