@@ -9,7 +9,8 @@
 #                  DMA at 64 KiB only)
 #   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
 #                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name;
-#                  MAPPER=abc: the classic ABC, minutes where ABC9 takes hours; ECP5 only)
+#                  MAPPER=abc: the classic ABC, minutes where ABC9 takes hours; ECP5 only;
+#                  the sparse decompressor's ECP5 builds use it by default)
 #   make report    the same, written to docs/resources.md
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
 #                  BLOCKS=lut to build with only some blocks, MAPPER=abc as above)
