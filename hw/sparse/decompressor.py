@@ -162,7 +162,9 @@ class SparseDecompressor(wiring.Component):
                                                     out_units=2 * A, late_bits=LATE)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
         # each stream reaches its buffer through a register slice: the reader's FIFOs are block
-        # RAM, whose data arrives late in the cycle (5.8 ns on the ECP5), too late for a shifter
+        # RAM, whose data arrives late in the cycle (5.8 ns on the ECP5), too late for the WGS
+        # buffer's shifter (the rings only write it to a slot; whether they still need their
+        # slices is not measured)
         flush = Signal()
         for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
             register_slice(m, f"in{s}", valid=reader.o_valid[s], ready=reader.o_ready[s],
@@ -450,7 +452,7 @@ class SparseDecompressor(wiring.Component):
         # the expansion runs over three stages after the decoder's: the decoder registers the
         # segment with the prefix sums of its clear bits (X), X works out the move masks from
         # them (P), and P spreads the window's elements and updates the atom's slots (and hands
-        # the atom to the output register when the segment completes it). Each stage hands on
+        # the atom to the output queue when the segment completes it). Each stage hands on
         # when the next is free, and takes a new segment in the same cycle.
         # X holds the window's bytes as the byte buffer hands them over, rotated to all but the
         # low LATE bits of its read pointer (and those bits): the rotation's last stages run
