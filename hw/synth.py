@@ -182,13 +182,14 @@ def _run(cmd: list[str], log: Path) -> None:
 
 
 def _commit() -> str:
-    """The commit the working tree is at, ``+`` when it has changes of its own under ``hw/``
-    (what the gateware is built from); ``?`` outside a Git checkout."""
+    """The commit the working tree is at, ``+`` when it has changes of its own under ``hw/`` or
+    ``model/`` (the gateware, and the register maps it is built from); ``?`` outside a Git
+    checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                               capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "hw"], cwd=ROOT, text=True,
-                               capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "hw", "model"], cwd=ROOT,
+                               text=True, capture_output=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
     return head + ("+" if dirty else "")
@@ -340,7 +341,7 @@ def main(argv=None) -> int:
             "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
             "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT "
             "mapper (abc9, or the classic abc where ABC9 takes hours); built at: the commit "
-            "(+: with changes under hw/) and seconds: how long the build took (with "
+            "(+: with changes under hw/ or model/) and seconds: how long the build took (with "
             "`--collect` the rows are earlier builds, which may come from different commits). "
             "The analysis of these figures is in docs/fpga.md; the board builds in "
             "docs/board.md.\n\n"
