@@ -49,7 +49,10 @@ class RegisteredQueue(Elaboratable):
     """A synchronous FIFO of ``depth`` entries (in block RAM when large) followed by a register
     slice, with the ports of ``SyncFIFOBuffered``: ``w_data``, ``w_en``, ``w_rdy``, ``r_data``,
     ``r_en``, ``r_rdy`` and ``level`` (entries held, the slice's included). ``r_data`` and
-    ``r_rdy`` come from registers."""
+    ``r_rdy`` come from registers, and so does ``w_rdy`` when ``depth`` is 4 or more: it says
+    whether two entries were free a cycle ago (a write a cycle takes at most one), so a writer's
+    decision does not wait on the level's compare; the queue then holds at most ``depth - 1``
+    entries besides its output slice."""
 
     def __init__(self, *, width, depth):
         if depth < 2:
@@ -68,7 +71,11 @@ class RegisteredQueue(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         q = m.submodules.queue = SyncFIFOBuffered(width=self.width, depth=self.depth)
-        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy)]
+        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
+        if self.depth >= 4:
+            m.d.sync += self.w_rdy.eq(q.level < self.depth - 2)
+        else:
+            m.d.comb += self.w_rdy.eq(q.w_rdy)
         out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
                              out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data)
         m.d.comb += self.level.eq(q.level + out.level)

@@ -76,23 +76,41 @@ class BackEnd(wiring.Component):
         open_ = Signal()
         b_start = Signal(aw)                  # address of the burst's first beat
         b_len = Signal(range(mb + 1))
-        b_last = Signal(aw)                   # address of its last beat
+        b_room = Signal()                     # b_len < max_burst
         credit = Signal(range(self.read_fifo + 1), init=self.read_fifo)
         inflight = Signal(range(self.read_fifo + 1))
         arvalid = Signal()
         ar_free = ~arvalid | axi.arready
-        beat = self.req.payload
-        cont = open_ & (beat == b_last + BB) & (b_len < mb) & (beat[:12] != 0)
-        can_issue = ar_free & (credit >= b_len) & ~halt
-        m.d.comb += self.req.ready.eq(~halt & (~open_ | cont | can_issue))
-        issue = Signal()                      # the open burst (b_start, b_len) goes out
+        # a request first waits in the intake register, which knows whether it follows the
+        # request before it (every request joins the open burst or opens the next, so the one
+        # before it is the open burst's last beat) and whether it starts a 4 KiB page: the
+        # tests the planner makes on it are registers
+        i_valid = Signal()
+        beat = Signal(aw)
+        i_next = Signal(aw)                   # the beat after the request before it
+        i_follows = Signal()
+        i_page = Signal()                     # the beat starts a 4 KiB page
+        take = Signal()                       # the planner takes the intake's request
+        m.d.comb += self.req.ready.eq(~i_valid | take)
         with m.If(self.req.valid & self.req.ready):
+            m.d.sync += [i_valid.eq(1), beat.eq(self.req.payload),
+                         i_next.eq(self.req.payload + BB),
+                         i_follows.eq(self.req.payload == i_next),
+                         i_page.eq(self.req.payload[:12] == 0)]
+        with m.Elif(take):
+            m.d.sync += i_valid.eq(0)
+        # the tests on the open burst are registers too, set as it grows
+        cont = open_ & i_follows & b_room & ~i_page
+        can_issue = ar_free & (credit >= b_len) & ~halt
+        m.d.comb += take.eq(i_valid & ~halt & (~open_ | cont | can_issue))
+        issue = Signal()                      # the open burst (b_start, b_len) goes out
+        with m.If(take):
             with m.If(cont):
-                m.d.sync += [b_len.eq(b_len + 1), b_last.eq(beat)]
+                m.d.sync += [b_len.eq(b_len + 1), b_room.eq(b_len < mb - 1)]
             with m.Else():
                 m.d.comb += issue.eq(open_)
-                m.d.sync += [open_.eq(1), b_start.eq(beat), b_last.eq(beat), b_len.eq(1)]
-        with m.Elif(open_ & ~self.req.valid & can_issue):
+                m.d.sync += [open_.eq(1), b_start.eq(beat), b_len.eq(1), b_room.eq(mb > 1)]
+        with m.Elif(open_ & ~i_valid & can_issue):
             m.d.comb += issue.eq(1)
             m.d.sync += open_.eq(0)
 
@@ -145,8 +163,15 @@ class BackEnd(wiring.Component):
         wb_next = Signal(aw)                  # the address after the open burst's last beat
         data_mask = Signal(W)
         m.d.comb += data_mask.eq(byte_bits(s.strb))
-        can_close = awfifo.w_rdy & wlens.w_rdy
-        can_push = wfifo.w_rdy & (w_cont | ~wb_open | can_close)
+        # room in the three FIFOs as registers: each had a free entry besides the one a write
+        # may take in this cycle (a FIFO takes at most one entry a cycle), so the decision to
+        # push or close does not wait on their levels
+        room = {f: Signal(name=f"{n}_room") for n, f in (("aw", awfifo), ("wl", wlens),
+                                                          ("w", wfifo))}
+        for f, r in room.items():
+            m.d.sync += r.eq(f.level < f.depth - 1)
+        can_close = room[awfifo] & room[wlens]
+        can_push = room[wfifo] & (w_cont | ~wb_open | can_close)
         go = Signal()                         # the intake's piece goes into the open beat
         m.d.comb += [go.eq(s_valid & (s_same | ~w_open | can_push) & ~halt),
                      self.wr.ready.eq((~s_valid | go) & ~halt)]
@@ -232,7 +257,7 @@ class BackEnd(wiring.Component):
         writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & (awfifo.level == 0) &
                        (issued_bursts == 0) & (pending_b == 0) & ~awvalid &
                        (wfifo.level == 0))
-        reads_idle = (inflight == 0) & ~arvalid & ~open_
+        reads_idle = (inflight == 0) & ~arvalid & ~open_ & ~i_valid
         m.d.comb += [self.idle.eq(writes_idle & reads_idle),
                      self.drained.eq((inflight == 0) & ~arvalid & (issued_bursts == 0) &
                                      (pending_b == 0) & ~awvalid)]

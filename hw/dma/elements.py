@@ -3,17 +3,20 @@
 A :class:`~hw.dma.walker.Walker` steps through the elements in order. Each element with a
 source asks for its beat unless the previous element's beat is the same one; the element
 waits in the *entry* queue for that beat, and the *extractor* takes its bytes out (or the pad
-value) and sends them on as a piece of a destination beat, with its byte strobes.
+value) and sends them on as a piece of a destination beat, with its byte strobes. Addresses are
+multiples of the element size, so one byte rotation of the source beat (by the difference of
+the two offsets in their beats, worked out as the element is queued) puts the element where
+the destination wants it; the strobes mark its bytes.
 
 Ports are those of :class:`~hw.dma.tile.TileTransposer` with five dimensions (unused ones as
 extent 1).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 
-from ..bus.fifo import RegisteredQueue
-from .tile import low_bytes, path_ports
+from ..bus.fifo import RegisteredQueue, register_slice
+from .tile import low_bytes, pad_pattern, path_ports, piece_layout, rotate_right_bytes
 from .walker import Walker
 
 DIMS = 5
@@ -47,7 +50,7 @@ class ElementPath(wiring.Component):
         m.d.comb += eb.eq(1 << self.elog)
 
         # elements waiting for their beat: as many as the beats the engine can have in flight
-        entry = data.StructLayout({"dst": aw, "off": LB, "has_src": 1, "new_beat": 1, "last": 1})
+        entry = data.StructLayout({"dst": aw, "rot": LB, "has_src": 1, "new_beat": 1, "last": 1})
         entries = m.submodules.entries = RegisteredQueue(width=entry.size, depth=self.queue)
         step = walker.o.payload
         beat_of = Cat(Const(0, LB), step.src[LB:])
@@ -59,7 +62,7 @@ class ElementPath(wiring.Component):
         take = walker.o.valid & entries.w_rdy & (~new_beat | self.req.ready)
         queued = data.View(entry, entries.w_data)
         m.d.comb += [walker.o.ready.eq(take), entries.w_en.eq(take),
-                     queued.dst.eq(step.dst), queued.off.eq(step.src[:LB]),
+                     queued.dst.eq(step.dst), queued.rot.eq(step.src[:LB] - step.dst[:LB]),
                      queued.has_src.eq(step.has_src), queued.new_beat.eq(new_beat),
                      queued.last.eq(step.last)]
         with m.If(take & new_beat):
@@ -67,25 +70,30 @@ class ElementPath(wiring.Component):
 
         # extractor: entries in order; a new beat is taken when the entry asked for one
         head = data.View(entry, entries.r_data)
-        e_dst, e_off, e_has, e_new, e_last = (head.dst, head.off, head.has_src, head.new_beat,
+        e_dst, e_rot, e_has, e_new, e_last = (head.dst, head.rot, head.has_src, head.new_beat,
                                               head.last)
         cur = Signal(W)
         beat = Mux(e_new, self.rdata.payload, cur)
-        elem = Signal(64)
-        m.d.comb += elem.eq(Mux(e_has, (beat >> (e_off << 3))[:64], self.pad))
         emask = low_bytes(m, eb, 8)
         d_off = e_dst[:LB]
-        m.d.comb += [self.wr.valid.eq(entries.r_rdy & (~e_new | self.rdata.valid)),
-                     self.wr.payload.addr.eq(Cat(Const(0, LB), e_dst[LB:])),
-                     self.wr.payload.data.eq(elem << (d_off << 3)),
-                     self.wr.payload.strb.eq(emask << d_off),
-                     self.wr.payload.last.eq(e_last)]
-        go = self.wr.valid & self.wr.ready
+        # the pieces leave through a register slice: nothing here reaches the mid end's path
+        # select or the engine's write slice in the same cycle
+        out = stream.Signature(piece_layout(aw, W)).create()
+        m.d.comb += [out.valid.eq(entries.r_rdy & (~e_new | self.rdata.valid)),
+                     out.payload.addr.eq(Cat(Const(0, LB), e_dst[LB:])),
+                     out.payload.data.eq(Mux(e_has, rotate_right_bytes(beat, e_rot, BB),
+                                             pad_pattern(m, self.pad, self.elog, BB))),
+                     out.payload.strb.eq(emask << d_off),
+                     out.payload.last.eq(e_last)]
+        wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
+                                  payload=out.payload, out_valid=self.wr.valid,
+                                  out_ready=self.wr.ready, out_payload=self.wr.payload)
+        go = out.valid & out.ready
         m.d.comb += [entries.r_en.eq(go), self.rdata.ready.eq(go & e_new),
                      self.written_bytes.eq(Mux(go, eb, 0)),
                      self.read_bytes.eq(Mux(go & e_has, eb, 0))]
         with m.If(go & e_new):
             m.d.sync += cur.eq(self.rdata.payload)
 
-        m.d.comb += self.busy.eq(walker.busy | (entries.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | (entries.level != 0) | (wr_slice.level != 0))
         return m

@@ -68,7 +68,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import RegisteredQueue, registered
+from ..bus.fifo import RegisteredQueue, register_slice, registered
 
 DIMS = 6
 ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
@@ -122,7 +122,7 @@ def byte_bits(mask):
     return Cat(*[bit.replicate(8) for bit in mask])
 
 
-def _rotate_right_bytes(value, amount, nbytes):
+def rotate_right_bytes(value, amount, nbytes):
     """``value`` (``nbytes`` bytes) rotated right by ``amount`` bytes (0 <= amount < nbytes)."""
     return (Cat(value, value) >> (amount * 8))[:nbytes * 8]
 
@@ -326,20 +326,34 @@ class TileTransposer(wiring.Component):
                      nsrc.eq(Mux(~row_has, 0, Mux(with_src < real, with_src, real)))]
         # a queued row, and a filled tile handed to the drain
         row_entry = data.StructLayout({
-            "offset": LB, "nbeats": KB + 2, "nout": KB + 2, "a": LB, "has": 1, "tile_last": 1,
+            "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
+            "has": 1, "tile_last": 1,
             "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
         tile_entry = data.StructLayout({"half": 1, "dst": aw, "ncols": LB + KB + 1,
                                         "nrows": LB + 1, "last": 1})
         rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
+        # a row with a source hands its first beat and beat count to the beat generator
+        # through a register slice, so the walker's step does not wait on the read requests'
+        # ready in the same cycle
+        beat_run = data.StructLayout({"beat": aw - LB, "n": KB + 2})
+        runs_in = stream.Signature(beat_run).create()
+        runs_out = stream.Signature(beat_run).create()
+        runs_slice = register_slice(m, "runs", valid=runs_in.valid, ready=runs_in.ready,
+                                    payload=runs_in.payload, out_valid=runs_out.valid,
+                                    out_ready=runs_out.ready, out_payload=runs_out.payload)
+        m.d.comb += row_take.eq(walking & rows.w_rdy & runs_in.ready)
+        m.d.comb += [runs_in.valid.eq(row_take & row_has), runs_in.payload.beat.eq(s_row[LB:]),
+                     runs_in.payload.n.eq(nbeats)]
         g_active = Signal()
         g_addr = Signal(aw)
         g_left = Signal(KB + 2)
         m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
         g_free = ~g_active | (self.req.ready & (g_left == 1))
-        m.d.comb += row_take.eq(walking & rows.w_rdy & g_free)
+        m.d.comb += runs_out.ready.eq(g_free)
         queued = data.View(row_entry, rows.w_data)
         m.d.comb += [rows.w_en.eq(row_take),
-                     queued.offset.eq(offset), queued.nbeats.eq(nbeats), queued.nout.eq(nout),
+                     queued.offset.eq(offset), queued.aligned.eq(offset == 0),
+                     queued.nbeats.eq(nbeats), queued.nout.eq(nout), queued.one.eq(nout == 1),
                      queued.a.eq(a), queued.has.eq(row_has), queued.tile_last.eq(wrap_a),
                      queued.job_last.eq(row_last), queued.dst.eq(d1), queued.ncols.eq(ncols),
                      queued.nrows.eq(nrows), queued.nsrc.eq(nsrc)]
@@ -347,9 +361,9 @@ class TileTransposer(wiring.Component):
             m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
             with m.If(g_left == 1):
                 m.d.sync += g_active.eq(0)
-        with m.If(row_take & row_has):
-            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), s_row[LB:])),
-                         g_left.eq(nbeats)]
+        with m.If(runs_out.valid & g_free):
+            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
+                         g_left.eq(runs_out.payload.n)]
 
         # -- the buffer -------------------------------------------------------------------------
         depth = 2 * BB * K
@@ -362,13 +376,35 @@ class TileTransposer(wiring.Component):
 
         # -- fill -------------------------------------------------------------------------------
         h_fill = Signal()
-        # the queue's head (a register: see hw.bus.fifo)
-        fields = data.View(row_entry, rows.r_data)
+        # the row being filled: the queue's head, copied into registers as the row before it
+        # ends, with what the fill derives from it (the packed beat's bytes with a source, the
+        # bytes the row reads), so none of that arithmetic lies in front of the fill's decisions
+        head = data.View(row_entry, rows.r_data)
+        fields = Signal(row_entry)
+        f_v = Signal()
+        f_keep = Signal(BB)
+        f_read = Signal(LB + KB + 5)
+        row_done = Signal()
+        load = rows.r_rdy & (~f_v | row_done)
+        keep_n = Signal(LB + KB + 5)
+        m.d.comb += [rows.r_en.eq(load), keep_n.eq(head.nsrc << (lgc + elog))]
+        with m.If(load):
+            m.d.sync += [f_v.eq(1), fields.eq(head), f_keep.eq(low_bytes(m, keep_n, BB)),
+                         f_read.eq(Mux(pack, keep_n, Mux(head.has, head.ncols << elog, 0)))]
+        with m.Elif(row_done):
+            m.d.sync += f_v.eq(0)
+        # the counters' tests are registers, set as the counters step (the row's first values
+        # from its entry), so the decision to write is a few gates from registers
         j = Signal(KB + 2)                    # beats of the row taken
+        j_zero = Signal(init=1)               # j == 0
+        j_lt = Signal()                       # j < nbeats (once j > 0)
         kb = Signal(KB + 2)                   # beats of the row written
+        kb_zero = Signal(init=1)              # kb == 0
+        kb_end = Signal()                     # kb + 1 == nout (once kb > 0)
+        kb_last = Mux(kb_zero, fields["one"], kb_end)
         prev = Signal(W)
-        can_fill = rows.r_rdy & ~full.bit_select(h_fill, 1)
-        aligned = fields["offset"] == 0
+        can_fill = f_v & ~full.bit_select(h_fill, 1)
+        aligned = fields["aligned"]
         # the row's bytes from its offset on; after its last beat, what follows `prev` lies
         # past the row's end (columns that are never drained)
         funnel = (Cat(prev, self.rdata.payload) >> (fields["offset"] * 8))[:W]
@@ -380,62 +416,73 @@ class TileTransposer(wiring.Component):
             with m.If(~fields["has"]):
                 m.d.comb += [write.eq(1), fill_data.eq(pad_elem)]
             with m.Elif(pack):
-                # rows past the last with a source are pad
-                keep_n = Signal(range(BB + 1))
-                m.d.comb += keep_n.eq(fields["nsrc"] << (lgc + elog))
-                keep_bits = byte_bits(low_bytes(m, keep_n, BB))
+                # rows past the last with a source are pad (``keep``, applied a stage later)
                 m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
-                             fill_data.eq((self.rdata.payload & keep_bits) |
-                                          (pad_elem & ~keep_bits))]
+                             fill_data.eq(self.rdata.payload)]
             with m.Elif(aligned):
                 m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
                              fill_data.eq(self.rdata.payload)]
-            with m.Elif(j == 0):
+            with m.Elif(j_zero):
                 m.d.comb += take_beat.eq(self.rdata.valid)
-            with m.Elif(j < fields["nbeats"]):
+            with m.Elif(j_lt):
                 m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
                              fill_data.eq(funnel)]
             with m.Else():
                 m.d.comb += [write.eq(1), fill_data.eq(funnel)]
         m.d.comb += self.rdata.ready.eq(take_beat)
         with m.If(take_beat):
-            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1)]
-        row_done = write & (kb + 1 == fields["nout"])
+            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1), j_zero.eq(0),
+                         j_lt.eq(j + 1 < fields["nbeats"])]
+        m.d.comb += row_done.eq(write & kb_last)
         with m.If(write):
-            m.d.sync += kb.eq(kb + 1)
+            m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
         tiles = m.submodules.tiles = SyncFIFO(width=tile_entry.size, depth=2)
-        # a finished tile goes to the drain with its last write (below), a cycle later
+        # a finished tile goes to the drain with its last write (below), two cycles later
+        tile_v0 = Signal()
+        tile_d0 = Signal(tile_entry)
         tile_v = Signal()
         tile_d = Signal(tile_entry)
-        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]), tile_d.half.eq(h_fill),
-                     tile_d.dst.eq(fields["dst"]), tile_d.ncols.eq(fields["ncols"]),
-                     tile_d.nrows.eq(fields["nrows"]), tile_d.last.eq(fields["job_last"])]
-        m.d.comb += [rows.r_en.eq(row_done), tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
-                     self.read_bytes.eq(Mux(~row_done, 0,
-                                            Mux(pack, fields["nsrc"] << (lgc + elog),
-                                                Mux(fields["has"], fields["ncols"] << elog,
-                                                    0))))]
+        m.d.sync += [tile_v0.eq(row_done & fields["tile_last"]), tile_d0.half.eq(h_fill),
+                     tile_d0.dst.eq(fields["dst"]), tile_d0.ncols.eq(fields["ncols"]),
+                     tile_d0.nrows.eq(fields["nrows"]), tile_d0.last.eq(fields["job_last"]),
+                     tile_v.eq(tile_v0), tile_d.eq(tile_d0)]
+        m.d.comb += [tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
+                     self.read_bytes.eq(Mux(row_done, f_read, 0))]
         with m.If(row_done):
-            m.d.sync += [j.eq(0), kb.eq(0)]
+            m.d.sync += [j.eq(0), kb.eq(0), j_zero.eq(1), kb_zero.eq(1)]
             with m.If(fields["tile_last"]):
                 m.d.sync += h_fill.eq(~h_fill)
-        # the buffer write, a stage later: the rotation and the banks' write ports are fed
-        # from registers
-        rot_in = Signal(LB)
+        # the buffer write, two stages later: the row's skew and each bank's address are worked
+        # out from registers (stage w0), and the rotation and the banks' write ports are fed
+        # from registers (stage w)
+        w0_valid = Signal()
+        w0_data = Signal(W)
+        w0_keep = Signal(W)                   # the bits of w0_data to keep (the rest are pad)
+        w0_a = Signal(LB)
+        w0_skew = Signal(LB)
+        w0_kb = Signal(KB + 2)
+        w0_half = Signal()
         skew = Mux(pack, fields["a"] >> lgp, fields["a"])
+        m.d.sync += [w0_valid.eq(write), w0_data.eq(fill_data), w0_a.eq(fields["a"]),
+                     w0_keep.eq(Mux(pack & fields["has"], byte_bits(f_keep), Const(-1, W))),
+                     w0_skew.eq(skew), w0_kb.eq(kb), w0_half.eq(h_fill)]
         w_valid = Signal()
         w_data = Signal(W)
         w_rot = Signal(LB)
-        m.d.comb += rot_in.eq((BB - (skew << elog)) & (BB - 1))
-        m.d.sync += [w_valid.eq(write), w_data.eq(fill_data), w_rot.eq(rot_in)]
-        rotated = _rotate_right_bytes(w_data, w_rot, BB)
+        m.d.sync += [w_valid.eq(w0_valid),
+                     w_data.eq((w0_data & w0_keep) | (pad_elem & ~w0_keep)),
+                     w_rot.eq((BB - (w0_skew << elog))[:LB])]
+        rotated = rotate_right_bytes(w_data, w_rot, BB)
         for k, (wp, _) in enumerate(banks):
-            # packed: the bank's element came from row a + (its place in the beat) >> lgc
+            # packed: the bank's element came from row a + (its place in the beat) >> lgc; the
+            # place is worked out a stage ahead
+            w0_place = Signal(LB, name=f"w0_place{k}")
+            m.d.sync += w0_place.eq(((Const(k, LB) >> elog) - skew) & (L - 1))
             w_row = Signal(LB, name=f"w_row{k}")
-            place = ((Const(k, LB) >> elog) - skew) & (L - 1)
-            m.d.comb += w_row.eq(Mux(pack, fields["a"] + (place >> lgc), fields["a"]))
+            m.d.comb += w_row.eq(Mux(pack, w0_a + (w0_place >> lgc), w0_a))
             w_addr = Signal(len(wp.addr), name=f"w_addr{k}")
-            m.d.sync += w_addr.eq(Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill))
+            m.d.sync += w_addr.eq(Cat(w0_kb[:KB], w_row, w0_half) if K > 1 else
+                                  Cat(w_row, w0_half))
             m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_valid),
                          wp.data.eq(rotated[8 * k:8 * k + 8])]
 
@@ -453,7 +500,8 @@ class TileTransposer(wiring.Component):
         bdiv = b >> lgl
         # a second stage, q: the banks' read data is registered before the rotations (a block
         # RAM's clock-to-out leaves too little of the cycle for them), and so are the strobes
-        # and the two pieces' addresses, worked out from stage s
+        # and the two pieces' addresses, worked out from stage s. A third, p, holds the column
+        # in row order and sends it as one or two pieces.
         q_v = Signal()
         q_raw = Signal(W)
         q_rot = Signal(LB)
@@ -464,9 +512,8 @@ class TileTransposer(wiring.Component):
         q_two = Signal()                      # the column spans two beats
         q_bytes = Signal(LB + 1)
         q_last = Signal()
-        q_hi = Signal()                       # sending the second piece of the column
         col_rot = Signal(W)
-        m.d.comb += col_rot.eq(_rotate_right_bytes(q_raw, q_rot, BB))
+        m.d.comb += col_rot.eq(rotate_right_bytes(q_raw, q_rot, BB))
         # packed: element a of the column is at f(a) after the rotation
         col_out = Signal(W)
         m.d.comb += col_out.eq(col_rot)
@@ -483,23 +530,45 @@ class TileTransposer(wiring.Component):
                                 order += [col_rot.word_select(f_a * (1 << e) + j, 8)
                                           for j in range(1 << e)]
                             m.d.comb += col_out.eq(Cat(*order))
-        wide = Signal(2 * W)
-        m.d.comb += wide.eq(Cat(col_out, Const(0, W)) << (q_od * 8))
-        q_done = self.wr.ready & (q_hi | ~q_two)
-        m.d.comb += [self.wr.valid.eq(q_v),
-                     self.wr.payload.addr.eq(Cat(Const(0, LB), Mux(q_hi, q_beat_hi, q_beat))),
-                     self.wr.payload.data.eq(Mux(q_hi, wide[W:], wide[:W])),
-                     self.wr.payload.strb.eq(Mux(q_hi, q_strb[BB:], q_strb[:BB])),
-                     self.wr.payload.last.eq(q_last & (q_hi | ~q_two)),
-                     self.written_bytes.eq(Mux(q_v & q_done, q_bytes, 0))]
-        with m.If(q_v & self.wr.ready & ~q_hi & q_two):
-            m.d.sync += q_hi.eq(1)
-        q_advance = ~q_v | q_done
+        p_v = Signal()
+        p_col = Signal(W)
+        p_od = Signal(LB)
+        p_beat = Signal(aw - LB)
+        p_beat_hi = Signal(aw - LB)
+        p_strb = Signal(2 * BB)
+        p_two = Signal()
+        p_bytes = Signal(LB + 1)
+        p_last = Signal()
+        p_hi = Signal()                       # sending the second piece of the column
+        # the pieces leave through a register slice: nothing here reaches the mid end's path
+        # select or the engine's write slice in the same cycle
+        out = stream.Signature(piece_layout(aw, W)).create()
+        out_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
+                                   payload=out.payload, out_valid=self.wr.valid,
+                                   out_ready=self.wr.ready, out_payload=self.wr.payload)
+        # the column goes to destination bytes od onwards: the first piece holds its low
+        # BB - od bytes, the second the rest, so both carry the column rotated left by od bytes
+        # (the strobes say which bytes count)
+        p_done = out.ready & (p_hi | ~p_two)
+        m.d.comb += [out.valid.eq(p_v),
+                     out.payload.addr.eq(Cat(Const(0, LB), Mux(p_hi, p_beat_hi, p_beat))),
+                     out.payload.data.eq(rotate_right_bytes(p_col, (BB - p_od)[:LB], BB)),
+                     out.payload.strb.eq(Mux(p_hi, p_strb[BB:], p_strb[:BB])),
+                     out.payload.last.eq(p_last & (p_hi | ~p_two)),
+                     self.written_bytes.eq(Mux(p_v & p_done, p_bytes, 0))]
+        with m.If(p_v & out.ready & ~p_hi & p_two):
+            m.d.sync += p_hi.eq(1)
+        p_advance = ~p_v | p_done
+        with m.If(p_advance):
+            m.d.sync += [p_v.eq(q_v), p_hi.eq(0), p_col.eq(col_out), p_od.eq(q_od),
+                         p_beat.eq(q_beat), p_beat_hi.eq(q_beat_hi), p_strb.eq(q_strb),
+                         p_two.eq(q_two), p_bytes.eq(q_bytes), p_last.eq(q_last)]
+        q_advance = ~q_v | p_advance
         strb = low_bytes(m, s_bytes, BB)
         wide_strb = Signal(2 * BB)
         m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
         with m.If(q_advance):
-            m.d.sync += [q_v.eq(s_v), q_hi.eq(0), q_raw.eq(Cat(*[rp.data for _, rp in banks])),
+            m.d.sync += [q_v.eq(s_v), q_raw.eq(Cat(*[rp.data for _, rp in banks])),
                          q_rot.eq(s_rot), q_od.eq(s_dst[:LB]), q_beat.eq(s_dst[LB:]),
                          q_beat_hi.eq(s_dst[LB:] + 1), q_strb.eq(wide_strb),
                          q_two.eq(wide_strb[BB:] != 0), q_bytes.eq(s_bytes),
@@ -532,12 +601,16 @@ class TileTransposer(wiring.Component):
             with m.Else():
                 m.d.sync += b.eq(b + 1)
         m.d.comb += tiles.r_en.eq(issue & col_last)
-        with m.If(tiles.w_en):
-            m.d.sync += full.bit_select(tile_d.half, 1).eq(1)
+        # a half is full from the cycle after its last write is decided, so the fill never
+        # comes back to it before the drain has emptied it
+        with m.If(tile_v0):
+            m.d.sync += full.bit_select(tile_d0.half, 1).eq(1)
         with m.If(issue & col_last):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(walking | g_active | (rows.level != 0) | w_valid | tile_v |
-                                 (full != 0) | s_v | q_v)
+        m.d.comb += self.busy.eq(walking | (runs_slice.level != 0) | g_active |
+                                 (rows.level != 0) | f_v | w0_valid | w_valid | tile_v0 | tile_v |
+                                 (full != 0) | s_v | q_v | p_v |
+                                 (out_slice.level != 0))
         return m
 
