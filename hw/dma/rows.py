@@ -90,12 +90,29 @@ class RowCopier(wiring.Component):
         src_end = Signal(36)
         run_end = Signal(36)
         m.d.comb += [src_end.eq(vbytes + d_off), run_end.eq(total + d_off)]
-        nout = (run_end + BB - 1) >> LB
         delta = Signal(signed(LB + 2))
         m.d.comb += delta.eq(s_off - d_off)
         lead = delta > 0                      # output k needs source beats k and k + 1
         shift = Signal(LB + 1)                # funnel shift in bytes, 1 to BB
         m.d.comb += shift.eq(Mux(lead, delta, delta + BB))
+        # the run's sums go through a register slice; the tests of its first output beat are
+        # worked out from them on the other side, so no sum and test lie in one cycle
+        summed = data.StructLayout({"lead": 1, "shift": LB + 1, "d_beat": aw - LB, "d_off": LB,
+                                    "s_beat": aw - LB, "nbeats": 33, "src_end": 36,
+                                    "run_end": 36, "sourced": 1, "last": 1})
+        sums = stream.Signature(summed).create()
+        m.d.comb += [sums.valid.eq(walker.o.valid), walker.o.ready.eq(sums.ready),
+                     sums.payload.lead.eq(lead), sums.payload.shift.eq(shift),
+                     sums.payload.d_beat.eq(run.dst[LB:]), sums.payload.d_off.eq(d_off),
+                     sums.payload.s_beat.eq(run.src[LB:]), sums.payload.nbeats.eq(nbeats),
+                     sums.payload.src_end.eq(src_end), sums.payload.run_end.eq(run_end),
+                     sums.payload.sourced.eq(sourced), sums.payload.last.eq(run.last)]
+        r = stream.Signature(summed).create()
+        sums_slice = register_slice(m, "sums", valid=sums.valid, ready=sums.ready,
+                                    payload=sums.payload, out_valid=r.valid, out_ready=r.ready,
+                                    out_payload=r.payload)
+        run = r.payload
+        nout = (run.run_end + BB - 1) >> LB
         # a queued run: what the realigner needs of it, worked out here, with the tests of its
         # first output beat (the realigner keeps them in registers for the beats after that)
         entry = data.StructLayout({"lead": 1, "shift": LB + 1, "d_beat": aw - LB,
@@ -108,24 +125,25 @@ class RowCopier(wiring.Component):
         g_left = Signal(33)
         m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
         g_free = ~g_active | (self.req.ready & (g_left == 1))
-        take = walker.o.valid & runs.w_rdy & g_free
+        take = r.valid & runs.w_rdy & g_free
         queued = data.View(entry, runs.w_data)
-        m.d.comb += [queued.takes.eq(takes_source(nbeats, lead)), queued.one.eq(nout == 1),
-                     queued.src_mask.eq(low(clamp(src_end))),
-                     queued.strb.eq(low(clamp(run_end)) & ~low(d_off))]
-        m.d.comb += [walker.o.ready.eq(take), runs.w_en.eq(take),
-                     queued.lead.eq(lead), queued.shift.eq(shift),
-                     queued.d_beat.eq(run.dst[LB:]), queued.nbeats.eq(nbeats),
-                     queued.nout.eq(nout), queued.src_end.eq(src_end),
-                     queued.run_end.eq(run_end), queued.sourced.eq(sourced),
+        m.d.comb += [queued.takes.eq(takes_source(run.nbeats, run.lead)),
+                     queued.one.eq(nout == 1),
+                     queued.src_mask.eq(low(clamp(run.src_end))),
+                     queued.strb.eq(low(clamp(run.run_end)) & ~low(run.d_off))]
+        m.d.comb += [r.ready.eq(take), runs.w_en.eq(take),
+                     queued.lead.eq(run.lead), queued.shift.eq(run.shift),
+                     queued.d_beat.eq(run.d_beat), queued.nbeats.eq(run.nbeats),
+                     queued.nout.eq(nout), queued.src_end.eq(run.src_end),
+                     queued.run_end.eq(run.run_end), queued.sourced.eq(run.sourced),
                      queued.last.eq(run.last)]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
             with m.If(g_left == 1):
                 m.d.sync += g_active.eq(0)
-        with m.If(take & sourced):
-            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), run.src[LB:])),
-                         g_left.eq(nbeats)]
+        with m.If(take & run.sourced):
+            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), run.s_beat)),
+                         g_left.eq(run.nbeats)]
 
         # -- realigner --------------------------------------------------------------------------
         # the queue's head (a register: see hw.bus.fifo)
@@ -201,6 +219,7 @@ class RowCopier(wiring.Component):
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | g_active | (runs.level != 0) |
+        m.d.comb += self.busy.eq(walker.busy | (sums_slice.level != 0) | g_active |
+                                 (runs.level != 0) |
                                  (wr_slice.level != 0))
         return m
