@@ -163,13 +163,14 @@ class BackEnd(wiring.Component):
         wb_next = Signal(aw)                  # the address after the open burst's last beat
         data_mask = Signal(W)
         m.d.comb += data_mask.eq(byte_bits(s.strb))
-        # room in the three FIFOs as registers: each had a free entry besides the one a write
-        # may take in this cycle (a FIFO takes at most one entry a cycle), so the decision to
-        # push or close does not wait on their levels
+        # room in the three FIFOs as registers: each had two free entries a cycle ago, besides
+        # the one a write decided then takes (a FIFO takes at most one entry a cycle, and the
+        # writes reach them through registers, a cycle after they are decided), so the
+        # decision to push or close does not wait on their levels
         room = {f: Signal(name=f"{n}_room") for n, f in (("aw", awfifo), ("wl", wlens),
                                                           ("w", wfifo))}
         for f, r in room.items():
-            m.d.sync += r.eq(f.level < f.depth - 1)
+            m.d.sync += r.eq(f.level < f.depth - 2)
         can_close = room[awfifo] & room[wlens]
         can_push = room[wfifo] & (w_cont | ~wb_open | can_close)
         go = Signal()                         # the intake's piece goes into the open beat
@@ -183,9 +184,15 @@ class BackEnd(wiring.Component):
 
         push = Signal()
         close = Signal()
-        m.d.comb += [wfifo.w_data.eq(Cat(w_data, w_strb)), wfifo.w_en.eq(push),
-                     awfifo.w_data.eq(Cat(wb_start, wb_len - 1)), awfifo.w_en.eq(close),
-                     wlens.w_data.eq(wb_len), wlens.w_en.eq(close)]
+        push_r = Signal()
+        close_r = Signal()
+        m.d.sync += [push_r.eq(push), close_r.eq(close)]
+        with m.If(push):
+            m.d.sync += wfifo.w_data.eq(Cat(w_data, w_strb))
+        with m.If(close):
+            m.d.sync += [awfifo.w_data.eq(Cat(wb_start, wb_len - 1)),
+                         wlens.w_data.eq(wb_len - 1)]
+        m.d.comb += [wfifo.w_en.eq(push_r), awfifo.w_en.eq(close_r), wlens.w_en.eq(close_r)]
         flush = Signal()                      # the last piece is in: push and close what is open
 
         def push_open_beat():
@@ -240,7 +247,7 @@ class BackEnd(wiring.Component):
                          axi.awlen.eq(awfifo.r_data[aw:])]
         w_count = Signal(9)
         w_go = wlens.r_rdy & wfifo.r_rdy & (issued_bursts != 0)
-        w_lastbeat = w_count == wlens.r_data - 1
+        w_lastbeat = w_count == wlens.r_data          # wlens holds each burst's length - 1
         w_sent = w_go & axi.wready
         m.d.comb += [axi.wvalid.eq(w_go), axi.wdata.eq(wfifo.r_data[:W]),
                      axi.wstrb.eq(wfifo.r_data[W:]), axi.wlast.eq(w_lastbeat),
@@ -254,7 +261,8 @@ class BackEnd(wiring.Component):
         with m.If(b_beat & (axi.bresp != Resp.OKAY)):
             m.d.sync += self.write_err.eq(1)
 
-        writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & (awfifo.level == 0) &
+        writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & ~push_r & ~close_r &
+                       (awfifo.level == 0) &
                        (issued_bursts == 0) & (pending_b == 0) & ~awvalid &
                        (wfifo.level == 0))
         reads_idle = (inflight == 0) & ~arvalid & ~open_ & ~i_valid

@@ -52,21 +52,39 @@ class ElementPath(wiring.Component):
         # elements waiting for their beat: as many as the beats the engine can have in flight
         entry = data.StructLayout({"dst": aw, "rot": LB, "has_src": 1, "new_beat": 1, "last": 1})
         entries = m.submodules.entries = RegisteredQueue(width=entry.size, depth=self.queue)
-        step = walker.o.payload
-        beat_of = Cat(Const(0, LB), step.src[LB:])
-        asked = Signal()                      # `last_beat` holds the beat asked for last
-        last_beat = Signal(aw)
-        new_beat = step.has_src & ~(asked & (beat_of == last_beat))
-        m.d.comb += [self.req.valid.eq(walker.o.valid & new_beat & entries.w_rdy),
-                     self.req.payload.eq(beat_of)]
-        take = walker.o.valid & entries.w_rdy & (~new_beat | self.req.ready)
+        # whether an element needs a new beat (it has a source, in another beat than the last
+        # element with a source) is worked out as it enters a register slice, so the compare
+        # does not lie in front of the take below: the elements leave the slice in the order
+        # they entered it, so the last with a source before it is the beat asked for last
+        ahead = data.StructLayout({"beat": aw - LB, "dst": aw, "rot": LB, "has_src": 1,
+                                   "new_beat": 1, "last": 1})
+        w_step = walker.o.payload
+        w_beat = w_step.src[LB:]
+        seen = Signal()                       # `seen_beat` holds the last source's beat
+        seen_beat = Signal(aw - LB)
+        pre = stream.Signature(ahead).create()
+        m.d.comb += [pre.valid.eq(walker.o.valid), walker.o.ready.eq(pre.ready),
+                     pre.payload.beat.eq(w_beat), pre.payload.dst.eq(w_step.dst),
+                     pre.payload.rot.eq(w_step.src[:LB] - w_step.dst[:LB]),
+                     pre.payload.has_src.eq(w_step.has_src),
+                     pre.payload.new_beat.eq(w_step.has_src & ~(seen & (w_beat == seen_beat))),
+                     pre.payload.last.eq(w_step.last)]
+        with m.If(walker.o.valid & pre.ready & w_step.has_src):
+            m.d.sync += [seen.eq(1), seen_beat.eq(w_beat)]
+        o = stream.Signature(ahead).create()
+        pre_slice = register_slice(m, "ahead", valid=pre.valid, ready=pre.ready,
+                                   payload=pre.payload, out_valid=o.valid, out_ready=o.ready,
+                                   out_payload=o.payload)
+        step = o.payload
+        new_beat = step.new_beat
+        m.d.comb += [self.req.valid.eq(o.valid & new_beat & entries.w_rdy),
+                     self.req.payload.eq(Cat(Const(0, LB), step.beat))]
+        take = o.valid & entries.w_rdy & (~new_beat | self.req.ready)
         queued = data.View(entry, entries.w_data)
-        m.d.comb += [walker.o.ready.eq(take), entries.w_en.eq(take),
-                     queued.dst.eq(step.dst), queued.rot.eq(step.src[:LB] - step.dst[:LB]),
+        m.d.comb += [o.ready.eq(take), entries.w_en.eq(take),
+                     queued.dst.eq(step.dst), queued.rot.eq(step.rot),
                      queued.has_src.eq(step.has_src), queued.new_beat.eq(new_beat),
                      queued.last.eq(step.last)]
-        with m.If(take & new_beat):
-            m.d.sync += [asked.eq(1), last_beat.eq(beat_of)]
 
         # extractor: entries in order; a new beat is taken when the entry asked for one
         head = data.View(entry, entries.r_data)
@@ -95,5 +113,6 @@ class ElementPath(wiring.Component):
         with m.If(go & e_new):
             m.d.sync += cur.eq(self.rdata.payload)
 
-        m.d.comb += self.busy.eq(walker.busy | (entries.level != 0) | (wr_slice.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | (pre_slice.level != 0) | (entries.level != 0) |
+                                 (wr_slice.level != 0))
         return m

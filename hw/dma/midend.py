@@ -122,6 +122,10 @@ class MidEnd(wiring.Component):
         d1_follows = reg(n_dst[1] == (n_ext[0] << elog), "d1_follows")
         row_fits = reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
         d0_fits = reg((ndims >= 2) & (n_dst[0] == eb) & (n_ext[0] > 1) & (elog < LB), "d0_fits")
+        # each source stride in elements (and whether it is a whole number of them), for the
+        # test of stage 4 without a shift in front of its compare
+        sst_el = [reg(n_sst[k] >> elog, f"sst_el{k}") for k in range(MAX_DIMS)]
+        sst_whole = [reg((n_sst[k] & (eb - 1)) == 0, f"sst_whole{k}") for k in range(MAX_DIMS)]
         # stage 3: the column dimension
         col_c = Signal(3)
         for k in (3, 2, 1):
@@ -136,18 +140,17 @@ class MidEnd(wiring.Component):
         col_ext = reg(col_ext_c, "col_ext")
         g_rows = reg((col_c >= 2) & (ndims >= 3) & ext0_small & d1_follows, "g_rows")
         # stage 4: the columns' second dimension (0 for none)
-        col_bytes = Signal(35)
-        m.d.comb += col_bytes.eq(col_ext << elog)
+        # a dimension that continues the columns in the source has a stride of col_ext elements
         c_hi_c = Signal(3)
         for k in (4, 3, 2, 1):
             with m.If((k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
-                      (n_sst[k] == col_bytes) & whole[k]):
+                      sst_whole[k] & (sst_el[k] == col_ext) & whole[k]):
                 m.d.comb += c_hi_c.eq(k)
         c_hi = reg(c_hi_c, "c_hi")
         col_small = reg(pow2(col_ext), "col_small")
         col_under_t = reg(col_ext < T, "col_under_t")
         col_under_l = reg(col_ext < L, "col_under_l")
-        s0_packed = reg(n_sst[0] == col_bytes, "s0_packed")
+        s0_packed = reg(sst_whole[0] & (sst_el[0] == col_ext), "s0_packed")
         # stage 5: grouped columns, then the other dimensions, in order
         g_cols_c = (c_hi != 0) & col_small & col_under_t
         free_c = [Const(0)] + [(k < ndims) & (col != k) & ~(g_rows & (k == 1)) &

@@ -201,6 +201,7 @@ class TileTransposer(wiring.Component):
         # f(a) = (a >> lgp) + (a mod P) * 2**lgc, so the P rows of a beat take disjoint banks.
         pack = self.pack_rows
         lgp = reg(lgl - lgc, "lgp", range(LB + 1))
+        lgce = reg(lgc + elog, "lgce", range(LB + KB + 4))     # log2 of a packed row's bytes
         a_step = reg(Mux(pack, Const(1, LB + 1) << lgp, 1), "a_step", LB + 1)
 
         # -- row walker -------------------------------------------------------------------------
@@ -214,19 +215,34 @@ class TileTransposer(wiring.Component):
 
         def counter(name, shape, step, init, tests):
             """A counter kept with ``tests`` ({name: (function of a value, shape)}), whose
-            registers are returned with the counter and its choice (KEEP, STEP or INIT). A test
+            registers are returned with the counter and its choice (KEEP, STEP or INIT), and
+            under ``"next"`` the values they take at the next clock edge. A test
             given as (function of a value, function of the value *before* a step, shape) takes
             the second on a step, so no subtract lies in front of its comparison."""
             value = Signal(shape, name=name)
             choice = Signal(2, init=KEEP, name=f"{name}_choice")
             held = {t: Signal(spec[-1], name=f"{name}_{t}") for t, spec in tests.items()}
+            # each test's next value, for registers that follow it; the tests of the first
+            # value are configuration registers (``init`` is held while the job runs), so the
+            # choice selects between registers and the stepped tests: no operator of one test
+            # is shared between the two and put behind the choice
+            nxt = {t: Signal(spec[-1], name=f"{name}_{t}_next") for t, spec in tests.items()}
+            for t, spec in tests.items():
+                stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
+                m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
+                                       spec[0](step(value)))
+                first = reg(spec[0](init), f"{name}_{t}_first", spec[-1])
+                m.d.comb += nxt[t].eq(held[t])
+                with m.If(choice == STEP):
+                    m.d.comb += nxt[t].eq(stepped)
+                with m.If(choice == INIT):
+                    m.d.comb += nxt[t].eq(first)
+                m.d.sync += held[t].eq(nxt[t])
+            held["next"] = nxt
             with m.If(choice == STEP):
                 m.d.sync += value.eq(step(value))
-                m.d.sync += [held[t].eq(spec[1](value) if len(spec) == 3 else
-                                        spec[0](step(value))) for t, spec in tests.items()]
             with m.If(choice == INIT):
                 m.d.sync += value.eq(init)
-                m.d.sync += [held[t].eq(spec[0](init)) for t, spec in tests.items()]
             return value, held, choice
 
         # A row tile or column tile steps only while more than a tile is left (v > L, v > T),
@@ -258,7 +274,11 @@ class TileTransposer(wiring.Component):
         s_row, s1, s0, s2, s3 = (Signal(aw, name=n) for n in ("s_row", "s1", "s0", "s2", "s3"))
         d1, d0, d2, d3 = (Signal(aw, name=n) for n in ("d1", "d0", "d2", "d3"))
         nrows, ncols, vclip = t0["n"], t1["n"], tv["clip"]
-        wrap_a = a + a_step >= nrows
+        # rows of the tile from row a on, and whether row a is the tile's last (a_left <=
+        # a_step): registers, so the walker's first test is not a sum and a compare
+        a_left = Signal(LB + 1)
+        a_left_next = Signal(LB + 1)
+        wrap_a = Signal()
         wrap_t1, wrap_t0, wrap_2, wrap_3 = t1["wrap"], t0["wrap"], t2["wrap"], t3["wrap"]
         row_last = wrap_a & wrap_t1 & wrap_t0 & wrap_2 & wrap_3
         row_has = ((a >> sh0) < vclip) & ((a & lo_mask) < v_lo) & t2["has"] & t3["has"]
@@ -275,6 +295,12 @@ class TileTransposer(wiring.Component):
         next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
 
 
+        m.d.comb += a_left_next.eq(a_left)
+        with m.If(row_take & ~wrap_a):
+            m.d.comb += a_left_next.eq(a_left - a_step)
+        with m.Elif(row_take | (self.start & ~walking)):
+            m.d.comb += a_left_next.eq(t0["next"]["n"])
+        m.d.sync += [a_left.eq(a_left_next), wrap_a.eq(a_left_next <= a_step)]
         with m.If(self.start & ~walking):
             m.d.sync += [walking.eq(1), a.eq(0)]
             m.d.comb += [x.eq(INIT) for x in (rem0_do, vrem0_do, rem1_do, c2_do, c3_do)]
@@ -369,7 +395,10 @@ class TileTransposer(wiring.Component):
         depth = 2 * BB * K
         banks = []
         for k in range(BB):
-            mem = Memory(shape=8, depth=depth, init=[])
+            # the fill and the drain never use one half at once (the full flags), so a read
+            # never meets a write of its address: no_rw_check tells Yosys not to add logic
+            # that would forward such a write to the read
+            mem = Memory(shape=8, depth=depth, init=[], attrs={"no_rw_check": 1})
             m.submodules[f"bank{k}"] = mem
             banks.append((mem.write_port(), mem.read_port(domain="sync")))
         full = Signal(2)
@@ -384,13 +413,21 @@ class TileTransposer(wiring.Component):
         f_v = Signal()
         f_keep = Signal(BB)
         f_read = Signal(LB + KB + 5)
+        f_rot = Signal(LB)                    # the rotation of the row's beats into the banks
+        f_place = [Signal(LB, name=f"f_place{k}") for k in range(BB)]
         row_done = Signal()
         load = rows.r_rdy & (~f_v | row_done)
         keep_n = Signal(LB + KB + 5)
-        m.d.comb += [rows.r_en.eq(load), keep_n.eq(head.nsrc << (lgc + elog))]
+        skew = Signal(LB)                     # the row's skew in the banks
+        m.d.comb += skew.eq(Mux(pack, head.a >> lgp, head.a))
+        m.d.comb += [rows.r_en.eq(load), keep_n.eq(head.nsrc << lgce)]
         with m.If(load):
             m.d.sync += [f_v.eq(1), fields.eq(head), f_keep.eq(low_bytes(m, keep_n, BB)),
-                         f_read.eq(Mux(pack, keep_n, Mux(head.has, head.ncols << elog, 0)))]
+                         f_read.eq(Mux(pack, keep_n, Mux(head.has, head.ncols << elog, 0))),
+                         f_rot.eq((BB - (skew << elog))[:LB])]
+            # packed: each bank's element's place in the beat, before the rotation
+            m.d.sync += [f_place[k].eq(((Const(k, LB) >> elog) - skew) & (L - 1))
+                         for k in range(BB)]
         with m.Elif(row_done):
             m.d.sync += f_v.eq(0)
         # the counters' tests are registers, set as the counters step (the row's first values
@@ -437,52 +474,39 @@ class TileTransposer(wiring.Component):
         with m.If(write):
             m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
         tiles = m.submodules.tiles = SyncFIFO(width=tile_entry.size, depth=2)
-        # a finished tile goes to the drain with its last write (below), two cycles later
-        tile_v0 = Signal()
-        tile_d0 = Signal(tile_entry)
+        # a finished tile goes to the drain with its last write (below), a cycle later
         tile_v = Signal()
         tile_d = Signal(tile_entry)
-        m.d.sync += [tile_v0.eq(row_done & fields["tile_last"]), tile_d0.half.eq(h_fill),
-                     tile_d0.dst.eq(fields["dst"]), tile_d0.ncols.eq(fields["ncols"]),
-                     tile_d0.nrows.eq(fields["nrows"]), tile_d0.last.eq(fields["job_last"]),
-                     tile_v.eq(tile_v0), tile_d.eq(tile_d0)]
+        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]), tile_d.half.eq(h_fill),
+                     tile_d.dst.eq(fields["dst"]), tile_d.ncols.eq(fields["ncols"]),
+                     tile_d.nrows.eq(fields["nrows"]), tile_d.last.eq(fields["job_last"])]
+        # the bytes a row read, counted a cycle after it is done (the job is busy until its
+        # write has left stage w)
+        read_r = Signal.like(f_read)
+        m.d.sync += read_r.eq(Mux(row_done, f_read, 0))
         m.d.comb += [tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
-                     self.read_bytes.eq(Mux(row_done, f_read, 0))]
+                     self.read_bytes.eq(read_r)]
         with m.If(row_done):
             m.d.sync += [j.eq(0), kb.eq(0), j_zero.eq(1), kb_zero.eq(1)]
             with m.If(fields["tile_last"]):
                 m.d.sync += h_fill.eq(~h_fill)
-        # the buffer write, two stages later: the row's skew and each bank's address are worked
-        # out from registers (stage w0), and the rotation and the banks' write ports are fed
-        # from registers (stage w)
-        w0_valid = Signal()
-        w0_data = Signal(W)
-        w0_keep = Signal(W)                   # the bits of w0_data to keep (the rest are pad)
-        w0_a = Signal(LB)
-        w0_skew = Signal(LB)
-        w0_kb = Signal(KB + 2)
-        w0_half = Signal()
-        skew = Mux(pack, fields["a"] >> lgp, fields["a"])
-        m.d.sync += [w0_valid.eq(write), w0_data.eq(fill_data), w0_a.eq(fields["a"]),
-                     w0_keep.eq(Mux(pack & fields["has"], byte_bits(f_keep), Const(-1, W))),
-                     w0_skew.eq(skew), w0_kb.eq(kb), w0_half.eq(h_fill)]
+        # the buffer write, a stage later: the rotation and the banks' write ports are fed
+        # from registers; the row's rotation and each bank's place in a packed beat were
+        # worked out as the row was loaded
+        keep_bits = Mux(pack & fields["has"], byte_bits(f_keep), Const(-1, W))
         w_valid = Signal()
         w_data = Signal(W)
         w_rot = Signal(LB)
-        m.d.sync += [w_valid.eq(w0_valid),
-                     w_data.eq((w0_data & w0_keep) | (pad_elem & ~w0_keep)),
-                     w_rot.eq((BB - (w0_skew << elog))[:LB])]
+        m.d.sync += [w_valid.eq(write),
+                     w_data.eq((fill_data & keep_bits) | (pad_elem & ~keep_bits)),
+                     w_rot.eq(f_rot)]
         rotated = rotate_right_bytes(w_data, w_rot, BB)
         for k, (wp, _) in enumerate(banks):
-            # packed: the bank's element came from row a + (its place in the beat) >> lgc; the
-            # place is worked out a stage ahead
-            w0_place = Signal(LB, name=f"w0_place{k}")
-            m.d.sync += w0_place.eq(((Const(k, LB) >> elog) - skew) & (L - 1))
+            # packed: the bank's element came from row a + (its place in the beat) >> lgc
             w_row = Signal(LB, name=f"w_row{k}")
-            m.d.comb += w_row.eq(Mux(pack, w0_a + (w0_place >> lgc), w0_a))
+            m.d.comb += w_row.eq(Mux(pack, fields["a"] + (f_place[k] >> lgc), fields["a"]))
             w_addr = Signal(len(wp.addr), name=f"w_addr{k}")
-            m.d.sync += w_addr.eq(Cat(w0_kb[:KB], w_row, w0_half) if K > 1 else
-                                  Cat(w_row, w0_half))
+            m.d.sync += w_addr.eq(Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill))
             m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_valid),
                          wp.data.eq(rotated[8 * k:8 * k + 8])]
 
@@ -601,15 +625,13 @@ class TileTransposer(wiring.Component):
             with m.Else():
                 m.d.sync += b.eq(b + 1)
         m.d.comb += tiles.r_en.eq(issue & col_last)
-        # a half is full from the cycle after its last write is decided, so the fill never
-        # comes back to it before the drain has emptied it
-        with m.If(tile_v0):
-            m.d.sync += full.bit_select(tile_d0.half, 1).eq(1)
+        with m.If(tiles.w_en):
+            m.d.sync += full.bit_select(tile_d.half, 1).eq(1)
         with m.If(issue & col_last):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
         m.d.comb += self.busy.eq(walking | (runs_slice.level != 0) | g_active |
-                                 (rows.level != 0) | f_v | w0_valid | w_valid | tile_v0 | tile_v |
+                                 (rows.level != 0) | f_v | w_valid | tile_v |
                                  (full != 0) | s_v | q_v | p_v |
                                  (out_slice.level != 0))
         return m
