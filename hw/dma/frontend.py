@@ -38,6 +38,7 @@ class _State(enum.Enum, shape=4):
     DRAIN = 5        # stopped by an error: wait for what was issued to finish
     NEXT = 6
     SUMS = 7         # the checks' sums, registered for the verdict
+    COMPARE = 8      # the verdict's range and overlap tests, registered
 
 
 class FrontEnd(wiring.Component):
@@ -122,6 +123,9 @@ class FrontEnd(wiring.Component):
         misaligned = Signal()                 # the verdict's inputs, from SUMS
         s_end = Signal(72)
         d_end = Signal(72)
+        s_over = Signal()                     # the source ends past the address space
+        d_over = Signal()                     # the destination does
+        overlap = Signal()                    # the two ranges overlap
         cur_e = Signal(32)
         cur_v = Signal(32)
         cur_s = Signal(32)
@@ -131,8 +135,8 @@ class FrontEnd(wiring.Component):
                 m.d.comb += [cur_e.eq(ext[k]), cur_v.eq(val[k]), cur_s.eq(sst[k]),
                              cur_d.eq(dstr[k])]
         # each dimension's two products, (extent - 1) x destination stride and (valid - 1) x
-        # source stride, over four cycles: operands (and the dimension's comparisons), 16-bit
-        # partial products, the middle sums, the products; then the checks take them
+        # source stride, over four cycles: operands, 16-bit partial products (and the
+        # dimension's comparisons), the middle sums, the products; then the checks take them
         phase = Signal(range(LAST_PHASE + 1))
         ops = [Signal(32, name=f"op{i}") for i in range(4)]     # e - 1, d, v - 1, s
         parts = [Signal(32, name=f"pp{i}") for i in range(8)]
@@ -141,6 +145,8 @@ class FrontEnd(wiring.Component):
         p_src = Signal(64)
         e_zero, v_over, e_many, v_zero, nests = (Signal(name=n) for n in (
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
+        reg_e = Signal(32)
+        reg_v = Signal(32)
 
         def partials(a, b):
             lo, hi = slice(0, 16), slice(16, 32)
@@ -260,9 +266,11 @@ class FrontEnd(wiring.Component):
                         with m.Case(0):
                             m.d.sync += [ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
                                          ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
-                                         e_zero.eq(cur_e == 0), v_over.eq(cur_v > cur_e),
-                                         e_many.eq(cur_e > 1), v_zero.eq(cur_v == 0)]
+                                         reg_e.eq(cur_e), reg_v.eq(cur_v)]
                         with m.Case(1):
+                            # the dimension's comparisons, on its registered extent and valid
+                            m.d.sync += [e_zero.eq(reg_e == 0), v_over.eq(reg_v > reg_e),
+                                         e_many.eq(reg_e > 1), v_zero.eq(reg_v == 0)]
                             m.d.sync += [r.eq(v) for r, v in zip(
                                 parts, partials(ops[0], ops[1]) + partials(ops[2], ops[3]),
                                 strict=True)]
@@ -299,9 +307,13 @@ class FrontEnd(wiring.Component):
                 with m.If(((src | dst) & (eb - 1)) != 0):
                     m.d.comb += misaligned_c.eq(1)
                 m.d.sync += [misaligned.eq(misaligned_c), s_end.eq(src + src_top + eb),
-                             d_end.eq(dst + span + eb), state.eq(_State.VERDICT)]
-            with m.Case(_State.VERDICT):
+                             d_end.eq(dst + span + eb), state.eq(_State.COMPARE)]
+            with m.Case(_State.COMPARE):
                 top = 1 << aw
+                m.d.sync += [s_over.eq(s_end > top), d_over.eq(d_end > top),
+                             overlap.eq((src < d_end) & (dst < s_end)),
+                             state.eq(_State.VERDICT)]
+            with m.Case(_State.VERDICT):
                 with m.If((ndims == 0) | (ndims > MAX_DIMS)):
                     finish(Error.DIMS)
                 with m.Elif(first_dim_err != 0):
@@ -310,11 +322,11 @@ class FrontEnd(wiring.Component):
                     finish(Error.DIMS)
                 with m.Elif(misaligned):
                     finish(Error.ALIGN)
-                with m.Elif(~no_src & (s_end > top)):
+                with m.Elif(~no_src & s_over):
                     finish(Error.RANGE)
-                with m.Elif(d_end > top):
+                with m.Elif(d_over):
                     finish(Error.RANGE)
-                with m.Elif(~no_src & (src < d_end) & (dst < s_end)):
+                with m.Elif(~no_src & overlap):
                     finish(Error.OVERLAP)
                 with m.Else():
                     m.d.comb += self.start.eq(1)

@@ -202,10 +202,14 @@ class MidEnd(wiring.Component):
             m.d.sync += settle.eq(SETTLE)
         with m.Elif(settle != 0):
             m.d.sync += settle.eq(settle - 1)
-        m.d.comb += go.eq(settle == 1)
-        with m.If(go):
-            m.d.comb += [rows.start.eq(path == Path.ROWS), tile.start.eq(path == Path.TILES),
-                         elements.start.eq(path == Path.ELEMENTS)]
+        # each path's start is a register, set from settle == 2 so that it is high in the cycle
+        # settle is 1 (the path register holds this descriptor's path from seven cycles after
+        # start on, well before)
+        m.d.comb += go.eq(settle == 2)
+        starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}
+        for p, u in units.items():
+            m.d.sync += starts[u].eq(go & (path == p))
+            m.d.comb += u.start.eq(starts[u])
 
         # the running path has the streams
         with m.Switch(path):
