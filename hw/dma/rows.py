@@ -59,6 +59,21 @@ class RowCopier(wiring.Component):
             m.d.comb += out.eq(Mux(neg, 0, Mux(top.any(), BB, x[:LB])))
             return out
 
+        def clamp_after(x):
+            """clamp(x - BB) for a signed x, without the subtract: the bytes below BB, x's
+            low bits, stay as they are."""
+            out = Signal(range(BB + 1))
+            under = x[-1] | (x[LB:-1] == 0)               # x < BB
+            over = ~x[-1] & (x[LB + 1:-1] != 0)           # x >= 2 BB
+            m.d.comb += out.eq(Mux(under, 0, Mux(over, BB, x[:LB])))
+            return out
+
+        def takes_after(u, lead):
+            """takes_source(u - 1, lead) for a signed u, without the subtract."""
+            ge1 = ~u[-1] & (u[:-1] != 0)
+            ge3 = ~u[-1] & ((u[2:-1] != 0) | (u[:2] == 3))
+            return ge1 & (ge3 | (~u[0] & ~lead))
+
         def low(n):
             return low_bytes(m, n, BB)
 
@@ -222,11 +237,13 @@ class RowCopier(wiring.Component):
             m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]
         with m.If(sent):
             u_next, sr_next, er_next = u - 1, sr - BB, er - BB
+            # the next beat's tests are taken from the values before the step, so no subtract
+            # lies in front of them
             m.d.sync += [first.eq(0), u_reg.eq(u_next), v_reg.eq(v - 1), sr_reg.eq(sr_next),
                          er_reg.eq(er_next), a_reg.eq(a + 1),
-                         takes_reg.eq(takes_source(u_next, lead)), one_reg.eq(v == 2),
-                         src_mask_reg.eq(low(clamp(sr_next))),
-                         strb_reg.eq(low(clamp(er_next)))]
+                         takes_reg.eq(takes_after(u, lead)), one_reg.eq(v == 2),
+                         src_mask_reg.eq(low(clamp_after(sr))),
+                         strb_reg.eq(low(clamp_after(er)))]
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
