@@ -147,6 +147,8 @@ class FrontEnd(wiring.Component):
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
         reg_e = Signal(32)
         reg_v = Signal(32)
+        dim_left = Signal()                   # k_chk names a dimension of the descriptor
+        m.d.sync += dim_left.eq((k_chk < ndims) & (k_chk < MAX_DIMS))
 
         def partials(a, b):
             lo, hi = slice(0, 16), slice(16, 32)
@@ -223,7 +225,7 @@ class FrontEnd(wiring.Component):
                               getattr(regs, f"dim{k}_src_stride").value.data,
                               getattr(regs, f"dim{k}_dst_stride").value.data)
                              for k in range(MAX_DIMS)]))
-                        m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), span.eq(0),
+                        m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), span.eq(0),
                                      src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
                                      nest_err.eq(0)]
                     with m.Else():
@@ -256,17 +258,21 @@ class FrontEnd(wiring.Component):
                                      f[416 + 128 * k:448 + 128 * k]) for k in range(MAX_DIMS)]
                             load_fields((f[0:64], f[64:128], f[128:192], f[192:256],
                                          f[256:288], dims))
-                            m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), span.eq(0),
-                                         src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
-                                         nest_err.eq(0)]
+                            m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0),
+                                         span.eq(0), src_top.eq(0), no_src.eq(0),
+                                         first_dim_err.eq(0), nest_err.eq(0)]
             with m.Case(_State.CHECK):
-                with m.If((k_chk < ndims) & (k_chk < MAX_DIMS) & (phase != LAST_PHASE)):
+                # phase 0 loads the dimension's operands whether or not there is one, while
+                # `dim_left` (a register) settles; the phases after it look at it
+                with m.If(phase == 0):
+                    m.d.sync += [phase.eq(1), ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
+                                 ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
+                                 reg_e.eq(cur_e), reg_v.eq(cur_v)]
+                with m.Elif(~dim_left):
+                    m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
+                with m.Elif(phase != LAST_PHASE):
                     m.d.sync += phase.eq(phase + 1)
                     with m.Switch(phase):
-                        with m.Case(0):
-                            m.d.sync += [ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
-                                         ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
-                                         reg_e.eq(cur_e), reg_v.eq(cur_v)]
                         with m.Case(1):
                             # the dimension's comparisons, on its registered extent and valid
                             m.d.sync += [e_zero.eq(reg_e == 0), v_over.eq(reg_v > reg_e),
@@ -281,7 +287,7 @@ class FrontEnd(wiring.Component):
                         with m.Case(3):
                             m.d.sync += [p_dst.eq(total(parts[:4], mids[0])),
                                          p_src.eq(total(parts[4:], mids[1]))]
-                with m.Elif((k_chk < ndims) & (k_chk < MAX_DIMS)):
+                with m.Else():
                     m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
                         with m.If(e_zero):
@@ -297,8 +303,6 @@ class FrontEnd(wiring.Component):
                     with m.Else():
                         m.d.sync += src_top.eq(src_top + p_src)
                     m.d.sync += k_chk.eq(k_chk + 1)
-                with m.Else():
-                    m.d.sync += state.eq(_State.SUMS)
             with m.Case(_State.SUMS):
                 misaligned_c = Signal()
                 for k in range(MAX_DIMS):
