@@ -121,3 +121,37 @@ def test_ice40_figures_come_from_the_netlist():
     assert got == {"luts": 5, "brams": 1, "mults": 1, "ffs": 2, "fmax_mhz": None, "fits": True}
     cells.update({f"m{i}": {"type": "SB_MAC16"} for i in range(8)})
     assert synth.read_netlist(netlist, "ice40")["fits"] is False
+
+
+def _cell(kind, conns, outputs):
+    return {"type": kind, "connections": conns,
+            "port_directions": {p: ("output" if p in outputs else "input") for p in conns}}
+
+
+def test_deepest_paths_of_a_netlist(capsys, tmp_path):
+    """hw.paths on a hand-made netlist: register a through two LUTs into b, c through one LUT
+    into d. The longer path comes first, with its start, its cells and its nets in order."""
+    from hw import paths
+
+    ff = lambda d, q: _cell("TRELLIS_FF", {"CLK": [1], "DI": [d], "Q": [q]}, {"Q"})  # noqa: E731
+    lut = lambda a, z: _cell("LUT4", {"A": [a], "B": ["0"], "Z": [z]}, {"Z"})          # noqa: E731
+    netlist = {"modules": {"top": {
+        "attributes": {"top": "00000000000000000000000000000001"},
+        "netnames": {"a": {"bits": [2]}, "x": {"bits": [3]}, "y": {"bits": [4]},
+                     "b": {"bits": [5]}, "c": {"bits": [6]}, "z": {"bits": [7]},
+                     "d": {"bits": [8]}},
+        "cells": {"a_TRELLIS_FF_Q": ff(9, 2), "l1": lut(2, 3), "l2": lut(3, 4),
+                  "b_TRELLIS_FF_Q": ff(4, 5), "c_TRELLIS_FF_Q": ff(9, 6), "l3": lut(6, 7),
+                  "d_TRELLIS_FF_Q": ff(7, 8)}}}}
+    got = paths.deepest(netlist, 5)
+    assert [(p.start, p.cells, p.nets) for p in got[:2]] == [
+        ("a", 2, ["a", "x", "y"]), ("c", 1, ["c", "z"])]
+    assert got[0].arrival == pytest.approx(0.5 + 2 * (0.4 + paths.HOP))
+    assert got[0].end == "TRELLIS_FF.DI"
+    (tmp_path / "n.json").write_text(json.dumps(netlist))
+    assert paths.main([str(tmp_path / "n.json"), "-n", "1", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "a  ->  TRELLIS_FF.DI" in out and "c  ->" not in out
+    (tmp_path / "bad.json").write_text(json.dumps({"modules": {"m": {"cells": {}}}}))
+    assert paths.main([str(tmp_path / "bad.json")]) == 2
+    assert "no module marked top" in capsys.readouterr().err
