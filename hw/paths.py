@@ -10,7 +10,8 @@ The estimate is a sum of guesses: a LUT4 costs its logic delay plus one routed h
 L6MUX21 fed from its own slice costs only its logic, a carry chain's ripple is cheap and its
 entry and exit cost a hop, a net of fanout ``f`` adds ``0.15 * log2(f)`` ns, and block RAM
 and multiplier outputs start late. On the DMA engine its figures ran about a fifth above
-nextpnr's, and the two agreed on which paths were worst (docs/fpga.md).
+nextpnr's, and nextpnr's worst path was among its first 13 in four of five builds; a
+decision that loads hundreds of registers it ranks too low (docs/fpga.md).
 """
 
 from __future__ import annotations
