@@ -407,7 +407,8 @@ class TileTransposer(wiring.Component):
         h_fill = Signal()
         # the row being filled: the queue's head, copied into registers as the row before it
         # ends, with what the fill derives from it (the packed beat's bytes with a source, the
-        # bytes the row reads), so none of that arithmetic lies in front of the fill's decisions
+        # bytes the row reads, its rotation into the banks and each bank's place in a packed
+        # beat), so none of that arithmetic lies in front of the fill's decisions
         head = data.View(row_entry, rows.r_data)
         fields = Signal(row_entry)
         f_v = Signal()
@@ -453,7 +454,8 @@ class TileTransposer(wiring.Component):
             with m.If(~fields["has"]):
                 m.d.comb += [write.eq(1), fill_data.eq(pad_elem)]
             with m.Elif(pack):
-                # rows past the last with a source are pad (``keep``, applied a stage later)
+                # rows past the last with a source are pad (``keep_bits``, applied as the beat
+                # is registered for the write)
                 m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
                              fill_data.eq(self.rdata.payload)]
             with m.Elif(aligned):
