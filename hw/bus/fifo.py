@@ -22,6 +22,16 @@ def registered(m, value, name, shape=None):
     return r
 
 
+def registered_room(m, fifo, name):
+    """A register that says whether ``fifo`` (with ``level`` and ``depth``) had two free
+    entries a cycle ago: room for a write decided now, even if the write decided in the cycle
+    before lands first (a FIFO takes at most one entry a cycle). A writer that waits on it
+    does not wait on the level's compare; the FIFO then fills to ``depth - 1`` at most."""
+    room = Signal(name=name)
+    m.d.sync += room.eq(fifo.level < fifo.depth - 2)
+    return room
+
+
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
                    reset=None, bypass=False):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
@@ -73,7 +83,7 @@ class RegisteredQueue(Elaboratable):
         q = m.submodules.queue = SyncFIFOBuffered(width=self.width, depth=self.depth)
         m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
         if self.depth >= 4:
-            m.d.sync += self.w_rdy.eq(q.level < self.depth - 2)
+            m.d.comb += self.w_rdy.eq(registered_room(m, q, "room"))
         else:
             m.d.comb += self.w_rdy.eq(q.w_rdy)
         out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,

@@ -31,6 +31,7 @@ from amaranth.lib.wiring import In, Out
 from model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
+from ..bus.fifo import registered_room
 from .tile import byte_bits, piece_layout
 
 DATA_ID = 0
@@ -167,10 +168,8 @@ class BackEnd(wiring.Component):
         # the one a write decided then takes (a FIFO takes at most one entry a cycle, and the
         # writes reach them through registers, a cycle after they are decided), so the
         # decision to push or close does not wait on their levels
-        room = {f: Signal(name=f"{n}_room") for n, f in (("aw", awfifo), ("wl", wlens),
-                                                          ("w", wfifo))}
-        for f, r in room.items():
-            m.d.sync += r.eq(f.level < f.depth - 2)
+        room = {f: registered_room(m, f, f"{n}_room") for n, f in (("aw", awfifo),
+                                                                   ("wl", wlens), ("w", wfifo))}
         can_close = room[awfifo] & room[wlens]
         can_push = room[wfifo] & (w_cont | ~wb_open | can_close)
         go = Signal()                         # the intake's piece goes into the open beat

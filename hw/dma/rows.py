@@ -19,7 +19,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 
 from ..bus.fifo import RegisteredQueue, register_slice
-from .tile import byte_bits, low_bytes, pad_pattern, path_ports, piece_layout
+from .tile import beat_requests, byte_bits, low_bytes, pad_pattern, path_ports, piece_layout
 from .walker import Walker
 
 DIMS = 5
@@ -135,23 +135,12 @@ class RowCopier(wiring.Component):
                                    "sourced": 1, "last": 1,
                                    "takes": 1, "one": 1, "src_mask": BB, "strb": BB})
         runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue)
-        # a run with a source hands its first beat and beat count to the beat generator through
-        # a register slice, so queueing the run does not wait on the read requests' ready
-        beat_run = data.StructLayout({"beat": aw - LB, "n": 33})
-        gen_in = stream.Signature(beat_run).create()
-        gen = stream.Signature(beat_run).create()
-        gen_slice = register_slice(m, "gen", valid=gen_in.valid, ready=gen_in.ready,
-                                   payload=gen_in.payload, out_valid=gen.valid,
-                                   out_ready=gen.ready, out_payload=gen.payload)
+        # a run with a source hands its first beat and beat count to the beat generator, so
+        # queueing the run does not wait on the read requests' ready
+        gen_in, gen_busy = beat_requests(m, "gen", self.req, bus_bytes=BB, count_width=33)
         take = r.valid & runs.w_rdy & gen_in.ready
         m.d.comb += [gen_in.valid.eq(take & run.sourced), gen_in.payload.beat.eq(run.s_beat),
                      gen_in.payload.n.eq(run.nbeats)]
-        g_active = Signal()
-        g_addr = Signal(aw)
-        g_left = Signal(33)
-        m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
-        g_free = ~g_active | (self.req.ready & (g_left == 1))
-        m.d.comb += gen.ready.eq(g_free)
         queued = data.View(entry, runs.w_data)
         m.d.comb += [queued.takes.eq(takes_source(run.nbeats, run.lead)),
                      queued.one.eq(nout == 1),
@@ -163,13 +152,6 @@ class RowCopier(wiring.Component):
                      queued.nout.eq(nout), queued.src_end.eq(run.src_end),
                      queued.run_end.eq(run.run_end), queued.sourced.eq(run.sourced),
                      queued.last.eq(run.last)]
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
-            with m.If(g_left == 1):
-                m.d.sync += g_active.eq(0)
-        with m.If(gen.valid & g_free):
-            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), gen.payload.beat)),
-                         g_left.eq(gen.payload.n)]
 
         # -- realigner --------------------------------------------------------------------------
         # the queue's head (a register: see hw.bus.fifo)
@@ -247,8 +229,7 @@ class RowCopier(wiring.Component):
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | (sums_slice.level != 0) |
-                                 (gen_slice.level != 0) | g_active |
+        m.d.comb += self.busy.eq(walker.busy | (sums_slice.level != 0) | gen_busy |
                                  (runs.level != 0) |
                                  (wr_slice.level != 0))
         return m

@@ -127,6 +127,34 @@ def rotate_right_bytes(value, amount, nbytes):
     return (Cat(value, value) >> (amount * 8))[:nbytes * 8]
 
 
+def beat_requests(m, name, req, *, bus_bytes, count_width):
+    """The beat generator the row and tile paths share: runs of beats (``beat``, the first
+    beat's address in beats; ``n``, how many) go in through a register slice, so whoever queues
+    a run does not wait on the read requests' ready, and come out on ``req`` (a stream of beat
+    addresses) one beat a cycle. Returns the runs' input stream and a busy signal."""
+    aw = len(req.payload)
+    LB = (bus_bytes - 1).bit_length()
+    run = data.StructLayout({"beat": aw - LB, "n": count_width})
+    runs_in = stream.Signature(run).create(path=(f"{name}_in",))
+    runs_out = stream.Signature(run).create(path=(f"{name}_out",))
+    runs = register_slice(m, name, valid=runs_in.valid, ready=runs_in.ready,
+                          payload=runs_in.payload, out_valid=runs_out.valid,
+                          out_ready=runs_out.ready, out_payload=runs_out.payload)
+    active = Signal(name=f"{name}_active")
+    addr = Signal(aw, name=f"{name}_addr")
+    left = Signal(count_width, name=f"{name}_left")
+    free = ~active | (req.ready & (left == 1))
+    m.d.comb += [req.valid.eq(active), req.payload.eq(addr), runs_out.ready.eq(free)]
+    with m.If(req.valid & req.ready):
+        m.d.sync += [addr.eq(addr + bus_bytes), left.eq(left - 1)]
+        with m.If(left == 1):
+            m.d.sync += active.eq(0)
+    with m.If(runs_out.valid & free):
+        m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
+                     left.eq(runs_out.payload.n)]
+    return runs_in, active | (runs.level != 0)
+
+
 class TileTransposer(wiring.Component):
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
     #: the inputs must be held that long before ``start``
@@ -358,24 +386,13 @@ class TileTransposer(wiring.Component):
         tile_entry = data.StructLayout({"half": 1, "dst": aw, "ncols": LB + KB + 1,
                                         "nrows": LB + 1, "last": 1})
         rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
-        # a row with a source hands its first beat and beat count to the beat generator
-        # through a register slice, so the walker's step does not wait on the read requests'
-        # ready in the same cycle
-        beat_run = data.StructLayout({"beat": aw - LB, "n": KB + 2})
-        runs_in = stream.Signature(beat_run).create()
-        runs_out = stream.Signature(beat_run).create()
-        runs_slice = register_slice(m, "runs", valid=runs_in.valid, ready=runs_in.ready,
-                                    payload=runs_in.payload, out_valid=runs_out.valid,
-                                    out_ready=runs_out.ready, out_payload=runs_out.payload)
+        # a row with a source hands its first beat and beat count to the beat generator, so
+        # the walker's step does not wait on the read requests' ready
+        runs_in, gen_busy = beat_requests(m, "runs", self.req, bus_bytes=BB,
+                                          count_width=KB + 2)
         m.d.comb += row_take.eq(walking & rows.w_rdy & runs_in.ready)
         m.d.comb += [runs_in.valid.eq(row_take & row_has), runs_in.payload.beat.eq(s_row[LB:]),
                      runs_in.payload.n.eq(nbeats)]
-        g_active = Signal()
-        g_addr = Signal(aw)
-        g_left = Signal(KB + 2)
-        m.d.comb += [self.req.valid.eq(g_active), self.req.payload.eq(g_addr)]
-        g_free = ~g_active | (self.req.ready & (g_left == 1))
-        m.d.comb += runs_out.ready.eq(g_free)
         queued = data.View(row_entry, rows.w_data)
         m.d.comb += [rows.w_en.eq(row_take),
                      queued.offset.eq(offset), queued.aligned.eq(offset == 0),
@@ -383,13 +400,6 @@ class TileTransposer(wiring.Component):
                      queued.a.eq(a), queued.has.eq(row_has), queued.tile_last.eq(wrap_a),
                      queued.job_last.eq(row_last), queued.dst.eq(d1), queued.ncols.eq(ncols),
                      queued.nrows.eq(nrows), queued.nsrc.eq(nsrc)]
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += [g_addr.eq(g_addr + BB), g_left.eq(g_left - 1)]
-            with m.If(g_left == 1):
-                m.d.sync += g_active.eq(0)
-        with m.If(runs_out.valid & g_free):
-            m.d.sync += [g_active.eq(1), g_addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
-                         g_left.eq(runs_out.payload.n)]
 
         # -- the buffer -------------------------------------------------------------------------
         depth = 2 * BB * K
@@ -632,7 +642,7 @@ class TileTransposer(wiring.Component):
         with m.If(issue & col_last):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(walking | (runs_slice.level != 0) | g_active |
+        m.d.comb += self.busy.eq(walking | gen_busy |
                                  (rows.level != 0) | f_v | w_valid | tile_v |
                                  (full != 0) | s_v | q_v | p_v |
                                  (out_slice.level != 0))
