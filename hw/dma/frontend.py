@@ -39,6 +39,7 @@ class _State(enum.Enum, shape=4):
     NEXT = 6
     SUMS = 7         # the checks' sums, registered for the verdict
     COMPARE = 8      # the verdict's range and overlap tests, registered
+    LOAD = 9         # the descriptor's fields load (from the registers or a fetched chain one)
 
 
 class FrontEnd(wiring.Component):
@@ -105,7 +106,14 @@ class FrontEnd(wiring.Component):
         start_chain = regs.ctrl.start_chain.pulse[0] & (state == _State.IDLE) & \
             ~regs.ctrl.start.pulse[0]
         fetch_addr = Signal(64)
+        # the chain address's tests, as registers loaded with it
+        fetch_misaligned = Signal()
+        fetch_over = Signal()
         m.d.comb += self.fetch_addr.eq(fetch_addr[:aw])
+
+        def set_fetch_addr(value):
+            m.d.sync += [fetch_addr.eq(value), fetch_misaligned.eq(value[:7] != 0),
+                         fetch_over.eq(value[aw:] != 0)]
 
         m.d.comb += [self.src.eq(src[:aw]), self.dst.eq(dst[:aw]), self.elog.eq(elog),
                      self.pad.eq(pad), self.ndims.eq(ndims)]
@@ -198,69 +206,90 @@ class FrontEnd(wiring.Component):
             m.d.sync += [error_code.eq(code), state.eq(_State.IDLE)]
             m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
 
-        def load_fields(words):
-            """Latch a descriptor from (src, dst, next, pad, control, dims...) values."""
+        # The descriptor's ~900 registers load in a state of their own (LOAD), enabled by
+        # `load_now` alone and fed by a multiplexer whose select (`load_regs`) was set the cycle
+        # before: the decision to load (a start pulse, the last fetched beat) is not on the path
+        # into their enables
+        load_now = Signal()
+        load_regs = Signal()                  # load from the register bank, not `fetched`
+        m.d.sync += load_now.eq(0)
+
+        def to_load(from_regs):
+            m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs)]
+
+        def fields(words):
+            """A descriptor's fields, (src, dst, next, pad, control, dims...), as a flat list of
+            values in the order of :data:`targets`."""
             s_, d_, n_, p_, c_, dims = words
-            m.d.sync += [src.eq(s_), dst.eq(d_), nxt.eq(n_), pad.eq(p_), elog.eq(c_[0:2]),
-                         ndims.eq(c_[2:5]), last_desc.eq(c_[8]), want_irq.eq(c_[9])]
-            for k in range(MAX_DIMS):
-                e_, v_, ss_, ds_ = dims[k]
-                m.d.sync += [ext[k].eq(e_), val[k].eq(v_), sst[k].eq(ss_), dstr[k].eq(ds_)]
+            return [s_, d_, n_, p_, c_[0:2], c_[2:5], c_[8], c_[9],
+                    *(f for dim in dims for f in dim)]
+
+        targets = [src, dst, nxt, pad, elog, ndims, last_desc, want_irq,
+                   *(r for k in range(MAX_DIMS) for r in (ext[k], val[k], sst[k], dstr[k]))]
+        f = fetched
+        from_fetched = fields((
+            f[0:64], f[64:128], f[128:192], f[192:256], f[256:288],
+            [(f[320 + 128 * k:352 + 128 * k], f[352 + 128 * k:384 + 128 * k],
+              f[384 + 128 * k:416 + 128 * k], f[416 + 128 * k:448 + 128 * k])
+             for k in range(MAX_DIMS)]))
+        from_bank = fields((
+            regs.src_addr.value.data, regs.dst_addr.value.data, 0,
+            Cat(regs.pad_lo.value.data, regs.pad_hi.value.data),
+            Cat(regs.control.element.data, regs.control.dims.data,
+                Const(0, 3), Const(1, 1), regs.control.irq.data),
+            [(getattr(regs, f"dim{k}_extent").value.data,
+              getattr(regs, f"dim{k}_valid").value.data,
+              getattr(regs, f"dim{k}_src_stride").value.data,
+              getattr(regs, f"dim{k}_dst_stride").value.data)
+             for k in range(MAX_DIMS)]))
+        with m.If(load_now):
+            m.d.sync += [t.eq(Mux(load_regs, b, a))
+                         for t, a, b in zip(targets, from_fetched, from_bank, strict=True)]
+
+        # the fetched descriptor's beats pass a register, then shift into `fetched` whatever the
+        # state (beats come only when a fetch was asked for)
+        beat = Signal.like(self.fetch_beat.payload)
+        beat_valid = Signal()
+        m.d.sync += [beat.eq(self.fetch_beat.payload), beat_valid.eq(self.fetch_beat.valid)]
+        with m.If(beat_valid):
+            m.d.sync += fetched.eq(Cat(fetched[W:], beat[:W]))
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(start_regs | start_chain):
                     m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
                                  bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
-                                 ndone.eq(0), halt.eq(0),
-                                 fetch_addr.eq(regs.chain_addr.value.data)]
+                                 ndone.eq(0), halt.eq(0)]
+                    set_fetch_addr(regs.chain_addr.value.data)
                     with m.If(start_regs):
-                        load_fields((
-                            regs.src_addr.value.data, regs.dst_addr.value.data, 0,
-                            Cat(regs.pad_lo.value.data, regs.pad_hi.value.data),
-                            Cat(regs.control.element.data, regs.control.dims.data,
-                                Const(0, 3), Const(1, 1), regs.control.irq.data),
-                            [(getattr(regs, f"dim{k}_extent").value.data,
-                              getattr(regs, f"dim{k}_valid").value.data,
-                              getattr(regs, f"dim{k}_src_stride").value.data,
-                              getattr(regs, f"dim{k}_dst_stride").value.data)
-                             for k in range(MAX_DIMS)]))
-                        m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), span.eq(0),
-                                     src_top.eq(0), no_src.eq(0), first_dim_err.eq(0),
-                                     nest_err.eq(0)]
+                        to_load(1)
                     with m.Else():
                         m.d.sync += [state.eq(_State.FETCH), fetch_count.eq(0),
                                      fetch_err.eq(0)]
             with m.Case(_State.FETCH):
-                with m.If(fetch_addr[:7] != 0):
+                with m.If(fetch_misaligned):
                     finish(Error.ALIGN)
-                with m.Elif(fetch_addr[aw:] != 0):
+                with m.Elif(fetch_over):
                     finish(Error.RANGE)
                 with m.Else():
                     started = Signal()
                     with m.If(~started & ~dp_reset_q):    # not while the back end resets
                         m.d.comb += self.fetch_go.eq(1)
                         m.d.sync += started.eq(1)
-                    beat = self.fetch_beat
-                    with m.If(beat.valid):
-                        m.d.sync += [fetched.eq(Cat(fetched[W:], beat.payload[:W])),
-                                     fetch_count.eq(fetch_count + 1)]
-                        with m.If(beat.payload[W]):
+                    with m.If(beat_valid):
+                        m.d.sync += fetch_count.eq(fetch_count + 1)
+                        with m.If(beat[W]):
                             m.d.sync += fetch_err.eq(1)
                     with m.If(fetch_count == fetch_beats):
                         m.d.sync += started.eq(0)
                         with m.If(fetch_err):
                             finish(Error.FETCH_ERROR)
                         with m.Else():
-                            f = fetched
-                            dims = [(f[320 + 128 * k:352 + 128 * k], f[352 + 128 * k:384 + 128 * k],
-                                     f[384 + 128 * k:416 + 128 * k],
-                                     f[416 + 128 * k:448 + 128 * k]) for k in range(MAX_DIMS)]
-                            load_fields((f[0:64], f[64:128], f[128:192], f[192:256],
-                                         f[256:288], dims))
-                            m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0),
-                                         span.eq(0), src_top.eq(0), no_src.eq(0),
-                                         first_dim_err.eq(0), nest_err.eq(0)]
+                            to_load(0)
+            with m.Case(_State.LOAD):
+                # the fields load this cycle (`load_now`); the checks start on them next
+                m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), span.eq(0),
+                             src_top.eq(0), no_src.eq(0), first_dim_err.eq(0), nest_err.eq(0)]
             with m.Case(_State.CHECK):
                 # phase 0 loads the dimension's operands whether or not there is one, while
                 # `dim_left` (a register) settles; the phases after it look at it
@@ -351,8 +380,9 @@ class FrontEnd(wiring.Component):
                     m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
                     m.d.comb += done_set.eq(1)
                 with m.Else():
-                    m.d.sync += [index.eq(index + 1), fetch_addr.eq(nxt), state.eq(_State.FETCH),
+                    m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
                                  fetch_count.eq(0), fetch_err.eq(0)]
+                    set_fetch_addr(nxt)
         with m.If(dp_reset):
             m.d.sync += halt.eq(0)
 
