@@ -59,19 +59,25 @@ class RowCopier(wiring.Component):
             m.d.comb += out.eq(Mux(neg, 0, Mux(top.any(), BB, x[:LB])))
             return out
 
+        def magnitude(x):
+            """x's sign (0 for an unsigned x) and its other bits."""
+            return (x[-1], x[:-1]) if x.shape().signed else (Const(0, 1), x)
+
         def clamp_after(x):
-            """clamp(x - BB) for a signed x, without the subtract: the bytes below BB, x's
-            low bits, stay as they are."""
+            """clamp(x - BB), without the subtract: the bytes below BB, x's low bits, stay as
+            they are."""
             out = Signal(range(BB + 1))
-            under = x[-1] | (x[LB:-1] == 0)               # x < BB
-            over = ~x[-1] & (x[LB + 1:-1] != 0)           # x >= 2 BB
+            neg, mag = magnitude(x)
+            under = neg | (mag[LB:] == 0)                 # x < BB
+            over = ~neg & (mag[LB + 1:] != 0)             # x >= 2 BB
             m.d.comb += out.eq(Mux(under, 0, Mux(over, BB, x[:LB])))
             return out
 
         def takes_after(u, lead):
-            """takes_source(u - 1, lead) for a signed u, without the subtract."""
-            ge1 = ~u[-1] & (u[:-1] != 0)
-            ge3 = ~u[-1] & ((u[2:-1] != 0) | (u[:2] == 3))
+            """takes_source(u - 1, lead), without the subtract."""
+            neg, mag = magnitude(u)
+            ge1 = ~neg & (mag != 0)
+            ge3 = ~neg & ((mag[2:] != 0) | (mag[:2] == 3))
             return ge1 & (ge3 | (~u[0] & ~lead))
 
         def low(n):
@@ -129,11 +135,13 @@ class RowCopier(wiring.Component):
         run = r.payload
         nout = (run.run_end + BB - 1) >> LB
         # a queued run: what the realigner needs of it, worked out here, with the tests of its
-        # first output beat (the realigner keeps them in registers for the beats after that)
+        # first and second output beats (the realigner keeps them in registers for the beats
+        # after that)
         entry = data.StructLayout({"lead": 1, "shift": LB + 1, "d_beat": aw - LB,
                                    "nbeats": 33, "nout": 33, "src_end": 36, "run_end": 36,
                                    "sourced": 1, "last": 1,
-                                   "takes": 1, "one": 1, "src_mask": BB, "strb": BB})
+                                   "takes": 1, "one": 1, "src_mask": BB, "strb": BB,
+                                   "takes2": 1, "one2": 1, "src_mask2": BB, "strb2": BB})
         runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue)
         # a run with a source hands its first beat and beat count to the beat generator, so
         # queueing the run does not wait on the read requests' ready
@@ -145,7 +153,11 @@ class RowCopier(wiring.Component):
         m.d.comb += [queued.takes.eq(takes_source(run.nbeats, run.lead)),
                      queued.one.eq(nout == 1),
                      queued.src_mask.eq(low(clamp(run.src_end))),
-                     queued.strb.eq(low(clamp(run.run_end)) & ~low(run.d_off))]
+                     queued.strb.eq(low(clamp(run.run_end)) & ~low(run.d_off)),
+                     queued.takes2.eq(takes_after(run.nbeats, run.lead)),
+                     queued.one2.eq(nout == 2),
+                     queued.src_mask2.eq(low(clamp_after(run.src_end))),
+                     queued.strb2.eq(low(clamp_after(run.run_end)))]
         m.d.comb += [r.ready.eq(take), runs.w_en.eq(take),
                      queued.lead.eq(run.lead), queued.shift.eq(run.shift),
                      queued.d_beat.eq(run.d_beat), queued.nbeats.eq(run.nbeats),
@@ -219,13 +231,16 @@ class RowCopier(wiring.Component):
             m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]
         with m.If(sent):
             u_next, sr_next, er_next = u - 1, sr - BB, er - BB
-            # the next beat's tests are taken from the values before the step, so no subtract
-            # lies in front of them
+            # the next beat's tests are taken from the registers' values before the step (so
+            # no subtract lies in front of them), or after the run's first beat from its entry
+            # (so `first` selects between finished tests, not between their operands)
             m.d.sync += [first.eq(0), u_reg.eq(u_next), v_reg.eq(v - 1), sr_reg.eq(sr_next),
                          er_reg.eq(er_next), a_reg.eq(a + 1),
-                         takes_reg.eq(takes_after(u, lead)), one_reg.eq(v == 2),
-                         src_mask_reg.eq(low(clamp_after(sr))),
-                         strb_reg.eq(low(clamp_after(er)))]
+                         takes_reg.eq(Mux(first, fields["takes2"], takes_after(u_reg, lead))),
+                         one_reg.eq(Mux(first, fields["one2"], v_reg == 2)),
+                         src_mask_reg.eq(Mux(first, fields["src_mask2"],
+                                             low(clamp_after(sr_reg)))),
+                         strb_reg.eq(Mux(first, fields["strb2"], low(clamp_after(er_reg))))]
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
