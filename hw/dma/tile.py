@@ -444,15 +444,12 @@ class TileTransposer(wiring.Component):
         # the counters' tests are registers, set as the counters step (the row's first values
         # from its entry), so the decision to write is a few gates from registers
         j = Signal(KB + 2)                    # beats of the row taken
-        j_zero = Signal(init=1)               # j == 0
-        j_lt = Signal()                       # j < nbeats (once j > 0)
         kb = Signal(KB + 2)                   # beats of the row written
         kb_zero = Signal(init=1)              # kb == 0
         kb_end = Signal()                     # kb + 1 == nout (once kb > 0)
         kb_last = Mux(kb_zero, fields["one"], kb_end)
         prev = Signal(W)
         can_fill = f_v & ~full.bit_select(h_fill, 1)
-        aligned = fields["aligned"]
         # the row's bytes from its offset on; after its last beat, what follows `prev` lies
         # past the row's end (columns that are never drained)
         funnel = (Cat(prev, self.rdata.payload) >> (fields["offset"] * 8))[:W]
@@ -460,28 +457,37 @@ class TileTransposer(wiring.Component):
         fill_data = Signal(W)
         write = Signal()
         take_beat = Signal()
+        # what the next fill step does, as registers set as the row loads and as it takes a
+        # beat (so the decision to take and write is a few gates from registers): a row with
+        # a source whose beats land whole (packed or aligned) writes each beat it takes; an
+        # unaligned one takes its first beat without writing, writes on each beat after that
+        # and, after its last beat, writes the funnel's tail without a beat; a row without a
+        # source writes pad
+        whole = Signal()                      # the row's beats land whole (pack or aligned)
+        on_beat = Signal()                    # take a beat and write
+        first_beat = Signal()                 # take a beat, write nothing
+        no_beat = Signal()                    # write without a beat
         with m.If(can_fill):
-            with m.If(~fields["has"]):
-                m.d.comb += [write.eq(1), fill_data.eq(pad_elem)]
-            with m.Elif(pack):
-                # rows past the last with a source are pad (``keep_bits``, applied as the beat
-                # is registered for the write)
-                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
-                             fill_data.eq(self.rdata.payload)]
-            with m.Elif(aligned):
-                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
-                             fill_data.eq(self.rdata.payload)]
-            with m.Elif(j_zero):
+            with m.If(on_beat):
+                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid)]
+            with m.If(first_beat):
                 m.d.comb += take_beat.eq(self.rdata.valid)
-            with m.Elif(j_lt):
-                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid),
-                             fill_data.eq(funnel)]
-            with m.Else():
-                m.d.comb += [write.eq(1), fill_data.eq(funnel)]
+            with m.If(no_beat):
+                m.d.comb += write.eq(1)
+        # rows past a packed beat's last with a source are pad (``keep_bits``, applied as the
+        # beat is registered for the write)
+        m.d.comb += fill_data.eq(Mux(~fields["has"], pad_elem,
+                                     Mux(whole, self.rdata.payload, funnel)))
         m.d.comb += self.rdata.ready.eq(take_beat)
         with m.If(take_beat):
-            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1), j_zero.eq(0),
-                         j_lt.eq(j + 1 < fields["nbeats"])]
+            more = j + 1 < fields["nbeats"]
+            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1),
+                         on_beat.eq(whole | more), first_beat.eq(0),
+                         no_beat.eq(~whole & ~more)]
+        with m.If(load):
+            whole_head = pack | head.aligned
+            m.d.sync += [whole.eq(whole_head), on_beat.eq(head.has & whole_head),
+                         first_beat.eq(head.has & ~whole_head), no_beat.eq(~head.has)]
         m.d.comb += row_done.eq(write & kb_last)
         with m.If(write):
             m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
@@ -499,7 +505,7 @@ class TileTransposer(wiring.Component):
         m.d.comb += [tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
                      self.read_bytes.eq(read_r)]
         with m.If(row_done):
-            m.d.sync += [j.eq(0), kb.eq(0), j_zero.eq(1), kb_zero.eq(1)]
+            m.d.sync += [j.eq(0), kb.eq(0), kb_zero.eq(1)]
             with m.If(fields["tile_last"]):
                 m.d.sync += h_fill.eq(~h_fill)
         # the buffer write, a stage later: the rotation and the banks' write ports are fed
