@@ -143,15 +143,18 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     active = Signal(name=f"{name}_active")
     addr = Signal(aw, name=f"{name}_addr")
     left = Signal(count_width, name=f"{name}_left")
-    free = ~active | (req.ready & (left == 1))
+    # left == 1, as a register set as `left` loads and steps: the wide compare is not on the
+    # path from the requests' ready into the runs' slice
+    one_left = Signal(name=f"{name}_one_left")
+    free = ~active | (req.ready & one_left)
     m.d.comb += [req.valid.eq(active), req.payload.eq(addr), runs_out.ready.eq(free)]
     with m.If(req.valid & req.ready):
-        m.d.sync += [addr.eq(addr + bus_bytes), left.eq(left - 1)]
-        with m.If(left == 1):
+        m.d.sync += [addr.eq(addr + bus_bytes), left.eq(left - 1), one_left.eq(left == 2)]
+        with m.If(one_left):
             m.d.sync += active.eq(0)
     with m.If(runs_out.valid & free):
         m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
-                     left.eq(runs_out.payload.n)]
+                     left.eq(runs_out.payload.n), one_left.eq(runs_out.payload.n == 1)]
     return runs_in, active | (runs.level != 0)
 
 
@@ -384,7 +387,7 @@ class TileTransposer(wiring.Component):
             "has": 1, "tile_last": 1,
             "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
         tile_entry = data.StructLayout({"half": 1, "dst": aw, "ncols": LB + KB + 1,
-                                        "nrows": LB + 1, "last": 1})
+                                        "one_col": 1, "nrows": LB + 1, "last": 1})
         rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
         # a row with a source hands its first beat and beat count to the beat generator, so
         # the walker's step does not wait on the read requests' ready
@@ -479,15 +482,16 @@ class TileTransposer(wiring.Component):
         m.d.comb += fill_data.eq(Mux(~fields["has"], pad_elem,
                                      Mux(whole, self.rdata.payload, funnel)))
         m.d.comb += self.rdata.ready.eq(take_beat)
+        more = Signal()                       # j + 1 < nbeats: a beat follows this one
         with m.If(take_beat):
-            more = j + 1 < fields["nbeats"]
             m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1),
                          on_beat.eq(whole | more), first_beat.eq(0),
-                         no_beat.eq(~whole & ~more)]
+                         no_beat.eq(~whole & ~more), more.eq(j + 2 < fields["nbeats"])]
         with m.If(load):
             whole_head = pack | head.aligned
             m.d.sync += [whole.eq(whole_head), on_beat.eq(head.has & whole_head),
-                         first_beat.eq(head.has & ~whole_head), no_beat.eq(~head.has)]
+                         first_beat.eq(head.has & ~whole_head), no_beat.eq(~head.has),
+                         more.eq(head.nbeats > 1)]
         m.d.comb += row_done.eq(write & kb_last)
         with m.If(write):
             m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
@@ -497,6 +501,7 @@ class TileTransposer(wiring.Component):
         tile_d = Signal(tile_entry)
         m.d.sync += [tile_v.eq(row_done & fields["tile_last"]), tile_d.half.eq(h_fill),
                      tile_d.dst.eq(fields["dst"]), tile_d.ncols.eq(fields["ncols"]),
+                     tile_d.one_col.eq(fields["ncols"] == 1),
                      tile_d.nrows.eq(fields["nrows"]), tile_d.last.eq(fields["job_last"])]
         # the bytes a row read, counted a cycle after it is done (the job is busy until its
         # write has left stage w)
@@ -628,20 +633,24 @@ class TileTransposer(wiring.Component):
             m.d.comb += row_k.eq(Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x))
             r_addr = Cat(bdiv[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
             m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
-        col_last = b + 1 == t_ncols
+        # whether b is the tile's last column, from registers: b == 0 and b + 1 == ncols
+        # (for b > 0) are set as b steps, and a tile of one column says so in its entry
+        b_zero = Signal(init=1)
+        b_end = Signal()
+        col_last = Mux(b_zero, t.one_col, b_end)
         c_mask = Signal(LB + KB)
         m.d.comb += c_mask.eq(ext[COLS] - 1)
         next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
         with m.If(advance):
             m.d.sync += s_v.eq(issue)
         with m.If(issue):
-            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b == 0, t_dst, col_dst)),
+            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b_zero, t_dst, col_dst)),
                          s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
-                         col_dst.eq(Mux(b == 0, t_dst, col_dst) + next_col)]
+                         col_dst.eq(Mux(b_zero, t_dst, col_dst) + next_col)]
             with m.If(col_last):
-                m.d.sync += b.eq(0)
+                m.d.sync += [b.eq(0), b_zero.eq(1)]
             with m.Else():
-                m.d.sync += b.eq(b + 1)
+                m.d.sync += [b.eq(b + 1), b_zero.eq(0), b_end.eq(b + 2 == t_ncols)]
         m.d.comb += tiles.r_en.eq(issue & col_last)
         with m.If(tiles.w_en):
             m.d.sync += full.bit_select(tile_d.half, 1).eq(1)
