@@ -7,7 +7,7 @@ queue kept in block RAM should feed registers only. :class:`RegisteredQueue` is
 still a transfer a cycle.
 """
 
-from amaranth import Elaboratable, Module, Signal, Value
+from amaranth import Cat, Elaboratable, Module, Signal, Value
 from amaranth.hdl import ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
@@ -22,13 +22,13 @@ def registered(m, value, name, shape=None):
     return r
 
 
-def registered_room(m, fifo, name):
-    """A register that says whether ``fifo`` (with ``level`` and ``depth``) had two free
-    entries a cycle ago: room for a write decided now, even if the write decided in the cycle
-    before lands first (a FIFO takes at most one entry a cycle). A writer that waits on it
-    does not wait on the level's compare; the FIFO then fills to ``depth - 1`` at most."""
+def registered_room(m, name, *fifos):
+    """A register that says whether each of ``fifos`` (with ``level`` and ``depth``) had two
+    free entries a cycle ago: room for a write decided now, even if the write decided in the
+    cycle before lands first (a FIFO takes at most one entry a cycle). A writer that waits on
+    it does not wait on the levels' compares; each FIFO then fills to ``depth - 1`` at most."""
     room = Signal(name=name)
-    m.d.sync += room.eq(fifo.level < fifo.depth - 2)
+    m.d.sync += room.eq(Cat(*(f.level < f.depth - 2 for f in fifos)).all())
     return room
 
 
@@ -83,7 +83,7 @@ class RegisteredQueue(Elaboratable):
         q = m.submodules.queue = SyncFIFOBuffered(width=self.width, depth=self.depth)
         m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
         if self.depth >= 4:
-            m.d.comb += self.w_rdy.eq(registered_room(m, q, "room"))
+            m.d.comb += self.w_rdy.eq(registered_room(m, "room", q))
         else:
             m.d.comb += self.w_rdy.eq(q.w_rdy)
         out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,

@@ -164,14 +164,14 @@ class BackEnd(wiring.Component):
         wb_next = Signal(aw)                  # the address after the open burst's last beat
         data_mask = Signal(W)
         m.d.comb += data_mask.eq(byte_bits(s.strb))
-        # room in the three FIFOs as registers: each had two free entries a cycle ago, besides
-        # the one a write decided then takes (a FIFO takes at most one entry a cycle, and the
-        # writes reach them through registers, a cycle after they are decided), so the
-        # decision to push or close does not wait on their levels
-        room = {f: registered_room(m, f, f"{n}_room") for n, f in (("aw", awfifo),
-                                                                   ("wl", wlens), ("w", wfifo))}
-        can_close = room[awfifo] & room[wlens]
-        can_push = room[wfifo] & (w_cont | ~wb_open | can_close)
+        # room in the three FIFOs as one register: each had two free entries a cycle ago,
+        # besides the one a write decided then takes (a FIFO takes at most one entry a cycle,
+        # and the writes reach them through registers, a cycle after they are decided), so the
+        # decision to push or close does not wait on their levels. Pushing a beat waits for
+        # room in all three, not only in the W FIFO, whether or not it closes a burst: the
+        # decision is then a few gates from registers (the burst FIFOs fill first only when
+        # bursts are a beat or two long, and then nearly every push closes one anyway)
+        can_push = can_close = registered_room(m, "fifo_room", awfifo, wlens, wfifo)
         go = Signal()                         # the intake's piece goes into the open beat
         m.d.comb += [go.eq(s_valid & (s_same | ~w_open | can_push) & ~halt),
                      self.wr.ready.eq((~s_valid | go) & ~halt)]
