@@ -22,7 +22,7 @@ the path and begins; ``path`` tells which one runs (0 elements, 1 rows, 2 tiles)
 ``written_bytes`` feed the job's counters.
 """
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -192,8 +192,13 @@ class MidEnd(wiring.Component):
         m.d.sync += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols),
                      tile.pack_rows.eq(pack)]
         tile_fits = d0_fits & (col != 0) & (n_free <= 2)
-        path = reg(Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS)), "path")
+        chosen = Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS))
+        path = reg(chosen, "path")
         m.d.comb += self.path.eq(path)
+        # and a register of its own for each path, saying it is the chosen one: the streams'
+        # valid and ready signals pass a gate on it instead of a decode of `path`, whose fanout
+        # they would share
+        on = {u: reg(chosen == p, f"on_{p.name.lower()}") for p, u in units.items()}
 
         # the chosen path starts once every stage holds the new descriptor's values
         settle = Signal(range(SETTLE + 1))
@@ -207,22 +212,28 @@ class MidEnd(wiring.Component):
         # start on, well before)
         m.d.comb += go.eq(settle == 2)
         starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}
-        for p, u in units.items():
-            m.d.sync += starts[u].eq(go & (path == p))
+        for u in units.values():
+            m.d.sync += starts[u].eq(go & on[u])
             m.d.comb += u.start.eq(starts[u])
 
-        # the running path has the streams
+        # the running path has the streams: its handshakes through a gate on its own register,
+        # its payloads through a multiplexer on `path`
+        for u in units.values():
+            m.d.comb += [u.req.ready.eq(self.req.ready & on[u]),
+                         u.rdata.valid.eq(self.rdata.valid & on[u]),
+                         u.wr.ready.eq(self.wr.ready & on[u])]
+
+        def running(signal):
+            return Cat(*(signal(u) & on[u] for u in units.values())).any()
+
+        m.d.comb += [self.req.valid.eq(running(lambda u: u.req.valid)),
+                     self.rdata.ready.eq(running(lambda u: u.rdata.ready)),
+                     self.wr.valid.eq(running(lambda u: u.wr.valid))]
         with m.Switch(path):
             for p, u in units.items():
                 with m.Case(p):
-                    m.d.comb += [self.req.valid.eq(u.req.valid),
-                                 self.req.payload.eq(u.req.payload),
-                                 u.req.ready.eq(self.req.ready),
-                                 u.rdata.valid.eq(self.rdata.valid),
-                                 self.rdata.ready.eq(u.rdata.ready),
-                                 self.wr.valid.eq(u.wr.valid),
+                    m.d.comb += [self.req.payload.eq(u.req.payload),
                                  self.wr.payload.eq(u.wr.payload),
-                                 u.wr.ready.eq(self.wr.ready),
                                  self.read_bytes.eq(u.read_bytes),
                                  self.written_bytes.eq(u.written_bytes)]
         for u in units.values():
