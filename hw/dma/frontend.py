@@ -155,6 +155,7 @@ class FrontEnd(wiring.Component):
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
         reg_e = Signal(32)
         reg_v = Signal(32)
+        span_eb = Signal(71)                  # span + element bytes, for the nesting test
         dim_left = Signal()                   # k_chk names a dimension of the descriptor
         m.d.sync += dim_left.eq((k_chk < ndims) & (k_chk < MAX_DIMS))
 
@@ -296,7 +297,7 @@ class FrontEnd(wiring.Component):
                 with m.If(phase == 0):
                     m.d.sync += [phase.eq(1), ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
                                  ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
-                                 reg_e.eq(cur_e), reg_v.eq(cur_v)]
+                                 reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb)]
                 with m.Elif(~dim_left):
                     m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
                 with m.Elif(phase != LAST_PHASE):
@@ -309,7 +310,9 @@ class FrontEnd(wiring.Component):
                             m.d.sync += [r.eq(v) for r, v in zip(
                                 parts, partials(ops[0], ops[1]) + partials(ops[2], ops[3]),
                                 strict=True)]
-                            m.d.sync += nests.eq(ops[1] < span + eb)
+                            # the stride against a 71-bit sum: its high bits decide alone
+                            # when any is set, so the compare is 32 bits wide
+                            m.d.sync += nests.eq((span_eb[32:] != 0) | (ops[1] < span_eb[:32]))
                         with m.Case(2):
                             m.d.sync += [mids[0].eq(parts[1] + parts[2]),
                                          mids[1].eq(parts[5] + parts[6])]
