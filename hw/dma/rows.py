@@ -221,7 +221,10 @@ class RowCopier(wiring.Component):
                      out.payload.data.eq(out_data),
                      out.payload.strb.eq(strb),
                      out.payload.last.eq(fields["last"] & run_done),
-                     runs.r_en.eq(run_done),
+                     runs.r_en.eq(run_done)]
+        # a run's byte counts, a cycle after its last beat (the job stays busy until then)
+        counting = Signal()
+        m.d.sync += [counting.eq(run_done),
                      self.read_bytes.eq(Mux(run_done & fields["sourced"], vfull, 0)),
                      self.written_bytes.eq(Mux(run_done, total, 0))]
         wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
@@ -245,6 +248,6 @@ class RowCopier(wiring.Component):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
         m.d.comb += self.busy.eq(walker.busy | (sums_slice.level != 0) | gen_busy |
-                                 (runs.level != 0) |
+                                 (runs.level != 0) | counting |
                                  (wr_slice.level != 0))
         return m

@@ -544,7 +544,6 @@ class TileTransposer(wiring.Component):
         s_bytes = Signal(LB + 1)
         s_last = Signal()
         bmod = b & (L - 1)
-        bdiv = b >> lgl
         # a second stage, q: the banks' read data is registered before the rotations (a block
         # RAM's clock-to-out leaves too little of the cycle for them), and so are the strobes
         # and the two pieces' addresses, worked out from stage s. A third, p, holds the column
@@ -583,10 +582,10 @@ class TileTransposer(wiring.Component):
         p_beat = Signal(aw - LB)
         p_beat_hi = Signal(aw - LB)
         p_strb = Signal(2 * BB)
-        p_two = Signal()
         p_bytes = Signal(LB + 1)
         p_last = Signal()
         p_hi = Signal()                       # sending the second piece of the column
+        p_final = Signal()                    # the piece offered is the column's last
         # the pieces leave through a register slice: nothing here reaches the mid end's path
         # select or the engine's write slice in the same cycle
         out = stream.Signature(piece_layout(aw, W)).create()
@@ -596,21 +595,24 @@ class TileTransposer(wiring.Component):
         # the column goes to destination bytes od onwards: the first piece holds its low
         # BB - od bytes, the second the rest, so both carry the column rotated left by od bytes
         # (the strobes say which bytes count)
-        p_done = out.ready & (p_hi | ~p_two)
+        p_done = out.ready & p_final
         m.d.comb += [out.valid.eq(p_v),
                      out.payload.addr.eq(Cat(Const(0, LB), Mux(p_hi, p_beat_hi, p_beat))),
                      out.payload.data.eq(rotate_right_bytes(p_col, (BB - p_od)[:LB], BB)),
                      out.payload.strb.eq(Mux(p_hi, p_strb[BB:], p_strb[:BB])),
-                     out.payload.last.eq(p_last & (p_hi | ~p_two)),
+                     out.payload.last.eq(p_last & p_final),
                      self.written_bytes.eq(Mux(p_v & p_done, p_bytes, 0))]
-        with m.If(p_v & out.ready & ~p_hi & p_two):
-            m.d.sync += p_hi.eq(1)
+        with m.If(p_v & out.ready & ~p_final):
+            m.d.sync += [p_hi.eq(1), p_final.eq(1)]
+        # each stage moves on when it or a stage after it is empty, or the last moves on: one
+        # OR of registers and out.ready, not a chain through the stages
         p_advance = ~p_v | p_done
         with m.If(p_advance):
-            m.d.sync += [p_v.eq(q_v), p_hi.eq(0), p_col.eq(col_out), p_od.eq(q_od),
-                         p_beat.eq(q_beat), p_beat_hi.eq(q_beat_hi), p_strb.eq(q_strb),
-                         p_two.eq(q_two), p_bytes.eq(q_bytes), p_last.eq(q_last)]
-        q_advance = ~q_v | p_advance
+            m.d.sync += [p_v.eq(q_v), p_hi.eq(0), p_final.eq(~q_two), p_col.eq(col_out),
+                         p_od.eq(q_od), p_beat.eq(q_beat), p_beat_hi.eq(q_beat_hi),
+                         p_strb.eq(q_strb), p_bytes.eq(q_bytes),
+                         p_last.eq(q_last)]
+        q_advance = ~q_v | ~p_v | p_done
         strb = low_bytes(m, s_bytes, BB)
         wide_strb = Signal(2 * BB)
         m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
@@ -622,22 +624,41 @@ class TileTransposer(wiring.Component):
                          q_last.eq(s_last)]
         # stage s (the banks' read port) moves on when it is empty or q takes its column; while
         # it waits, the read port's enable is low and its data holds
-        advance = ~s_v | q_advance
+        advance = ~s_v | ~q_v | ~p_v | p_done
         issue = advance & tiles.r_rdy
-        for k, (_, rp) in enumerate(banks):
-            # the row of column b in this byte's element bank: (bank - skew) mod L
-            row_k = Signal(LB, name=f"row{k}")
-            x = Signal(LB, name=f"x{k}")
-            m.d.comb += x.eq(((Const(k, LB) >> elog) - bmod) & (L - 1))
-            # packed: the row whose f is x
-            m.d.comb += row_k.eq(Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x))
-            r_addr = Cat(bdiv[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
-            m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
         # whether b is the tile's last column, from registers: b == 0 and b + 1 == ncols
         # (for b > 0) are set as b steps, and a tile of one column says so in its entry
         b_zero = Signal(init=1)
         b_end = Signal()
         col_last = Mux(b_zero, t.one_col, b_end)
+
+        def bank_rows(col):
+            """For column ``col``, the row each bank reads ((bank - skew) mod L; packed: the
+            row whose f is that) and the column's beat in the row (col >> lgl)."""
+            rows_ = []
+            for k in range(BB):
+                x = ((Const(k, LB) >> elog) - (col & (L - 1))) & (L - 1)
+                rows_.append(Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x)[:LB])
+            return rows_, (col >> lgl)[:max(KB, 1)]
+
+        # the banks' read addresses are registers that follow b: set for the next column as b
+        # steps (from b + 1, or column 0 after a tile's last), and for column 0 while b is 0
+        # (the job's configuration may change then), so the address arithmetic is not between
+        # b and the block RAMs' address inputs
+        rows_r = [Signal(LB, name=f"row{k}") for k in range(BB)]
+        bdiv_r = Signal(max(KB, 1))
+        rows_0, bdiv_0 = bank_rows(Const(0, len(b)))
+        rows_1, bdiv_1 = bank_rows(b + 1)
+        with m.If(issue):
+            m.d.sync += [r.eq(Mux(col_last, r0, r1))
+                         for r, r0, r1 in zip(rows_r, rows_0, rows_1, strict=True)]
+            m.d.sync += bdiv_r.eq(Mux(col_last, bdiv_0, bdiv_1))
+        with m.Elif(b_zero):
+            m.d.sync += [r.eq(r0) for r, r0 in zip(rows_r, rows_0, strict=True)]
+            m.d.sync += bdiv_r.eq(bdiv_0)
+        for row_k, (_, rp) in zip(rows_r, banks, strict=True):
+            r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
+            m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
         c_mask = Signal(LB + KB)
         m.d.comb += c_mask.eq(ext[COLS] - 1)
         next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
