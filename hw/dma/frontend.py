@@ -196,6 +196,12 @@ class FrontEnd(wiring.Component):
                      regs.descriptors.value.r_data.eq(ndone)]
 
         # -- the sequencer --------------------------------------------------------------------
+        # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
+        # their busy flags is not in front of the state register. It still shows the cycle
+        # of start in the first cycle of RUN, so RUN looks at it from its second (`armed`)
+        quiet = Signal()
+        armed = Signal()
+        m.d.sync += quiet.eq(~self.busy & self.idle)
         done_set = Signal()
         err_set = Signal()
         irq_set = Signal()
@@ -366,11 +372,12 @@ class FrontEnd(wiring.Component):
                     finish(Error.OVERLAP)
                 with m.Else():
                     m.d.comb += self.start.eq(1)
-                    m.d.sync += state.eq(_State.RUN)
+                    m.d.sync += [state.eq(_State.RUN), armed.eq(0)]
             with m.Case(_State.RUN):
+                m.d.sync += armed.eq(1)
                 with m.If(self.read_err | self.write_err):
                     m.d.sync += [halt.eq(1), state.eq(_State.DRAIN)]
-                with m.Elif(~self.busy & self.idle):
+                with m.Elif(armed & quiet):
                     m.d.sync += state.eq(_State.NEXT)
             with m.Case(_State.DRAIN):
                 # halted: the issued bursts finish, reads in flight come back (and are dropped)
