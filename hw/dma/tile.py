@@ -62,7 +62,7 @@ piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress a
 counters.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -112,9 +112,20 @@ def pad_pattern(m, pad, elog, nbytes):
 def low_bytes(m, n, nbytes):
     """A mask of ``nbytes`` bits, the low ``n`` (0 to ``nbytes``) set: a beat's bytes below
     byte ``n``."""
-    mask = Signal(nbytes + 1)
-    m.d.comb += mask.eq((Const(1, nbytes + 1) << n) - 1)
-    return mask[:nbytes]
+    # a table on n's low bits (n at or over nbytes: all set), not (1 << n) - 1, whose
+    # subtract Yosys builds as a carry chain
+    n = Value.cast(n)
+    w = min(nbytes.bit_length(), len(n))
+    table = Signal(nbytes)
+    with m.Switch(n[:w]):
+        for v in range(1 << w):
+            with m.Case(v):
+                m.d.comb += table.eq((1 << min(v, nbytes)) - 1)
+    if len(n) <= w:
+        return table
+    mask = Signal(nbytes)
+    m.d.comb += mask.eq(Mux(n[w:].any(), (1 << nbytes) - 1, table))
+    return mask
 
 
 def byte_bits(mask):
@@ -233,7 +244,11 @@ class TileTransposer(wiring.Component):
         pack = self.pack_rows
         lgp = reg(lgl - lgc, "lgp", range(LB + 1))
         lgce = reg(lgc + elog, "lgce", range(LB + KB + 4))     # log2 of a packed row's bytes
-        a_step = reg(Mux(pack, Const(1, LB + 1) << lgp, 1), "a_step", LB + 1)
+        # (from lgl and lgc, not lgp: a stage earlier, for the tests on it below)
+        lgp_early = (lgl - lgc)[:len(lgl)]
+        a_step = reg(Mux(pack, Const(1, LB + 1) << lgp_early, 1), "a_step", LB + 1)
+        a_step2 = reg(Mux(pack, Const(2, LB + 2) << lgp_early, 2), "a_step2", LB + 2)
+        L_a_step = reg(L + a_step, "L_a_step", LB + 3)
 
         # -- row walker -------------------------------------------------------------------------
         # The walker's counters are registers, each with the tests the walk makes on it: a row
@@ -285,9 +300,12 @@ class TileTransposer(wiring.Component):
         Ls = reg(L >> sh0, "Ls", LB + 1)
         LpLs = reg(L + (L >> sh0), "LpLs", LB + 2)
         # rows from this row tile on: rows in it, and whether it is the last
+        # (and whether a row tile's rows fit one step of a: n <= a_step)
         rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, {
             "n": (lambda v: Mux(v < L, v, L), lambda v: Mux(v < L2, v - L, L), LB + 1),
-            "wrap": (lambda v: v <= L, lambda v: v <= L2, 1)})
+            "wrap": (lambda v: v <= L, lambda v: v <= L2, 1),
+            "one_step": (lambda v: Mux(v < L, v, L) <= a_step,
+                         lambda v: Mux(v < L2, v <= L_a_step, L <= a_step), 1)})
         # rows (grouped: groups) with a source from this row tile on, limited to 0..L
         vrem0, tv, vrem0_do = counter("vrem0", signed(38), lambda v: v - Ls, vrem_init,
                                       {"clip": (lambda v: Mux(v < 0, 0, Mux(v > L, L, v)),
@@ -308,7 +326,6 @@ class TileTransposer(wiring.Component):
         # rows of the tile from row a on, and whether row a is the tile's last (a_left <=
         # a_step): registers, so the walker's first test is not a sum and a compare
         a_left = Signal(LB + 1)
-        a_left_next = Signal(LB + 1)
         wrap_a = Signal()
         wrap_t1, wrap_t0, wrap_2, wrap_3 = t1["wrap"], t0["wrap"], t2["wrap"], t3["wrap"]
         row_last = wrap_a & wrap_t1 & wrap_t0 & wrap_2 & wrap_3
@@ -326,12 +343,12 @@ class TileTransposer(wiring.Component):
         next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
 
 
-        m.d.comb += a_left_next.eq(a_left)
+        # (each choice's test worked out beside it: a_left - a_step <= a_step is
+        # a_left <= 2 a_step, and a new row tile's test is one of rem0's)
         with m.If(row_take & ~wrap_a):
-            m.d.comb += a_left_next.eq(a_left - a_step)
+            m.d.sync += [a_left.eq(a_left - a_step), wrap_a.eq(a_left <= a_step2)]
         with m.Elif(row_take | (self.start & ~walking)):
-            m.d.comb += a_left_next.eq(t0["next"]["n"])
-        m.d.sync += [a_left.eq(a_left_next), wrap_a.eq(a_left_next <= a_step)]
+            m.d.sync += [a_left.eq(t0["next"]["n"]), wrap_a.eq(t0["next"]["one_step"])]
         with m.If(self.start & ~walking):
             m.d.sync += [walking.eq(1), a.eq(0)]
             m.d.comb += [x.eq(INIT) for x in (rem0_do, vrem0_do, rem1_do, c2_do, c3_do)]
@@ -644,10 +661,16 @@ class TileTransposer(wiring.Component):
         # the banks' read addresses are registers that follow b: set for the next column as b
         # steps (from b + 1, or column 0 after a tile's last), and for column 0 while b is 0
         # (the job's configuration may change then), so the address arithmetic is not between
-        # b and the block RAMs' address inputs
+        # b and the block RAMs' address inputs. Column 0's addresses are registers too: were
+        # both choices worked out by the same arithmetic, Yosys would share it and select its
+        # operands instead (opt_share), putting the step's decision in front of it again
         rows_r = [Signal(LB, name=f"row{k}") for k in range(BB)]
         bdiv_r = Signal(max(KB, 1))
-        rows_0, bdiv_0 = bank_rows(Const(0, len(b)))
+        rows_0 = [Signal(LB, name=f"row_first{k}") for k in range(BB)]
+        bdiv_0 = Signal(max(KB, 1))
+        first_rows, first_bdiv = bank_rows(Const(0, len(b)))
+        m.d.sync += [*(r.eq(v) for r, v in zip(rows_0, first_rows, strict=True)),
+                     bdiv_0.eq(first_bdiv)]
         rows_1, bdiv_1 = bank_rows(b + 1)
         with m.If(issue):
             m.d.sync += [r.eq(Mux(col_last, r0, r1))
