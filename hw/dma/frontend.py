@@ -210,7 +210,7 @@ class FrontEnd(wiring.Component):
         fetch_err = Signal()
 
         def finish(code):
-            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE)]
+            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0)]
             m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
 
         # The descriptor's ~900 registers load in a state of their own (LOAD), enabled by
@@ -259,7 +259,15 @@ class FrontEnd(wiring.Component):
         beat_valid = Signal()
         m.d.sync += [beat.eq(self.fetch_beat.payload), beat_valid.eq(self.fetch_beat.valid)]
         with m.If(beat_valid):
-            m.d.sync += fetched.eq(Cat(fetched[W:], beat[:W]))
+            m.d.sync += [fetched.eq(Cat(fetched[W:], beat[:W])), fetch_count.eq(fetch_count + 1)]
+            with m.If(beat[W]):
+                m.d.sync += fetch_err.eq(1)
+        # the descriptor's read is asked for once, from FETCH's first cycle after the back
+        # end's reset, and only at a good address: `want_fetch` is set as FETCH is entered
+        want_fetch = Signal()
+        m.d.comb += self.fetch_go.eq(want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over)
+        with m.If(self.fetch_go):
+            m.d.sync += want_fetch.eq(0)
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
@@ -272,23 +280,14 @@ class FrontEnd(wiring.Component):
                         to_load(1)
                     with m.Else():
                         m.d.sync += [state.eq(_State.FETCH), fetch_count.eq(0),
-                                     fetch_err.eq(0)]
+                                     fetch_err.eq(0), want_fetch.eq(1)]
             with m.Case(_State.FETCH):
                 with m.If(fetch_misaligned):
                     finish(Error.ALIGN)
                 with m.Elif(fetch_over):
                     finish(Error.RANGE)
                 with m.Else():
-                    started = Signal()
-                    with m.If(~started & ~dp_reset_q):    # not while the back end resets
-                        m.d.comb += self.fetch_go.eq(1)
-                        m.d.sync += started.eq(1)
-                    with m.If(beat_valid):
-                        m.d.sync += fetch_count.eq(fetch_count + 1)
-                        with m.If(beat[W]):
-                            m.d.sync += fetch_err.eq(1)
                     with m.If(fetch_count == fetch_beats):
-                        m.d.sync += started.eq(0)
                         with m.If(fetch_err):
                             finish(Error.FETCH_ERROR)
                         with m.Else():
@@ -391,7 +390,7 @@ class FrontEnd(wiring.Component):
                     m.d.comb += done_set.eq(1)
                 with m.Else():
                     m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
-                                 fetch_count.eq(0), fetch_err.eq(0)]
+                                 fetch_count.eq(0), fetch_err.eq(0), want_fetch.eq(1)]
                     set_fetch_addr(nxt)
         with m.If(dp_reset):
             m.d.sync += halt.eq(0)
