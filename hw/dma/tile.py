@@ -343,45 +343,59 @@ class TileTransposer(wiring.Component):
         next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
 
 
+        # Which level the next row steps, one register each (go_a: the next row of the tile;
+        # go_t1: the next column tile; go_t0: the next row tile; go_2, go_3: the outer
+        # dimensions; none: the job's last row), decoded from the wrap tests' next values as
+        # they are set. The counters' choices are then a row taken and one register, not a
+        # priority decode of the tests behind the take.
+        go_a, go_t1, go_t0, go_2, go_3 = (Signal(name=n) for n in (
+            "go_a", "go_t1", "go_t0", "go_2", "go_3"))
+        wrap_a_next = Signal()
+        nw = [wrap_a_next, t1["next"]["wrap"], t0["next"]["wrap"], t2["next"]["wrap"],
+              t3["next"]["wrap"]]
+        for i, g in enumerate((go_a, go_t1, go_t0, go_2, go_3)):
+            m.d.sync += g.eq(Cat(*nw[:i]).all() & ~nw[i] if i else ~nw[0])
+        init_all = self.start & ~walking
+        for do, steps, inits in ((rem1_do, go_t1, go_t0 | go_2 | go_3),
+                                 (rem0_do, go_t0, go_2 | go_3), (vrem0_do, go_t0, go_2 | go_3),
+                                 (c2_do, go_2, go_3), (c3_do, go_3, 0)):
+            m.d.comb += do.eq(Cat(row_take & steps, init_all | (row_take & inits)))
         # (each choice's test worked out beside it: a_left - a_step <= a_step is
         # a_left <= 2 a_step, and a new row tile's test is one of rem0's)
-        with m.If(row_take & ~wrap_a):
-            m.d.sync += [a_left.eq(a_left - a_step), wrap_a.eq(a_left <= a_step2)]
-        with m.Elif(row_take | (self.start & ~walking)):
-            m.d.sync += [a_left.eq(t0["next"]["n"]), wrap_a.eq(t0["next"]["one_step"])]
-        with m.If(self.start & ~walking):
+        m.d.comb += wrap_a_next.eq(wrap_a)
+        with m.If(row_take & go_a):
+            m.d.sync += a_left.eq(a_left - a_step)
+            m.d.comb += wrap_a_next.eq(a_left <= a_step2)
+        with m.Elif(row_take | init_all):
+            m.d.sync += a_left.eq(t0["next"]["n"])
+            m.d.comb += wrap_a_next.eq(t0["next"]["one_step"])
+        m.d.sync += wrap_a.eq(wrap_a_next)
+        with m.If(init_all):
             m.d.sync += [walking.eq(1), a.eq(0)]
-            m.d.comb += [x.eq(INIT) for x in (rem0_do, vrem0_do, rem1_do, c2_do, c3_do)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
             m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
         with m.Elif(row_take):
-            with m.If(~wrap_a):
+            with m.If(go_a):
                 m.d.sync += [a.eq(a + a_step), s_row.eq(s_row + Mux(pack, BB, next_row))]
-            with m.Elif(~wrap_t1):
+            with m.Elif(go_t1):
                 n_s1 = s1 + col_step_src
                 m.d.sync += [a.eq(0), s1.eq(n_s1), s_row.eq(n_s1), d1.eq(d1 + col_step_dst)]
-                m.d.comb += rem1_do.eq(STEP)
-            with m.Elif(~wrap_t0):
+            with m.Elif(go_t0):
                 n_s0 = s0 + row_step_src
                 n_d0 = d0 + BB
                 m.d.sync += [a.eq(0), s0.eq(n_s0), s1.eq(n_s0), s_row.eq(n_s0), d0.eq(n_d0),
                              d1.eq(n_d0)]
-                m.d.comb += [rem1_do.eq(INIT), rem0_do.eq(STEP), vrem0_do.eq(STEP)]
-            with m.Elif(~wrap_2):
+            with m.Elif(go_2):
                 n_s2 = s2 + sst[2]
                 n_d2 = d2 + dstr[2]
                 m.d.sync += [a.eq(0), s2.eq(n_s2), s0.eq(n_s2), s1.eq(n_s2), s_row.eq(n_s2),
                              d2.eq(n_d2), d0.eq(n_d2), d1.eq(n_d2)]
-                m.d.comb += [rem1_do.eq(INIT), rem0_do.eq(INIT), vrem0_do.eq(INIT),
-                             c2_do.eq(STEP)]
-            with m.Elif(~wrap_3):
+            with m.Elif(go_3):
                 n_s3 = s3 + sst[3]
                 n_d3 = d3 + dstr[3]
                 m.d.sync += [a.eq(0), s3.eq(n_s3), s2.eq(n_s3), s0.eq(n_s3), s1.eq(n_s3),
                              s_row.eq(n_s3), d3.eq(n_d3), d2.eq(n_d3), d0.eq(n_d3),
                              d1.eq(n_d3)]
-                m.d.comb += [rem1_do.eq(INIT), rem0_do.eq(INIT), vrem0_do.eq(INIT),
-                             c2_do.eq(INIT), c3_do.eq(STEP)]
             with m.Else():
                 m.d.sync += walking.eq(0)
 
@@ -649,36 +663,47 @@ class TileTransposer(wiring.Component):
         b_end = Signal()
         col_last = Mux(b_zero, t.one_col, b_end)
 
-        def bank_rows(col):
-            """For column ``col``, the row each bank reads ((bank - skew) mod L; packed: the
-            row whose f is that) and the column's beat in the row (col >> lgl)."""
-            rows_ = []
-            for k in range(BB):
-                x = ((Const(k, LB) >> elog) - (col & (L - 1))) & (L - 1)
-                rows_.append(Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x)[:LB])
-            return rows_, (col >> lgl)[:max(KB, 1)]
+        def skews(col):
+            """For column ``col``, each bank's (bank - skew) mod L."""
+            return [((Const(k, LB) >> elog) - (col & (L - 1))) & (L - 1) for k in range(BB)]
 
-        # the banks' read addresses are registers that follow b: set for the next column as b
-        # steps (from b + 1, or column 0 after a tile's last), and for column 0 while b is 0
-        # (the job's configuration may change then), so the address arithmetic is not between
-        # b and the block RAMs' address inputs. Column 0's addresses are registers too: were
-        # both choices worked out by the same arithmetic, Yosys would share it and select its
-        # operands instead (opt_share), putting the step's decision in front of it again
-        rows_r = [Signal(LB, name=f"row{k}") for k in range(BB)]
+        def bank_row(x):
+            """The row a bank reads for its (bank - skew) mod L: that, or packed the row whose
+            f is that."""
+            return Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x)[:LB]
+
+        def regs(name, n, width):
+            return [Signal(width, name=f"{name}{k}") for k in range(n)]
+
+        # The banks' read addresses are registers that follow b. Beside them, each bank's
+        # (bank - skew) mod L and the beat in the row for the column after b, also registers:
+        # as b steps the addresses take the next column's (or column 0's after a tile's last),
+        # and the next column's values step by one (subtract 1 mod L). Column 0's and 1's
+        # values are configuration registers; everything is set to them while b is 0. So the
+        # address arithmetic is neither between b and the block RAMs nor behind the decision
+        # to step (with both choices worked out by the same arithmetic, Yosys would share it
+        # and select its operands instead).
+        rows_r = regs("row", BB, LB)
         bdiv_r = Signal(max(KB, 1))
-        rows_0 = [Signal(LB, name=f"row_first{k}") for k in range(BB)]
-        bdiv_0 = Signal(max(KB, 1))
-        first_rows, first_bdiv = bank_rows(Const(0, len(b)))
-        m.d.sync += [*(r.eq(v) for r, v in zip(rows_0, first_rows, strict=True)),
-                     bdiv_0.eq(first_bdiv)]
-        rows_1, bdiv_1 = bank_rows(b + 1)
+        x_next = regs("skew_next", BB, LB)
+        bdiv_next = Signal(max(KB, 1))
+        rows_0, x_1 = regs("row_first", BB, LB), regs("skew_second", BB, LB)
+        bdiv_0, bdiv_1 = Signal(max(KB, 1)), Signal(max(KB, 1))
+        m.d.sync += [*(r.eq(bank_row(x)) for r, x in zip(rows_0, skews(Const(0, LB)),
+                                                           strict=True)),
+                     *(r.eq(x) for r, x in zip(x_1, skews(Const(1, LB)), strict=True)),
+                     bdiv_0.eq(0), bdiv_1.eq(Const(1, 2) >> lgl)]
         with m.If(issue):
-            m.d.sync += [r.eq(Mux(col_last, r0, r1))
-                         for r, r0, r1 in zip(rows_r, rows_0, rows_1, strict=True)]
-            m.d.sync += bdiv_r.eq(Mux(col_last, bdiv_0, bdiv_1))
+            m.d.sync += [*(r.eq(Mux(col_last, r0, bank_row(x)))
+                           for r, r0, x in zip(rows_r, rows_0, x_next, strict=True)),
+                         *(x.eq(Mux(col_last, x1, (x - 1) & (L - 1)))
+                           for x, x1 in zip(x_next, x_1, strict=True)),
+                         bdiv_r.eq(Mux(col_last, bdiv_0, bdiv_next)),
+                         bdiv_next.eq(Mux(col_last, bdiv_1, (b + 2) >> lgl))]
         with m.Elif(b_zero):
-            m.d.sync += [r.eq(r0) for r, r0 in zip(rows_r, rows_0, strict=True)]
-            m.d.sync += bdiv_r.eq(bdiv_0)
+            m.d.sync += [*(r.eq(r0) for r, r0 in zip(rows_r, rows_0, strict=True)),
+                         *(x.eq(x1) for x, x1 in zip(x_next, x_1, strict=True)),
+                         bdiv_r.eq(bdiv_0), bdiv_next.eq(bdiv_1)]
         for row_k, (_, rp) in zip(rows_r, banks, strict=True):
             r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
             m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
