@@ -143,16 +143,10 @@ def test_regs_signature_is_flippable():
     assert flipped.ctrl.enable.data is not None
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_registered_queue_order_rate_and_level(seed):
-    """Random pushes and pops keep the order and the level; then, with both sides always
-    willing, the queue passes a word every cycle."""
-    import random
-
-    from hw.bus.fifo import RegisteredQueue
-
+def _fifo_order_rate_and_level(q, seed):
+    """Random pushes and pops through ``q`` (the ports of SyncFIFOBuffered) keep the order and
+    the level; then, with both sides always willing, ``q`` passes a word every cycle."""
     rng = random.Random(seed)
-    q = RegisteredQueue(width=16, depth=8)
     sent = list(range(1, 601))
     seen = {"out": [], "level_errors": 0, "idle_pops": 0}
 
@@ -185,9 +179,24 @@ def test_registered_queue_order_rate_and_level(seed):
     sim.run()
     assert seen["out"] == sent
     assert seen["level_errors"] == 0
-    assert seen["idle_pops"] == 0, "the queue did not pass a word a cycle"
+    assert seen["idle_pops"] == 0, "it did not pass a word a cycle"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_registered_queue_order_rate_and_level(seed):
+    from hw.bus.fifo import RegisteredQueue
+
+    _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=8), seed)
     with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
         RegisteredQueue(width=8, depth=1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_skid_buffer_order_rate_and_level(seed):
+    """The register slices' buffer: two entries, ready from a register."""
+    from hw.bus.fifo import SkidBuffer
+
+    _fifo_order_rate_and_level(SkidBuffer(width=16), seed)
 
 
 @pytest.mark.parametrize("size", [4096, 65536])

@@ -35,10 +35,10 @@ def registered_room(m, name, *fifos):
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
                    reset=None, bypass=False):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
-    another (``out_*``): a three-entry buffered FIFO, whose output is a register and whose
-    ready depends on its fill level alone. It cuts every combinational path between the two
-    sides and still passes a transfer per cycle, one cycle later. ``reset`` (a signal) empties
-    it. Returns the FIFO, whose ``level`` tells whether it is empty.
+    another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
+    cuts every combinational path between the two sides and still passes a transfer per
+    cycle, one cycle later. ``reset`` (a signal) empties it. Returns the buffer, whose
+    ``level`` tells whether it is empty.
 
     ``bypass=True`` connects the two sides with wires instead and returns None: for builds
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40)."""
@@ -46,13 +46,46 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
-    fifo = SyncFIFOBuffered(width=width, depth=3)
+    buf = SkidBuffer(width=width)
     if reset is not None:
-        fifo = ResetInserter(reset)(fifo)
-    m.submodules[f"{name}_slice"] = fifo
-    m.d.comb += [fifo.w_en.eq(valid), fifo.w_data.eq(payload), ready.eq(fifo.w_rdy),
-                 out_valid.eq(fifo.r_rdy), out_payload.eq(fifo.r_data), fifo.r_en.eq(out_ready)]
-    return fifo
+        buf = ResetInserter(reset)(buf)
+    m.submodules[f"{name}_slice"] = buf
+    m.d.comb += [buf.w_en.eq(valid), buf.w_data.eq(payload), ready.eq(buf.w_rdy),
+                 out_valid.eq(buf.r_rdy), out_payload.eq(buf.r_data), buf.r_en.eq(out_ready)]
+    return buf
+
+
+class SkidBuffer(Elaboratable):
+    """Two entries, with the ports of ``SyncFIFOBuffered`` (``w_data``, ``w_en``, ``w_rdy``,
+    ``r_data``, ``r_en``, ``r_rdy``, ``level``): the output entry, and a second that catches
+    the transfer taken in a cycle the output was not read. ``r_data``, ``r_rdy`` and ``w_rdy``
+    (the second entry is empty) are registers, so neither side's handshake passes through
+    the other's logic; a write and a read a cycle pass one entry a cycle through."""
+
+    def __init__(self, *, width):
+        self.width = width
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.w_rdy = Signal()
+        self.r_data = Signal(width)
+        self.r_en = Signal()
+        self.r_rdy = Signal()
+        self.level = Signal(range(3))
+
+    def elaborate(self, platform):
+        m = Module()
+        skid_v = Signal()
+        skid_d = Signal(self.width)
+        take = self.w_en & ~skid_v
+        m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v)]
+        with m.If(~self.r_rdy | self.r_en):        # the output entry is free this cycle
+            with m.If(skid_v):
+                m.d.sync += [self.r_data.eq(skid_d), self.r_rdy.eq(1), skid_v.eq(0)]
+            with m.Else():
+                m.d.sync += [self.r_data.eq(self.w_data), self.r_rdy.eq(take)]
+        with m.Elif(take):
+            m.d.sync += [skid_d.eq(self.w_data), skid_v.eq(1)]
+        return m
 
 
 class RegisteredQueue(Elaboratable):
