@@ -99,8 +99,7 @@ class FrontEnd(wiring.Component):
         val = [Signal(32, name=f"val{k}") for k in range(MAX_DIMS)]
         sst = [Signal(32, name=f"sst{k}") for k in range(MAX_DIMS)]
         dstr = [Signal(32, name=f"dstr{k}") for k in range(MAX_DIMS)]
-        eb = Signal(4)
-        m.d.comb += eb.eq(1 << elog)
+        eb = Signal(4)                        # element bytes, loaded with elog
 
         start_regs = regs.ctrl.start.pulse[0] & (state == _State.IDLE)
         start_chain = regs.ctrl.start_chain.pulse[0] & (state == _State.IDLE) & \
@@ -155,7 +154,10 @@ class FrontEnd(wiring.Component):
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
         reg_e = Signal(32)
         reg_v = Signal(32)
-        span_eb = Signal(71)                  # span + element bytes, for the nesting test
+        # span + element bytes and src_top + element bytes, worked out at each dimension's
+        # phase 0 (for the nesting test, and after the last for the verdict's range ends)
+        span_eb = Signal(71)
+        src_eb = Signal(71)
         dim_left = Signal()                   # k_chk names a dimension of the descriptor
         m.d.sync += dim_left.eq((k_chk < ndims) & (k_chk < MAX_DIMS))
 
@@ -228,10 +230,10 @@ class FrontEnd(wiring.Component):
             """A descriptor's fields, (src, dst, next, pad, control, dims...), as a flat list of
             values in the order of :data:`targets`."""
             s_, d_, n_, p_, c_, dims = words
-            return [s_, d_, n_, p_, c_[0:2], c_[2:5], c_[8], c_[9],
+            return [s_, d_, n_, p_, c_[0:2], Const(1, 4) << c_[0:2], c_[2:5], c_[8], c_[9],
                     *(f for dim in dims for f in dim)]
 
-        targets = [src, dst, nxt, pad, elog, ndims, last_desc, want_irq,
+        targets = [src, dst, nxt, pad, elog, eb, ndims, last_desc, want_irq,
                    *(r for k in range(MAX_DIMS) for r in (ext[k], val[k], sst[k], dstr[k]))]
         f = fetched
         from_fetched = fields((
@@ -302,7 +304,8 @@ class FrontEnd(wiring.Component):
                 with m.If(phase == 0):
                     m.d.sync += [phase.eq(1), ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
                                  ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
-                                 reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb)]
+                                 reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb),
+                                 src_eb.eq(src_top + eb)]
                 with m.Elif(~dim_left):
                     m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
                 with m.Elif(phase != LAST_PHASE):
@@ -347,8 +350,8 @@ class FrontEnd(wiring.Component):
                         m.d.comb += misaligned_c.eq(1)
                 with m.If(((src | dst) & (eb - 1)) != 0):
                     m.d.comb += misaligned_c.eq(1)
-                m.d.sync += [misaligned.eq(misaligned_c), s_end.eq(src + src_top + eb),
-                             d_end.eq(dst + span + eb), state.eq(_State.COMPARE)]
+                m.d.sync += [misaligned.eq(misaligned_c), s_end.eq(src + src_eb),
+                             d_end.eq(dst + span_eb), state.eq(_State.COMPARE)]
             with m.Case(_State.COMPARE):
                 top = 1 << aw
                 m.d.sync += [s_over.eq(s_end > top), d_over.eq(d_end > top),
