@@ -64,7 +64,7 @@ counters.
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -316,10 +316,19 @@ class TileTransposer(wiring.Component):
         rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, {
             "n": (lambda v: Mux(v < T, v, T), lambda v: Mux(v < T2, v - T, T), LB + KB + 1),
             "wrap": (lambda v: v <= T, lambda v: v <= T2, 1)})
-        c2, t2, c2_do = counter("c2", 32, lambda v: v + 1, 0, {
-            "wrap": (lambda v: v + 1 >= ext[2], 1), "has": (lambda v: v < val[2], 1)})
-        c3, t3, c3_do = counter("c3", 32, lambda v: v + 1, 0, {
-            "wrap": (lambda v: v + 1 >= ext[3], 1), "has": (lambda v: v < val[3], 1)})
+        # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and
+        # has a source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with
+        # both bounds configuration registers, so no add lies in front of the compares (an
+        # index steps only while v + 1 < extent, so extent - 2 does not wrap when it counts;
+        # a valid of 0 gives a bound of 0, which nothing is under)
+        def outer(k):
+            ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", 32)
+            val_m1 = reg(Mux(val[k] == 0, 0, val[k] - 1), f"val{k}_m1", 32)
+            return counter(f"c{k}", 32, lambda v: v + 1, 0, {
+                "wrap": (lambda v: v + 1 >= ext[k], lambda v: v >= ext_m2, 1),
+                "has": (lambda v: v < val[k], lambda v: v < val_m1, 1)})
+        c2, t2, c2_do = outer(2)
+        c3, t3, c3_do = outer(3)
         s_row, s1, s0, s2, s3 = (Signal(aw, name=n) for n in ("s_row", "s1", "s0", "s2", "s3"))
         d1, d0, d2, d3 = (Signal(aw, name=n) for n in ("d1", "d0", "d2", "d3"))
         nrows, ncols, vclip = t0["n"], t1["n"], tv["clip"]
@@ -577,8 +586,14 @@ class TileTransposer(wiring.Component):
         bmod = b & (L - 1)
         # a second stage, q: the banks' read data is registered before the rotations (a block
         # RAM's clock-to-out leaves too little of the cycle for them), and so are the strobes
-        # and the two pieces' addresses, worked out from stage s. A third, p, holds the column
-        # in row order and sends it as one or two pieces.
+        # and the two pieces' addresses, worked out from stage s. q puts the column in row
+        # order into a small queue, whose head is sent as one or two pieces.
+        #
+        # Stages s and q never wait: a column is issued only while the queue is sure to have
+        # room for it (a count of the columns issued and not yet sent, against the queue's
+        # depth, as a register). So the decision to issue a column is a register and the
+        # tiles' handshake, and nothing from the pieces' ready reaches the many registers the
+        # issue loads.
         q_v = Signal()
         q_raw = Signal(W)
         q_rot = Signal(LB)
@@ -607,16 +622,20 @@ class TileTransposer(wiring.Component):
                                 order += [col_rot.word_select(f_a * (1 << e) + j, 8)
                                           for j in range(1 << e)]
                             m.d.comb += col_out.eq(Cat(*order))
-        p_v = Signal()
-        p_col = Signal(W)
-        p_od = Signal(LB)
-        p_beat = Signal(aw - LB)
-        p_beat_hi = Signal(aw - LB)
-        p_strb = Signal(2 * BB)
-        p_bytes = Signal(LB + 1)
-        p_last = Signal()
-        p_hi = Signal()                       # sending the second piece of the column
-        p_final = Signal()                    # the piece offered is the column's last
+        column = data.StructLayout({"col": W, "od": LB, "beat": aw - LB, "beat_hi": aw - LB,
+                                    "strb": 2 * BB, "two": 1, "bytes": LB + 1, "last": 1})
+        # issue to the head's first piece is about five cycles (s, q, the queue's two):
+        # eight columns in flight keep a column a cycle going
+        COLS_IN_FLIGHT = 8
+        cols = m.submodules.cols = SyncFIFOBuffered(width=column.size, depth=COLS_IN_FLIGHT)
+        queued_col = data.View(column, cols.w_data)
+        m.d.comb += [cols.w_en.eq(q_v), queued_col.col.eq(col_out), queued_col.od.eq(q_od),
+                     queued_col.beat.eq(q_beat), queued_col.beat_hi.eq(q_beat_hi),
+                     queued_col.strb.eq(q_strb), queued_col.two.eq(q_two),
+                     queued_col.bytes.eq(q_bytes), queued_col.last.eq(q_last)]
+        head_col = data.View(column, cols.r_data)
+        p_hi = Signal()                       # sending the second piece of the head's column
+        p_final = p_hi | ~head_col.two        # the piece offered is the column's last
         # the pieces leave through a register slice: nothing here reaches the mid end's path
         # select or the engine's write slice in the same cycle
         out = stream.Signature(piece_layout(aw, W)).create()
@@ -626,37 +645,35 @@ class TileTransposer(wiring.Component):
         # the column goes to destination bytes od onwards: the first piece holds its low
         # BB - od bytes, the second the rest, so both carry the column rotated left by od bytes
         # (the strobes say which bytes count)
-        p_done = out.ready & p_final
-        m.d.comb += [out.valid.eq(p_v),
-                     out.payload.addr.eq(Cat(Const(0, LB), Mux(p_hi, p_beat_hi, p_beat))),
-                     out.payload.data.eq(rotate_right_bytes(p_col, (BB - p_od)[:LB], BB)),
-                     out.payload.strb.eq(Mux(p_hi, p_strb[BB:], p_strb[:BB])),
-                     out.payload.last.eq(p_last & p_final),
-                     self.written_bytes.eq(Mux(p_v & p_done, p_bytes, 0))]
-        with m.If(p_v & out.ready & ~p_final):
-            m.d.sync += [p_hi.eq(1), p_final.eq(1)]
-        # each stage moves on when it or a stage after it is empty, or the last moves on: one
-        # OR of registers and out.ready, not a chain through the stages
-        p_advance = ~p_v | p_done
-        with m.If(p_advance):
-            m.d.sync += [p_v.eq(q_v), p_hi.eq(0), p_final.eq(~q_two), p_col.eq(col_out),
-                         p_od.eq(q_od), p_beat.eq(q_beat), p_beat_hi.eq(q_beat_hi),
-                         p_strb.eq(q_strb), p_bytes.eq(q_bytes),
-                         p_last.eq(q_last)]
-        q_advance = ~q_v | ~p_v | p_done
+        sent_piece = cols.r_rdy & out.ready
+        p_done = sent_piece & p_final         # the head's column is sent
+        m.d.comb += [out.valid.eq(cols.r_rdy),
+                     out.payload.addr.eq(Cat(Const(0, LB),
+                                             Mux(p_hi, head_col.beat_hi, head_col.beat))),
+                     out.payload.data.eq(rotate_right_bytes(head_col.col,
+                                                            (BB - head_col.od)[:LB], BB)),
+                     out.payload.strb.eq(Mux(p_hi, head_col.strb[BB:], head_col.strb[:BB])),
+                     out.payload.last.eq(head_col.last & p_final),
+                     self.written_bytes.eq(Mux(p_done, head_col.bytes, 0)),
+                     cols.r_en.eq(p_done)]
+        with m.If(sent_piece):
+            m.d.sync += p_hi.eq(~p_final)
+        # columns issued and not yet sent, and whether another may be issued (a register)
+        in_flight = Signal(range(COLS_IN_FLIGHT + 1))
+        room = Signal()
+        issue = Signal()
+        flight_next = Signal(range(COLS_IN_FLIGHT + 2))
+        m.d.comb += flight_next.eq(in_flight + issue - p_done)
+        m.d.sync += [in_flight.eq(flight_next), room.eq(flight_next < COLS_IN_FLIGHT)]
+        m.d.comb += issue.eq(room & tiles.r_rdy)
         strb = low_bytes(m, s_bytes, BB)
         wide_strb = Signal(2 * BB)
         m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
-        with m.If(q_advance):
-            m.d.sync += [q_v.eq(s_v), q_raw.eq(Cat(*[rp.data for _, rp in banks])),
-                         q_rot.eq(s_rot), q_od.eq(s_dst[:LB]), q_beat.eq(s_dst[LB:]),
-                         q_beat_hi.eq(s_dst[LB:] + 1), q_strb.eq(wide_strb),
-                         q_two.eq(wide_strb[BB:] != 0), q_bytes.eq(s_bytes),
-                         q_last.eq(s_last)]
-        # stage s (the banks' read port) moves on when it is empty or q takes its column; while
-        # it waits, the read port's enable is low and its data holds
-        advance = ~s_v | ~q_v | ~p_v | p_done
-        issue = advance & tiles.r_rdy
+        m.d.sync += [q_v.eq(s_v), q_raw.eq(Cat(*[rp.data for _, rp in banks])),
+                     q_rot.eq(s_rot), q_od.eq(s_dst[:LB]), q_beat.eq(s_dst[LB:]),
+                     q_beat_hi.eq(s_dst[LB:] + 1), q_strb.eq(wide_strb),
+                     q_two.eq(wide_strb[BB:] != 0), q_bytes.eq(s_bytes),
+                     q_last.eq(s_last)]
         # whether b is the tile's last column, from registers: b == 0 and b + 1 == ncols
         # (for b > 0) are set as b steps, and a tile of one column says so in its entry
         b_zero = Signal(init=1)
@@ -706,12 +723,11 @@ class TileTransposer(wiring.Component):
                          bdiv_r.eq(bdiv_0), bdiv_next.eq(bdiv_1)]
         for row_k, (_, rp) in zip(rows_r, banks, strict=True):
             r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
-            m.d.comb += [rp.en.eq(advance), rp.addr.eq(r_addr)]
+            m.d.comb += rp.addr.eq(r_addr)
         c_mask = Signal(LB + KB)
         m.d.comb += c_mask.eq(ext[COLS] - 1)
         next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
-        with m.If(advance):
-            m.d.sync += s_v.eq(issue)
+        m.d.sync += s_v.eq(issue)
         with m.If(issue):
             m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b_zero, t_dst, col_dst)),
                          s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
@@ -728,7 +744,7 @@ class TileTransposer(wiring.Component):
 
         m.d.comb += self.busy.eq(walking | gen_busy |
                                  (rows.level != 0) | f_v | w_valid | tile_v |
-                                 (full != 0) | s_v | q_v | p_v |
+                                 (full != 0) | s_v | q_v | (cols.level != 0) |
                                  (out_slice.level != 0))
         return m
 
