@@ -273,11 +273,13 @@ class TileTransposer(wiring.Component):
             # choice selects between registers and the stepped tests: no operator of one test
             # is shared between the two and put behind the choice
             nxt = {t: Signal(spec[-1], name=f"{name}_{t}_next") for t, spec in tests.items()}
+            held["stepped"], held["first"] = {}, {}
             for t, spec in tests.items():
                 stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
                 m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
                                        spec[0](step(value)))
                 first = reg(spec[0](init), f"{name}_{t}_first", spec[-1])
+                held["stepped"][t], held["first"][t] = stepped, first
                 m.d.comb += nxt[t].eq(held[t])
                 with m.If(choice == STEP):
                     m.d.comb += nxt[t].eq(stepped)
@@ -354,31 +356,48 @@ class TileTransposer(wiring.Component):
 
         # Which level the next row steps, one register each (go_a: the next row of the tile;
         # go_t1: the next column tile; go_t0: the next row tile; go_2, go_3: the outer
-        # dimensions; none: the job's last row), decoded from the wrap tests' next values as
-        # they are set. The counters' choices are then a row taken and one register, not a
-        # priority decode of the tests behind the take.
-        go_a, go_t1, go_t0, go_2, go_3 = (Signal(name=n) for n in (
-            "go_a", "go_t1", "go_t0", "go_2", "go_3"))
-        wrap_a_next = Signal()
-        nw = [wrap_a_next, t1["next"]["wrap"], t0["next"]["wrap"], t2["next"]["wrap"],
-              t3["next"]["wrap"]]
-        for i, g in enumerate((go_a, go_t1, go_t0, go_2, go_3)):
-            m.d.sync += g.eq(Cat(*nw[:i]).all() & ~nw[i] if i else ~nw[0])
+        # dimensions; none: the job's last row). The counters' choices are then a row taken and
+        # one register, not a priority decode of the tests behind the take.
+        go_a, go_t1, go_t0, go_2, go_3 = gos = [Signal(name=n) for n in (
+            "go_a", "go_t1", "go_t0", "go_2", "go_3")]
         init_all = self.start & ~walking
         for do, steps, inits in ((rem1_do, go_t1, go_t0 | go_2 | go_3),
                                  (rem0_do, go_t0, go_2 | go_3), (vrem0_do, go_t0, go_2 | go_3),
                                  (c2_do, go_2, go_3), (c3_do, go_3, 0)):
             m.d.comb += do.eq(Cat(row_take & steps, init_all | (row_take & inits)))
-        # (each choice's test worked out beside it: a_left - a_step <= a_step is
-        # a_left <= 2 a_step, and a new row tile's test is one of rem0's)
-        m.d.comb += wrap_a_next.eq(wrap_a)
+        # The wrap tests after each thing a row can do (step a level, or start the walk), as
+        # (wrap_a, rem1's, rem0's, c2's, c3's): held, stepped and first values, all worked out
+        # from registers whatever is taken. wrap_a says the tile's row after this one is its
+        # last (a_left - a_step <= a_step is a_left <= 2 a_step; a new row tile's test is one
+        # of rem0's). The next go_ and wrap_a then select among finished values by the row
+        # taken, an AND-OR, so the take does not run through the choices' multiplexers.
+        st0, fi0, st1, fi1 = t0["stepped"], t0["first"], t1["stepped"], t1["first"]
+        after = (
+            (row_take & go_a, (a_left <= a_step2, wrap_t1, wrap_t0, wrap_2, wrap_3)),
+            (row_take & go_t1, (t0["one_step"], st1["wrap"], wrap_t0, wrap_2, wrap_3)),
+            (row_take & go_t0, (st0["one_step"], fi1["wrap"], st0["wrap"], wrap_2, wrap_3)),
+            (row_take & go_2, (fi0["one_step"], fi1["wrap"], fi0["wrap"], t2["stepped"]["wrap"],
+                               wrap_3)),
+            (row_take & go_3, (fi0["one_step"], fi1["wrap"], fi0["wrap"], t2["first"]["wrap"],
+                               t3["stepped"]["wrap"])),
+            (init_all, (fi0["one_step"], fi1["wrap"], fi0["wrap"], t2["first"]["wrap"],
+                        t3["first"]["wrap"])))
+        keep = ~(row_take | init_all)
+        wrap_a_terms = [keep & wrap_a]
+        go_terms = [[keep & g] for g in gos]
+        for k, (event, nw) in enumerate(after):
+            cand = Signal(6, name=f"walk_after{k}")   # wrap_a and the five go_ after it
+            m.d.comb += cand.eq(Cat(nw[0], ~nw[0],
+                                    *(Cat(*nw[:i]).all() & ~nw[i] for i in range(1, 5))))
+            wrap_a_terms.append(event & cand[0])
+            for i in range(5):
+                go_terms[i].append(event & cand[i + 1])
+        m.d.sync += [wrap_a.eq(Cat(*wrap_a_terms).any()),
+                     *(g.eq(Cat(*terms).any()) for g, terms in zip(gos, go_terms, strict=True))]
         with m.If(row_take & go_a):
             m.d.sync += a_left.eq(a_left - a_step)
-            m.d.comb += wrap_a_next.eq(a_left <= a_step2)
         with m.Elif(row_take | init_all):
             m.d.sync += a_left.eq(t0["next"]["n"])
-            m.d.comb += wrap_a_next.eq(t0["next"]["one_step"])
-        m.d.sync += wrap_a.eq(wrap_a_next)
         with m.If(init_all):
             m.d.sync += [walking.eq(1), a.eq(0)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
