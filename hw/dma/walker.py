@@ -13,7 +13,7 @@ arithmetic is additions only, whatever the strides, and a new step leaves every 
 
 Ports
 -----
-Configuration (hold it while ``busy``): ``extent[k]``, ``valid[k]``, ``src_stride[k]``,
+Configuration (set it by the cycle of ``start`` and hold it while ``busy``): ``extent[k]``, ``valid[k]``, ``src_stride[k]``,
 ``dst_stride[k]``, ``src_base``, ``dst_base``. Extents must be at least 1 (the front end checks).
 ``start`` (pulse, ignored while busy) begins a walk. Steps leave on ``o`` (valid/ready): ``src``,
 ``dst``, ``has_src``, ``first`` (index 0 at every level), ``last`` (final step).
@@ -23,6 +23,8 @@ Configuration (hold it while ``busy``): ``extent[k]``, ``valid[k]``, ``src_strid
 from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from ..bus.fifo import registered
 
 
 def step_layout(addr_width: int) -> data.StructLayout:
@@ -71,20 +73,28 @@ class Walker(wiring.Component):
             self.o.payload.last.eq(_all(wrap)),
         ]
 
-        # rv[j]: where level j restarts when every level up to j wraps: the next addresses of
-        # the lowest higher level that does not wrap
+        # the strides, copied into registers beside the walker's adders (they come from the
+        # descriptor's registers, which may sit far away on the die): a copy taken every cycle,
+        # so it holds the value set by the cycle of start, before the first step
+        sst = [registered(m, self.src_stride[k], f"sst{k}") for k in range(n)]
+        dst = [registered(m, self.dst_stride[k], f"dst{k}") for k in range(n)]
+        # (named signals kept as wires, so Yosys does not share one adder between the levels
+        # with the choice of level in front of it)
+        up_s = [Signal(aw, name=f"up_s{k}", attrs={"keep": 1}) for k in range(n)]
+        up_d = [Signal(aw, name=f"up_d{k}", attrs={"keep": 1}) for k in range(n)]
+        m.d.comb += [*(up_s[k].eq(sa[k] + sst[k]) for k in range(n)),
+                     *(up_d[k].eq(da[k] + dst[k]) for k in range(n))]
+        # counts[j]: level j is the one a step counts up (the levels below it wrap, it does
+        # not); one-hot, or none on the last step. The levels below it restart at its next
+        # addresses: rs[j], rd[j] select those by an AND-OR over the levels above j, not a
+        # chain of multiplexers through the levels
+        counts = [_all(wrap[:j]) & ~wrap[j] for j in range(n)]
         rs = [Signal(aw, name=f"rs{k}") for k in range(n)]
         rd = [Signal(aw, name=f"rd{k}") for k in range(n)]
-        for j in reversed(range(n)):
-            up_s = sa[j] + self.src_stride[j]
-            up_d = da[j] + self.dst_stride[j]
-            if j == n - 1:
-                m.d.comb += [rs[j].eq(up_s), rd[j].eq(up_d)]
-            else:
-                with m.If(wrap[j]):
-                    m.d.comb += [rs[j].eq(rs[j + 1]), rd[j].eq(rd[j + 1])]
-                with m.Else():
-                    m.d.comb += [rs[j].eq(up_s), rd[j].eq(up_d)]
+        for j in range(n):
+            s_terms = [up_s[i] & counts[i].replicate(aw) for i in range(j + 1, n)]
+            d_terms = [up_d[i] & counts[i].replicate(aw) for i in range(j + 1, n)]
+            m.d.comb += [rs[j].eq(_any(s_terms)), rd[j].eq(_any(d_terms))]
 
         with m.If(self.stop):
             m.d.sync += busy.eq(0)
@@ -104,18 +114,23 @@ class Walker(wiring.Component):
             with m.Else():
                 for j in range(n):
                     below = _all(wrap[:j])
-                    with m.If(below & ~wrap[j]):            # this level counts up
+                    with m.If(counts[j]):                   # this level counts up
                         m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(rem[j] == 1),
                                      vleft[j].eq(vleft[j] - ok[j]),
                                      ok[j].eq(ok[j] & (vleft[j] != 1)),
-                                     sa[j].eq(sa[j] + self.src_stride[j]),
-                                     da[j].eq(da[j] + self.dst_stride[j])]
+                                     sa[j].eq(up_s[j]), da[j].eq(up_d[j])]
                     with m.Elif(below & wrap[j]):           # this level restarts
                         m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
                                      vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
-                                     sa[j].eq(rs[j + 1] if j + 1 < n else 0),
-                                     da[j].eq(rd[j + 1] if j + 1 < n else 0)]
+                                     sa[j].eq(rs[j]), da[j].eq(rd[j])]
         return m
+
+
+def _any(values):
+    out = 0
+    for v in values:
+        out = out | v
+    return out
 
 
 def _all(sigs):
