@@ -137,10 +137,18 @@ class FrontEnd(wiring.Component):
         cur_v = Signal(32)
         cur_s = Signal(32)
         cur_d = Signal(32)
-        for k in range(MAX_DIMS):
-            with m.If(k_chk == k):
-                m.d.comb += [cur_e.eq(ext[k]), cur_v.eq(val[k]), cur_s.eq(sst[k]),
-                             cur_d.eq(dstr[k])]
+        # the dimension being checked, as registers: selected by k_chk a cycle ahead (k_chk
+        # steps a phase before a dimension's last, so they hold the next dimension's fields by
+        # its phase 0), and dimension 0's loaded with the descriptor in LOAD. So the check's
+        # first phase starts from registers, not from a selection by k_chk
+        cur = (cur_e, cur_v, cur_s, cur_d)
+        with m.Switch(k_chk):
+            for k in range(MAX_DIMS):
+                with m.Case(k):
+                    m.d.sync += [r.eq(v) for r, v in zip(cur, (ext[k], val[k], sst[k], dstr[k]),
+                                                         strict=True)]
+            with m.Default():
+                m.d.sync += [r.eq(0) for r in cur]
         # each dimension's two products, (extent - 1) x destination stride and (valid - 1) x
         # source stride, over four cycles: operands, 16-bit partial products (and the
         # dimension's comparisons), the middle sums, the products; then the checks take them
@@ -254,6 +262,10 @@ class FrontEnd(wiring.Component):
         with m.If(load_now):
             m.d.sync += [t.eq(Mux(load_regs, b, a))
                          for t, a, b in zip(targets, from_fetched, from_bank, strict=True)]
+            # dimension 0's fields, for the check's first phase (see `cur` above)
+            m.d.sync += [r.eq(Mux(load_regs, b, a)) for r, a, b in zip(
+                cur, from_fetched[-4 * MAX_DIMS:][:4], from_bank[-4 * MAX_DIMS:][:4],
+                strict=True)]
 
         # the fetched descriptor's beats pass a register, then shift into `fetched` whatever the
         # state (beats come only when a fetch was asked for)
@@ -324,9 +336,12 @@ class FrontEnd(wiring.Component):
                         with m.Case(2):
                             m.d.sync += [mids[0].eq(parts[1] + parts[2]),
                                          mids[1].eq(parts[5] + parts[6])]
-                        with m.Case(3):
+                        with m.Case(LAST_PHASE - 1):
                             m.d.sync += [p_dst.eq(total(parts[:4], mids[0])),
                                          p_src.eq(total(parts[4:], mids[1]))]
+                            # the next dimension, a phase early: `cur` follows it a cycle
+                            # later, by its phase 0 (`dim_left` too, read from phase 1)
+                            m.d.sync += k_chk.eq(k_chk + 1)
                 with m.Else():
                     m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
@@ -342,7 +357,6 @@ class FrontEnd(wiring.Component):
                         m.d.sync += no_src.eq(1)
                     with m.Else():
                         m.d.sync += src_top.eq(src_top + p_src)
-                    m.d.sync += k_chk.eq(k_chk + 1)
             with m.Case(_State.SUMS):
                 misaligned_c = Signal()
                 for k in range(MAX_DIMS):
