@@ -20,7 +20,7 @@ Configuration (set it by the cycle of ``start`` and hold it while ``busy``): ``e
 ``busy`` is high from ``start`` until the last step is taken. ``stop`` abandons a walk.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -57,7 +57,7 @@ class Walker(wiring.Component):
         vleft = [Signal(cw, name=f"vleft{k}") for k in range(n)]
         wrap = [Signal(name=f"wrap{k}") for k in range(n)]       # rem == 0: the last index
         ok = [Signal(name=f"ok{k}") for k in range(n)]           # vleft != 0: has a source
-        # restart values, worked out at start
+        # restart values, worked out before start
         em1 = [Signal(cw, name=f"em1_{k}") for k in range(n)]
         one = [Signal(name=f"one{k}") for k in range(n)]
         any_valid = [Signal(name=f"any_valid{k}") for k in range(n)]
@@ -67,7 +67,6 @@ class Walker(wiring.Component):
         first = Signal()
         m.d.comb += self.busy.eq(busy)
         m.d.comb += [
-            self.o.valid.eq(busy),
             self.o.payload.src.eq(sa[0]), self.o.payload.dst.eq(da[0]),
             self.o.payload.has_src.eq(_all(ok)), self.o.payload.first.eq(first),
             self.o.payload.last.eq(_all(wrap)),
@@ -84,45 +83,74 @@ class Walker(wiring.Component):
         up_d = [Signal(aw, name=f"up_d{k}", attrs={"keep": 1}) for k in range(n)]
         m.d.comb += [*(up_s[k].eq(sa[k] + sst[k]) for k in range(n)),
                      *(up_d[k].eq(da[k] + dst[k]) for k in range(n))]
-        # counts[j]: level j is the one a step counts up (the levels below it wrap, it does
-        # not); one-hot, or none on the last step. The levels below it restart at its next
-        # addresses: rs[j], rd[j] select those by an AND-OR over the levels above j, not a
-        # chain of multiplexers through the levels
-        counts = [_all(wrap[:j]) & ~wrap[j] for j in range(n)]
-        rs = [Signal(aw, name=f"rs{k}") for k in range(n)]
-        rd = [Signal(aw, name=f"rd{k}") for k in range(n)]
-        for j in range(n):
-            s_terms = [up_s[i] & counts[i].replicate(aw) for i in range(j + 1, n)]
-            d_terms = [up_d[i] & counts[i].replicate(aw) for i in range(j + 1, n)]
-            m.d.comb += [rs[j].eq(_any(s_terms)), rd[j].eq(_any(d_terms))]
+        # cnt[j]: level j is the one the next step counts up (the levels below it wrap, it does
+        # not); one-hot, or none on the last step. A register, set as the wraps are: the
+        # levels below it restart at its next addresses, an AND-OR over the levels above,
+        # and no decode of the wraps lies between them and the address registers. The wrap
+        # and the source flag a level takes when it counts (rem == 1, and ok & vleft != 1)
+        # are registers too, worked out from the counters before the step.
+        cnt = [Signal(name=f"cnt{k}") for k in range(n)]
+        wrap_after = [Signal(name=f"wrap_after{k}") for k in range(n)]
+        ok_after = [Signal(name=f"ok_after{k}") for k in range(n)]
+        two = [Signal(name=f"two{k}") for k in range(n)]            # extent == 2
+        ok_two = [Signal(name=f"ok_two{k}") for k in range(n)]      # valid >= 2
+        # a cycle after start: cnt from the loaded wraps (no step leaves in it)
+        prime = Signal()
+        m.d.comb += self.o.valid.eq(busy & ~prime)
+        restarts = [_any(cnt[j + 1:]) for j in range(n)]      # a level above j counts
 
+        def pick(values, j):
+            """The address level j restarts at: the counting level's (above j) next one."""
+            return _any([values[i] & cnt[i].replicate(aw) for i in range(j + 1, n)])
+
+        def first_count(wraps):
+            return [_all(wraps[:k]) & ~wraps[k] for k in range(n)]
+
+        step = Signal()
+        m.d.comb += step.eq(busy & ~prime & self.o.ready)
+        # the restart values follow the configuration while idle (so their enable is one
+        # register), and hold from start on
+        with m.If(~busy):
+            for k in range(n):
+                e, v = self.extent[k], self.valid[k]
+                m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2),
+                             any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
         with m.If(self.stop):
-            m.d.sync += busy.eq(0)
+            m.d.sync += [busy.eq(0), prime.eq(0)]
         with m.Elif(~busy):
             with m.If(self.start):
-                m.d.sync += [busy.eq(1), first.eq(1)]
+                m.d.sync += [busy.eq(1), first.eq(1), prime.eq(1)]
                 for k in range(n):
                     e, v = self.extent[k], self.valid[k]
-                    m.d.sync += [rem[k].eq(e - 1), em1[k].eq(e - 1), wrap[k].eq(e == 1),
-                                 one[k].eq(e == 1), vleft[k].eq(v), ok[k].eq(v != 0),
-                                 any_valid[k].eq(v != 0),
+                    m.d.sync += [rem[k].eq(e - 1), wrap[k].eq(e == 1),
+                                 wrap_after[k].eq(e == 2),
+                                 vleft[k].eq(v), ok[k].eq(v != 0), ok_after[k].eq(v > 1),
                                  sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
-        with m.Elif(self.o.ready):
+        with m.Elif(prime):
+            m.d.sync += [prime.eq(0), *(c.eq(f) for c, f in zip(cnt, first_count(wrap),
+                                                                 strict=True))]
+        with m.Elif(step):
             m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
                 m.d.sync += busy.eq(0)
-            with m.Else():
-                for j in range(n):
-                    below = _all(wrap[:j])
-                    with m.If(counts[j]):                   # this level counts up
-                        m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(rem[j] == 1),
-                                     vleft[j].eq(vleft[j] - ok[j]),
-                                     ok[j].eq(ok[j] & (vleft[j] != 1)),
-                                     sa[j].eq(up_s[j]), da[j].eq(up_d[j])]
-                    with m.Elif(below & wrap[j]):           # this level restarts
-                        m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
-                                     vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
-                                     sa[j].eq(rs[j]), da[j].eq(rd[j])]
+            # the wraps after this step, and the level the next step counts
+            wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
+                         (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
+            m.d.sync += [c.eq(f) for c, f in zip(cnt, first_count(wrap_next), strict=True)]
+            for j in range(n):
+                with m.If(cnt[j]):                          # this level counts up
+                    m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(wrap_after[j]),
+                                 wrap_after[j].eq(rem[j] == 2),
+                                 vleft[j].eq(vleft[j] - ok[j]), ok[j].eq(ok_after[j]),
+                                 ok_after[j].eq(ok_after[j] & Mux(ok[j], vleft[j] != 2,
+                                                                  vleft[j] != 1)),
+                                 sa[j].eq(up_s[j]), da[j].eq(up_d[j])]
+                with m.Elif(restarts[j]):                   # this level restarts
+                    m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
+                                 wrap_after[j].eq(two[j]),
+                                 vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
+                                 ok_after[j].eq(ok_two[j]),
+                                 sa[j].eq(pick(up_s, j)), da[j].eq(pick(up_d, j))]
         return m
 
 
