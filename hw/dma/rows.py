@@ -232,18 +232,34 @@ class RowCopier(wiring.Component):
                                   out_ready=self.wr.ready, out_payload=self.wr.payload)
         with m.If(take_beat):
             m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]
+        # the wide tests that the beat after next needs of the counters (see below), worked
+        # out at each step from the values before it, so they are registers when that beat's
+        # tests are: for u' = u - 1, u' >= 3 and u' == 2 (takes_after); v' == 2; and for
+        # sr' = sr - BB (er likewise), sr' < BB and sr' >= 2 BB (clamp_after)
+        u_ge3, u_eq2, v_eq2 = Signal(), Signal(), Signal()
+        sr_under, sr_over, er_under, er_over = Signal(), Signal(), Signal(), Signal()
+
+        def clamp_flags(under, over, x):
+            """clamp_after(x) from its two tests, held in registers."""
+            return Mux(under, 0, Mux(over, BB, x[:LB]))
+
         with m.If(sent):
             u_next, sr_next, er_next = u - 1, sr - BB, er - BB
             # the next beat's tests are taken from the registers' values before the step (so
-            # no subtract lies in front of them), or after the run's first beat from its entry
-            # (so `first` selects between finished tests, not between their operands)
+            # no subtract lies in front of them) and their wide tests made at the step before,
+            # or after the run's first beat from its entry (so `first` selects between
+            # finished tests, not between their operands)
             m.d.sync += [first.eq(0), u_reg.eq(u_next), v_reg.eq(v - 1), sr_reg.eq(sr_next),
                          er_reg.eq(er_next), a_reg.eq(a + 1),
-                         takes_reg.eq(Mux(first, fields["takes2"], takes_after(u_reg, lead))),
-                         one_reg.eq(Mux(first, fields["one2"], v_reg == 2)),
+                         takes_reg.eq(Mux(first, fields["takes2"], u_ge3 | (u_eq2 & ~lead))),
+                         one_reg.eq(Mux(first, fields["one2"], v_eq2)),
                          src_mask_reg.eq(Mux(first, fields["src_mask2"],
-                                             low(clamp_after(sr_reg)))),
-                         strb_reg.eq(Mux(first, fields["strb2"], low(clamp_after(er_reg))))]
+                                             low(clamp_flags(sr_under, sr_over, sr_reg)))),
+                         strb_reg.eq(Mux(first, fields["strb2"],
+                                         low(clamp_flags(er_under, er_over, er_reg)))),
+                         u_ge3.eq(u >= 4), u_eq2.eq(u == 3), v_eq2.eq(v == 3),
+                         sr_under.eq(sr < 2 * BB), sr_over.eq(sr >= 3 * BB),
+                         er_under.eq(er < 2 * BB), er_over.eq(er >= 3 * BB)]
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
