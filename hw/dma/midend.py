@@ -23,12 +23,12 @@ the path and begins; ``path`` tells which one runs (0 elements, 1 rows, 2 tiles)
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import enum, wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from model.dma.descriptor import MAX_DIMS
 
-from ..bus.fifo import registered
+from ..bus.fifo import register_slice, registered
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
@@ -218,16 +218,28 @@ class MidEnd(wiring.Component):
 
         # the running path has the streams: its handshakes through a gate on its own register,
         # its payloads through a multiplexer on `path`
+        # The read data reaches each path through a register slice of its own, next to it: a
+        # path's decision to take a beat (its ready, from the beat's valid) then stays within
+        # the path, where a slice shared by the three paths, which the tools place apart,
+        # had it cross the die and back (nextpnr's 78.4 MHz path: 10.9 ns of routing)
+        rdata_in = {}
+        for p, u in units.items():
+            rdata_in[u] = stream.Signature(self.rdata.payload.shape()).create(
+                path=(f"rdata_{p.name.lower()}",))
+            register_slice(m, f"rdata_{p.name.lower()}", valid=rdata_in[u].valid,
+                           ready=rdata_in[u].ready, payload=self.rdata.payload,
+                           out_valid=u.rdata.valid, out_ready=u.rdata.ready,
+                           out_payload=u.rdata.payload)
         for u in units.values():
             m.d.comb += [u.req.ready.eq(self.req.ready & on[u]),
-                         u.rdata.valid.eq(self.rdata.valid & on[u]),
+                         rdata_in[u].valid.eq(self.rdata.valid & on[u]),
                          u.wr.ready.eq(self.wr.ready & on[u])]
 
         def running(signal):
             return Cat(*(signal(u) & on[u] for u in units.values())).any()
 
         m.d.comb += [self.req.valid.eq(running(lambda u: u.req.valid)),
-                     self.rdata.ready.eq(running(lambda u: u.rdata.ready)),
+                     self.rdata.ready.eq(running(lambda u: rdata_in[u].ready)),
                      self.wr.valid.eq(running(lambda u: u.wr.valid))]
         with m.Switch(path):
             for p, u in units.items():
@@ -236,7 +248,5 @@ class MidEnd(wiring.Component):
                                  self.wr.payload.eq(u.wr.payload),
                                  self.read_bytes.eq(u.read_bytes),
                                  self.written_bytes.eq(u.written_bytes)]
-        for u in units.values():
-            m.d.comb += u.rdata.payload.eq(self.rdata.payload)
         m.d.comb += self.busy.eq((settle != 0) | elements.busy | rows.busy | tile.busy)
         return m
