@@ -711,34 +711,35 @@ class TileTransposer(wiring.Component):
         def regs(name, n, width):
             return [Signal(width, name=f"{name}{k}") for k in range(n)]
 
-        # The banks' read addresses are registers that follow b. Beside them, each bank's
-        # (bank - skew) mod L and the beat in the row for the column after b, also registers:
-        # as b steps the addresses take the next column's (or column 0's after a tile's last),
-        # and the next column's values step by one (subtract 1 mod L). Column 0's and 1's
-        # values are configuration registers; everything is set to them while b is 0. So the
-        # address arithmetic is neither between b and the block RAMs nor behind the decision
-        # to step (with both choices worked out by the same arithmetic, Yosys would share it
-        # and select its operands instead).
+        # The banks' read addresses are registers that follow b. Column c reads byte bank k at
+        # row T((k >> elog) - c mod L), T being bank_row (a fixed permutation for the job), so
+        # column c + 1's rows are column c's moved up one element's banks: a rotation by a
+        # fixed amount per element size, with no arithmetic. Column 0's rows are configuration
+        # registers, set while b is 0 and after a tile's last column. Beside them, the beat in
+        # the row for the column after b, also a register. So no address arithmetic lies between
+        # b and the block RAMs or behind the decision to step.
         rows_r = regs("row", BB, LB)
         bdiv_r = Signal(max(KB, 1))
-        x_next = regs("skew_next", BB, LB)
         bdiv_next = Signal(max(KB, 1))
-        rows_0, x_1 = regs("row_first", BB, LB), regs("skew_second", BB, LB)
+        rows_0 = regs("row_first", BB, LB)
         bdiv_0, bdiv_1 = Signal(max(KB, 1)), Signal(max(KB, 1))
         m.d.sync += [*(r.eq(bank_row(x)) for r, x in zip(rows_0, skews(Const(0, LB)),
                                                            strict=True)),
-                     *(r.eq(x) for r, x in zip(x_1, skews(Const(1, LB)), strict=True)),
                      bdiv_0.eq(0), bdiv_1.eq(Const(1, 2) >> lgl)]
+        rows_step = regs("row_step", BB, LB)
+        with m.Switch(elog):
+            for e in range(4):
+                with m.Case(e):
+                    if (1 << e) < BB:
+                        m.d.comb += [r.eq(rows_r[(k - (1 << e)) % BB])
+                                     for k, r in enumerate(rows_step)]
         with m.If(issue):
-            m.d.sync += [*(r.eq(Mux(col_last, r0, bank_row(x)))
-                           for r, r0, x in zip(rows_r, rows_0, x_next, strict=True)),
-                         *(x.eq(Mux(col_last, x1, (x - 1) & (L - 1)))
-                           for x, x1 in zip(x_next, x_1, strict=True)),
+            m.d.sync += [*(r.eq(Mux(col_last, r0, rn))
+                           for r, r0, rn in zip(rows_r, rows_0, rows_step, strict=True)),
                          bdiv_r.eq(Mux(col_last, bdiv_0, bdiv_next)),
                          bdiv_next.eq(Mux(col_last, bdiv_1, (b + 2) >> lgl))]
         with m.Elif(b_zero):
             m.d.sync += [*(r.eq(r0) for r, r0 in zip(rows_r, rows_0, strict=True)),
-                         *(x.eq(x1) for x, x1 in zip(x_next, x_1, strict=True)),
                          bdiv_r.eq(bdiv_0), bdiv_next.eq(bdiv_1)]
         for row_k, (_, rp) in zip(rows_r, banks, strict=True):
             r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
