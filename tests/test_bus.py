@@ -144,8 +144,8 @@ def test_regs_signature_is_flippable():
 
 
 def _fifo_order_rate_and_level(q, seed):
-    """Random pushes and pops through ``q`` (the ports of SyncFIFOBuffered) keep the order and
-    the level; then, with both sides always willing, ``q`` passes a word every cycle."""
+    """Random pushes and pops through ``q`` (the ports of SyncFIFOBuffered, and ``nonempty``)
+    keep the order, the level and the nonempty flag; then, with both sides always willing, ``q`` passes a word every cycle."""
     rng = random.Random(seed)
     sent = list(range(1, 601))
     seen = {"out": [], "level_errors": 0, "idle_pops": 0}
@@ -162,6 +162,7 @@ def _fifo_order_rate_and_level(q, seed):
             ctx.set(q.r_en, pop)
             await ctx.delay(1e-9)
             seen["level_errors"] += ctx.get(q.level) != len(queue)
+            seen["level_errors"] += ctx.get(q.nonempty) != (len(queue) != 0)
             w, r = ctx.get(q.w_rdy), ctx.get(q.r_rdy)
             if r and pop:
                 seen["out"].append(ctx.get(q.r_data))

@@ -32,6 +32,16 @@ def registered_room(m, name, *fifos):
     return room
 
 
+def holds_entries(m, name, fifo):
+    """A register that says whether ``fifo`` (with the ports of ``SyncFIFOBuffered``) holds an
+    entry, exact in every cycle: worked out from its level and this cycle's handshakes. For
+    busy and idle flags, where ``level != 0`` would put the level's adder in front of them."""
+    held = Signal(name=name)
+    m.d.sync += held.eq(
+        (fifo.level + (fifo.w_en & fifo.w_rdy) - (fifo.r_en & fifo.r_rdy)) != 0)
+    return held
+
+
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
                    reset=None, bypass=False):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
@@ -71,6 +81,8 @@ class SkidBuffer(Elaboratable):
         self.r_en = Signal()
         self.r_rdy = Signal()
         self.level = Signal(range(3))
+        #: whether an entry is held: the output entry's valid (the second fills only behind it)
+        self.nonempty = self.r_rdy
 
     def elaborate(self, platform):
         m = Module()
@@ -110,10 +122,13 @@ class RegisteredQueue(Elaboratable):
         self.r_en = Signal()
         self.r_rdy = Signal()
         self.level = Signal(range(depth + 4))
+        #: whether an entry is held, from a register (:func:`holds_entries`)
+        self.nonempty = Signal()
 
     def elaborate(self, platform):
         m = Module()
         q = m.submodules.queue = SyncFIFOBuffered(width=self.width, depth=self.depth)
+        m.d.comb += self.nonempty.eq(holds_entries(m, "held", self))
         m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
         if self.depth >= 4:
             m.d.comb += self.w_rdy.eq(registered_room(m, "room", q))

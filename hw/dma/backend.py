@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 from model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
-from ..bus.fifo import registered_room
+from ..bus.fifo import holds_entries, registered_room
 from .tile import byte_bits, piece_layout
 
 DATA_ID = 0
@@ -261,9 +261,9 @@ class BackEnd(wiring.Component):
             m.d.sync += self.write_err.eq(1)
 
         writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & ~push_r & ~close_r &
-                       (awfifo.level == 0) &
+                       ~holds_entries(m, "aw_held", awfifo) &
                        (issued_bursts == 0) & (pending_b == 0) & ~awvalid &
-                       (wfifo.level == 0))
+                       ~holds_entries(m, "w_held", wfifo))
         reads_idle = (inflight == 0) & ~arvalid & ~open_ & ~i_valid
         m.d.comb += [self.idle.eq(writes_idle & reads_idle),
                      self.drained.eq((inflight == 0) & ~arvalid & (issued_bursts == 0) &

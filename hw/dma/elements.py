@@ -113,6 +113,6 @@ class ElementPath(wiring.Component):
         with m.If(go & e_new):
             m.d.sync += cur.eq(self.rdata.payload)
 
-        m.d.comb += self.busy.eq(walker.busy | (pre_slice.level != 0) | (entries.level != 0) |
-                                 (wr_slice.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | pre_slice.nonempty | entries.nonempty |
+                                 wr_slice.nonempty)
         return m

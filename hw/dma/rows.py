@@ -263,7 +263,7 @@ class RowCopier(wiring.Component):
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | (sums_slice.level != 0) | gen_busy |
-                                 (runs.level != 0) | counting |
-                                 (wr_slice.level != 0))
+        m.d.comb += self.busy.eq(walker.busy | sums_slice.nonempty | gen_busy |
+                                 runs.nonempty | counting |
+                                 wr_slice.nonempty)
         return m

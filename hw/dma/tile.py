@@ -166,7 +166,7 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     with m.If(runs_out.valid & free):
         m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
                      left.eq(runs_out.payload.n), one_left.eq(runs_out.payload.n == 1)]
-    return runs_in, active | (runs.level != 0)
+    return runs_in, active | runs.nonempty
 
 
 class TileTransposer(wiring.Component):
@@ -763,8 +763,8 @@ class TileTransposer(wiring.Component):
             m.d.sync += full.bit_select(t_half, 1).eq(0)
 
         m.d.comb += self.busy.eq(walking | gen_busy |
-                                 (rows.level != 0) | f_v | w_valid | tile_v |
-                                 (full != 0) | s_v | q_v | (cols.level != 0) |
-                                 (out_slice.level != 0))
+                                 rows.nonempty | f_v | w_valid | tile_v |
+                                 (full != 0) | (in_flight != 0) |
+                                 out_slice.nonempty)
         return m
 
