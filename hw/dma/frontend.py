@@ -208,10 +208,13 @@ class FrontEnd(wiring.Component):
         # -- the sequencer --------------------------------------------------------------------
         # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
         # their busy flags is not in front of the state register. It still shows the cycle
-        # of start in the first cycle of RUN, so RUN looks at it from its second (`armed`)
+        # of start in the first cycle of RUN, so RUN looks at it from its second (`armed`);
+        # DRAIN does the same with the back end's drained flag
         quiet = Signal()
         armed = Signal()
         m.d.sync += quiet.eq(~self.busy & self.idle)
+        drained_q = Signal()
+        m.d.sync += drained_q.eq(self.drained)
         done_set = Signal()
         err_set = Signal()
         irq_set = Signal()
@@ -392,12 +395,16 @@ class FrontEnd(wiring.Component):
             with m.Case(_State.RUN):
                 m.d.sync += armed.eq(1)
                 with m.If(self.read_err | self.write_err):
-                    m.d.sync += [halt.eq(1), state.eq(_State.DRAIN)]
+                    m.d.sync += [halt.eq(1), state.eq(_State.DRAIN), armed.eq(0)]
                 with m.Elif(armed & quiet):
                     m.d.sync += state.eq(_State.NEXT)
             with m.Case(_State.DRAIN):
-                # halted: the issued bursts finish, reads in flight come back (and are dropped)
-                with m.If(self.drained):
+                # halted: the issued bursts finish, reads in flight come back (and are dropped).
+                # `drained_q` is the back end's drained flag a cycle ago, so DRAIN looks at it
+                # from its second cycle: by then it was taken with `halt` high, and nothing is
+                # issued after that
+                m.d.sync += armed.eq(1)
+                with m.If(armed & drained_q):
                     finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
             with m.Case(_State.NEXT):
                 m.d.sync += ndone.eq(ndone + 1)
