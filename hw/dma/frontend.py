@@ -133,6 +133,7 @@ class FrontEnd(wiring.Component):
         s_over = Signal()                     # the source ends past the address space
         d_over = Signal()                     # the destination does
         overlap = Signal()                    # the two ranges overlap
+        early_code = Signal(4)                # the verdict from the checks before COMPARE's
         cur_e = Signal(32)
         cur_v = Signal(32)
         cur_s = Signal(32)
@@ -374,15 +375,20 @@ class FrontEnd(wiring.Component):
                 m.d.sync += [s_over.eq(s_end > top), d_over.eq(d_end > top),
                              overlap.eq((src < d_end) & (dst < s_end)),
                              state.eq(_State.VERDICT)]
-            with m.Case(_State.VERDICT):
+                # the verdict's first four rules, whose inputs are ready here, as one code
                 with m.If((ndims == 0) | (ndims > MAX_DIMS)):
-                    finish(Error.DIMS)
+                    m.d.sync += early_code.eq(Error.DIMS)
                 with m.Elif(first_dim_err != 0):
-                    finish(first_dim_err)
+                    m.d.sync += early_code.eq(first_dim_err)
                 with m.Elif(nest_err):
-                    finish(Error.DIMS)
+                    m.d.sync += early_code.eq(Error.DIMS)
                 with m.Elif(misaligned):
-                    finish(Error.ALIGN)
+                    m.d.sync += early_code.eq(Error.ALIGN)
+                with m.Else():
+                    m.d.sync += early_code.eq(0)
+            with m.Case(_State.VERDICT):
+                with m.If(early_code != 0):
+                    finish(early_code)
                 with m.Elif(~no_src & s_over):
                     finish(Error.RANGE)
                 with m.Elif(d_over):
