@@ -71,7 +71,8 @@ class BackEnd(wiring.Component):
         rfifo = m.submodules.rfifo = SyncFIFOBuffered(width=W, depth=self.read_fifo)
         wfifo = m.submodules.wfifo = SyncFIFOBuffered(width=W + BB, depth=2 * mb)
         awfifo = m.submodules.awfifo = SyncFIFOBuffered(width=aw + 9, depth=8)
-        wlens = m.submodules.wlens = SyncFIFOBuffered(width=9, depth=8)
+        # each burst's length - 1, and whether that is 0 (its first beat is its last)
+        wlens = m.submodules.wlens = SyncFIFOBuffered(width=10, depth=8)
 
         # -- read planner -----------------------------------------------------------------------
         open_ = Signal()
@@ -188,9 +189,11 @@ class BackEnd(wiring.Component):
         m.d.sync += [push_r.eq(push), close_r.eq(close)]
         with m.If(push):
             m.d.sync += wfifo.w_data.eq(Cat(w_data, w_strb))
+        wb_len_m1 = Signal(9)
+        m.d.comb += wb_len_m1.eq(wb_len - 1)
         with m.If(close):
             m.d.sync += [awfifo.w_data.eq(Cat(wb_start, wb_len - 1)),
-                         wlens.w_data.eq(wb_len - 1)]
+                         wlens.w_data.eq(Cat(wb_len_m1, wb_len == 1))]
         m.d.comb += [wfifo.w_en.eq(push_r), awfifo.w_en.eq(close_r), wlens.w_en.eq(close_r)]
         flush = Signal()                      # the last piece is in: push and close what is open
 
@@ -244,16 +247,25 @@ class BackEnd(wiring.Component):
         with m.If(aw_go):
             m.d.sync += [awvalid.eq(1), axi.awid.eq(DATA_ID), axi.awaddr.eq(awfifo.r_data[:aw]),
                          axi.awlen.eq(awfifo.r_data[aw:])]
+        # W: whether a beat is its burst's last, and whether any burst has its address issued,
+        # are registers (the first beat's test comes with its length), so W's handshake does
+        # not wait on compares
         w_count = Signal(9)
-        w_go = wlens.r_rdy & wfifo.r_rdy & (issued_bursts != 0)
-        w_lastbeat = w_count == wlens.r_data          # wlens holds each burst's length - 1
+        w_first = Signal(init=1)              # the next beat is its burst's first
+        w_last_reg = Signal()                 # (after the first) the next beat is the last
+        bursts_issued = Signal()              # issued_bursts != 0
+        w_go = wlens.r_rdy & wfifo.r_rdy & bursts_issued
+        w_lastbeat = Mux(w_first, wlens.r_data[9], w_last_reg)
         w_sent = w_go & axi.wready
         m.d.comb += [axi.wvalid.eq(w_go), axi.wdata.eq(wfifo.r_data[:W]),
                      axi.wstrb.eq(wfifo.r_data[W:]), axi.wlast.eq(w_lastbeat),
                      wfifo.r_en.eq(w_sent), wlens.r_en.eq(w_sent & w_lastbeat)]
         with m.If(w_sent):
-            m.d.sync += w_count.eq(Mux(w_lastbeat, 0, w_count + 1))
-        m.d.sync += issued_bursts.eq(issued_bursts + aw_go - (w_sent & w_lastbeat))
+            m.d.sync += [w_count.eq(Mux(w_lastbeat, 0, w_count + 1)), w_first.eq(w_lastbeat),
+                         w_last_reg.eq(w_count + 1 == wlens.r_data[:9])]
+        bursts_next = Signal.like(issued_bursts)
+        m.d.comb += bursts_next.eq(issued_bursts + aw_go - (w_sent & w_lastbeat))
+        m.d.sync += [issued_bursts.eq(bursts_next), bursts_issued.eq(bursts_next != 0)]
         pending_b = Signal(range(256))
         b_beat = axi.bvalid & axi.bready
         m.d.sync += pending_b.eq(pending_b + aw_go - b_beat)
