@@ -96,7 +96,11 @@ class SkidBuffer(Elaboratable):
             with m.Else():
                 m.d.sync += [self.r_data.eq(self.w_data), self.r_rdy.eq(take)]
         with m.Elif(take):
-            m.d.sync += [skid_d.eq(self.w_data), skid_v.eq(1)]
+            m.d.sync += skid_v.eq(1)
+        # the second entry follows the input while it is empty, so its enable is a register
+        # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
+        with m.If(~skid_v):
+            m.d.sync += skid_d.eq(self.w_data)
         return m
 
 

@@ -231,7 +231,9 @@ class TileTransposer(wiring.Component):
         rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0, ext[ROWS]), "rows_total", 38)
         cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc, ext[COLS]), "cols_total", 43)
         vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", 32)
-        v_lo = reg(Mux(g_rows, val[ROWS], L), "v_lo", 32)
+        # (at most L: it is compared with a row's index in dimension 0, which is under L)
+        v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", 32)
+        v_lo = reg(Mux(v_lo_full > L, L, v_lo_full), "v_lo", LB + 1)
         # source step after the last index of dimension 0 in a grouped row
         row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0) + sst[ROWS], "row_wrap", aw)
         # destination step after the last index of the columns' first dimension
