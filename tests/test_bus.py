@@ -145,7 +145,8 @@ def test_regs_signature_is_flippable():
 
 def _fifo_order_rate_and_level(q, seed):
     """Random pushes and pops through ``q`` (the ports of SyncFIFOBuffered, and ``nonempty``)
-    keep the order, the level and the nonempty flag; then, with both sides always willing, ``q`` passes a word every cycle."""
+    keep the order, the level and the nonempty flag; then, with both sides always willing,
+    ``q`` passes a word every cycle."""
     rng = random.Random(seed)
     sent = list(range(1, 601))
     seen = {"out": [], "level_errors": 0, "idle_pops": 0}

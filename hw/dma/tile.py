@@ -172,7 +172,7 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
 class TileTransposer(wiring.Component):
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
     #: the inputs must be held that long before ``start``
-    CONFIG_STAGES = 3
+    CONFIG_STAGES = 4
 
     def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
         if tile_beats not in (1, 2, 4, 8, 16, 32):
@@ -261,7 +261,7 @@ class TileTransposer(wiring.Component):
         a = Signal(LB)                        # row within the tile
         KEEP, STEP, INIT = 0, 1, 2
 
-        def counter(name, shape, step, init, tests):
+        def counter(name, shape, step, init, tests, firsts=None):
             """A counter kept with ``tests`` ({name: (function of a value, shape)}), whose
             registers are returned with the counter and its choice (KEEP, STEP or INIT), and
             under ``"next"`` the values they take at the next clock edge. A test
@@ -280,7 +280,8 @@ class TileTransposer(wiring.Component):
                 stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
                 m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
                                        spec[0](step(value)))
-                first = reg(spec[0](init), f"{name}_{t}_first", spec[-1])
+                first = (firsts[t] if firsts and t in firsts else
+                         reg(spec[0](init), f"{name}_{t}_first", spec[-1]))
                 held["stepped"][t], held["first"][t] = stepped, first
                 m.d.comb += nxt[t].eq(held[t])
                 with m.If(choice == STEP):
@@ -305,19 +306,37 @@ class TileTransposer(wiring.Component):
         LpLs = reg(L + (L >> sh0), "LpLs", LB + 2)
         # rows from this row tile on: rows in it, and whether it is the last
         # (and whether a row tile's rows fit one step of a: n <= a_step)
-        rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, {
+        # the tests of the counters' first values (configuration registers) over two stages:
+        # the wide compares with L or T, then the choices and the short compares
+        def split(v, bound, width, name):
+            """v < bound, v <= bound and v's low bits, as registers."""
+            return (reg(v < bound, f"{name}_lt"), reg(v <= bound, f"{name}_le"),
+                    reg(v[:width], f"{name}_low", width))
+
+        r0_lt, r0_le, r0_low = split(rows_total, L, LB + 1, "rows_total")
+        r1_lt, r1_le, r1_low = split(cols_total, T, LB + KB + 1, "cols_total")
+        vr_lt, vr_le, vr_low = split(vrem_init, L + 1, LB + 1, "vrem_init")
+        rem0_firsts = {
+            "n": reg(Mux(r0_lt, r0_low, L), "rem0_n_first", LB + 1),
+            "wrap": reg(r0_le, "rem0_wrap_first"),
+            "one_step": reg(Mux(r0_lt, r0_low <= a_step, L <= a_step), "rem0_one_step_first")}
+        rem1_firsts = {"n": reg(Mux(r1_lt, r1_low, T), "rem1_n_first", LB + KB + 1),
+                       "wrap": reg(r1_le, "rem1_wrap_first")}
+        vrem0_firsts = {"clip": reg(Mux(vr_lt, vr_low, L), "vrem0_clip_first", LB + 1)}
+        rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, firsts=rem0_firsts,
+                                    tests={
             "n": (lambda v: Mux(v < L, v, L), lambda v: Mux(v < L2, v - L, L), LB + 1),
             "wrap": (lambda v: v <= L, lambda v: v <= L2, 1),
             "one_step": (lambda v: Mux(v < L, v, L) <= a_step,
                          lambda v: Mux(v < L2, v <= L_a_step, L <= a_step), 1)})
         # rows (grouped: groups) with a source from this row tile on, limited to 0..L
-        vrem0, tv, vrem0_do = counter("vrem0", signed(38), lambda v: v - Ls, vrem_init,
-                                      {"clip": (lambda v: Mux(v < 0, 0, Mux(v > L, L, v)),
-                                                lambda v: Mux(v < Ls, 0,
-                                                              Mux(v > LpLs, L, v - Ls)),
-                                                LB + 1)})
+        vrem0, tv, vrem0_do = counter(
+            "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
+                "clip": (lambda v: Mux(v < 0, 0, Mux(v > L, L, v)),
+                         lambda v: Mux(v < Ls, 0, Mux(v > LpLs, L, v - Ls)), LB + 1)})
         # columns from this column tile on
-        rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, {
+        rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, firsts=rem1_firsts,
+                                    tests={
             "n": (lambda v: Mux(v < T, v, T), lambda v: Mux(v < T2, v - T, T), LB + KB + 1),
             "wrap": (lambda v: v <= T, lambda v: v <= T2, 1)})
         # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and

@@ -13,8 +13,9 @@ arithmetic is additions only, whatever the strides, and a new step leaves every 
 
 Ports
 -----
-Configuration (set it by the cycle of ``start`` and hold it while ``busy``): ``extent[k]``, ``valid[k]``, ``src_stride[k]``,
-``dst_stride[k]``, ``src_base``, ``dst_base``. Extents must be at least 1 (the front end checks).
+Configuration (set it by the cycle of ``start`` and hold it while ``busy``): ``extent[k]``,
+``valid[k]``, ``src_stride[k]``, ``dst_stride[k]``, ``src_base``, ``dst_base``. Extents must be
+at least 1 (the front end checks).
 ``start`` (pulse, ignored while busy) begins a walk. Steps leave on ``o`` (valid/ready): ``src``,
 ``dst``, ``has_src``, ``first`` (index 0 at every level), ``last`` (final step).
 ``busy`` is high from ``start`` until the last step is taken. ``stop`` abandons a walk.
