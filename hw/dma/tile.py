@@ -372,7 +372,15 @@ class TileTransposer(wiring.Component):
         m.d.sync += [col_step_dst.eq(Mux(g_cols, dstr[COLS_HI] << tiles_c,
                                          dstr[COLS] << (lgl + KB))),
                      row_step_src.eq(Mux(g_rows, sst[ROWS_HI] << tiles_r, sst[ROWS] << lgl))]
-        next_row = Mux(g_rows & ((a & lo_mask) == lo_mask), row_wrap, sst[ROWS])
+        # the source step from row a to the next row of the tile, as a register set as a steps
+        # (from a's next value) or restarts (a configuration register for row 0), so the row
+        # address's adder starts from registers: BB for packed rows, the grouped rows' wrap
+        # after the last index of dimension 0, else dimension 0's stride
+        def row_advance(at_end):
+            return Mux(pack, BB, Mux(g_rows & at_end, row_wrap, sst[ROWS]))
+
+        row_adv = Signal(aw)
+        adv_first = reg(row_advance(lo_mask == 0), "row_adv_first", aw)
 
 
         # Which level the next row steps, one register each (go_a: the next row of the tile;
@@ -419,13 +427,18 @@ class TileTransposer(wiring.Component):
             m.d.sync += a_left.eq(a_left - a_step)
         with m.Elif(row_take | init_all):
             m.d.sync += a_left.eq(t0["next"]["n"])
+        a_next = (a + a_step)[:LB]
+        with m.If(row_take & go_a):
+            m.d.sync += row_adv.eq(row_advance((a_next & lo_mask) == lo_mask))
+        with m.Elif(row_take | init_all):
+            m.d.sync += row_adv.eq(adv_first)
         with m.If(init_all):
             m.d.sync += [walking.eq(1), a.eq(0)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
             m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
         with m.Elif(row_take):
             with m.If(go_a):
-                m.d.sync += [a.eq(a + a_step), s_row.eq(s_row + Mux(pack, BB, next_row))]
+                m.d.sync += [a.eq(a_next), s_row.eq(s_row + row_adv)]
             with m.Elif(go_t1):
                 n_s1 = s1 + col_step_src
                 m.d.sync += [a.eq(0), s1.eq(n_s1), s_row.eq(n_s1), d1.eq(d1 + col_step_dst)]
