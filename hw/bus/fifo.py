@@ -65,6 +65,17 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     return buf
 
 
+def _fifo_ports(fifo, width):
+    """The ports a queue shares with ``SyncFIFOBuffered`` (less ``level``), set on ``fifo``."""
+    fifo.width = width
+    fifo.w_data = Signal(width)
+    fifo.w_en = Signal()
+    fifo.w_rdy = Signal()
+    fifo.r_data = Signal(width)
+    fifo.r_en = Signal()
+    fifo.r_rdy = Signal()
+
+
 class SkidBuffer(Elaboratable):
     """Two entries, with the ports of ``SyncFIFOBuffered`` (``w_data``, ``w_en``, ``w_rdy``,
     ``r_data``, ``r_en``, ``r_rdy``, ``level``): the output entry, and a second that catches
@@ -73,13 +84,7 @@ class SkidBuffer(Elaboratable):
     the other's logic; a write and a read a cycle pass one entry a cycle through."""
 
     def __init__(self, *, width):
-        self.width = width
-        self.w_data = Signal(width)
-        self.w_en = Signal()
-        self.w_rdy = Signal()
-        self.r_data = Signal(width)
-        self.r_en = Signal()
-        self.r_rdy = Signal()
+        _fifo_ports(self, width)
         self.level = Signal(range(3))
         #: whether an entry is held: the output entry's valid (the second fills only behind it)
         self.nonempty = self.r_rdy
@@ -117,14 +122,8 @@ class RegisteredQueue(Elaboratable):
         if depth < 2:
             self._MustUse__silence = True     # never elaborated: no warning about it
             raise ValueError(f"depth must be at least 2, not {depth!r}")
-        self.width = width
         self.depth = depth
-        self.w_data = Signal(width)
-        self.w_en = Signal()
-        self.w_rdy = Signal()
-        self.r_data = Signal(width)
-        self.r_en = Signal()
-        self.r_rdy = Signal()
+        _fifo_ports(self, width)
         self.level = Signal(range(depth + 4))
         #: whether an entry is held, from a register (:func:`holds_entries`)
         self.nonempty = Signal()
