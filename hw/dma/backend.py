@@ -192,7 +192,7 @@ class BackEnd(wiring.Component):
         wb_len_m1 = Signal(9)
         m.d.comb += wb_len_m1.eq(wb_len - 1)
         with m.If(close):
-            m.d.sync += [awfifo.w_data.eq(Cat(wb_start, wb_len - 1)),
+            m.d.sync += [awfifo.w_data.eq(Cat(wb_start, wb_len_m1)),
                          wlens.w_data.eq(Cat(wb_len_m1, wb_len == 1))]
         m.d.comb += [wfifo.w_en.eq(push_r), awfifo.w_en.eq(close_r), wlens.w_en.eq(close_r)]
         flush = Signal()                      # the last piece is in: push and close what is open

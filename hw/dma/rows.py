@@ -63,14 +63,18 @@ class RowCopier(wiring.Component):
             """x's sign (0 for an unsigned x) and its other bits."""
             return (x[-1], x[:-1]) if x.shape().signed else (Const(0, 1), x)
 
+        def clamp_flags(under, over, x):
+            """clamp(x - BB) from its two tests (x < BB, x >= 2 BB): the bytes below BB, x's
+            low bits, stay as they are."""
+            return Mux(under, 0, Mux(over, BB, x[:LB]))
+
         def clamp_after(x):
-            """clamp(x - BB), without the subtract: the bytes below BB, x's low bits, stay as
-            they are."""
+            """clamp(x - BB), without the subtract."""
             out = Signal(range(BB + 1))
             neg, mag = magnitude(x)
             under = neg | (mag[LB:] == 0)                 # x < BB
             over = ~neg & (mag[LB + 1:] != 0)             # x >= 2 BB
-            m.d.comb += out.eq(Mux(under, 0, Mux(over, BB, x[:LB])))
+            m.d.comb += out.eq(clamp_flags(under, over, x))
             return out
 
         def takes_after(u, lead):
@@ -238,10 +242,6 @@ class RowCopier(wiring.Component):
         # sr' = sr - BB (er likewise), sr' < BB and sr' >= 2 BB (clamp_after)
         u_ge3, u_eq2, v_eq2 = Signal(), Signal(), Signal()
         sr_under, sr_over, er_under, er_over = Signal(), Signal(), Signal(), Signal()
-
-        def clamp_flags(under, over, x):
-            """clamp_after(x) from its two tests, held in registers."""
-            return Mux(under, 0, Mux(over, BB, x[:LB]))
 
         with m.If(sent):
             u_next, sr_next, er_next = u - 1, sr - BB, er - BB

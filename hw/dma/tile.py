@@ -266,7 +266,10 @@ class TileTransposer(wiring.Component):
             registers are returned with the counter and its choice (KEEP, STEP or INIT), and
             under ``"next"`` the values they take at the next clock edge. A test
             given as (function of a value, function of the value *before* a step, shape) takes
-            the second on a step, so no subtract lies in front of its comparison."""
+            the second on a step, so no subtract lies in front of its comparison. ``firsts``
+            ({name: register}) gives a test's first value worked out by the caller, whose
+            function of a value is then None; ``"stepped"`` and ``"first"`` hold the tests of
+            the stepped and the first value."""
             value = Signal(shape, name=name)
             choice = Signal(2, init=KEEP, name=f"{name}_choice")
             held = {t: Signal(spec[-1], name=f"{name}_{t}") for t, spec in tests.items()}
@@ -280,8 +283,10 @@ class TileTransposer(wiring.Component):
                 stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
                 m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
                                        spec[0](step(value)))
-                first = (firsts[t] if firsts and t in firsts else
-                         reg(spec[0](init), f"{name}_{t}_first", spec[-1]))
+                if firsts and t in firsts:
+                    first = firsts[t]
+                else:
+                    first = reg(spec[0](init), f"{name}_{t}_first", spec[-1])
                 held["stepped"][t], held["first"][t] = stepped, first
                 m.d.comb += nxt[t].eq(held[t])
                 with m.If(choice == STEP):
@@ -315,7 +320,7 @@ class TileTransposer(wiring.Component):
 
         r0_lt, r0_le, r0_low = split(rows_total, L, LB + 1, "rows_total")
         r1_lt, r1_le, r1_low = split(cols_total, T, LB + KB + 1, "cols_total")
-        vr_lt, vr_le, vr_low = split(vrem_init, L + 1, LB + 1, "vrem_init")
+        vr_lt, _, vr_low = split(vrem_init, L + 1, LB + 1, "vrem_init")
         rem0_firsts = {
             "n": reg(Mux(r0_lt, r0_low, L), "rem0_n_first", LB + 1),
             "wrap": reg(r0_le, "rem0_wrap_first"),
@@ -325,20 +330,18 @@ class TileTransposer(wiring.Component):
         vrem0_firsts = {"clip": reg(Mux(vr_lt, vr_low, L), "vrem0_clip_first", LB + 1)}
         rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, firsts=rem0_firsts,
                                     tests={
-            "n": (lambda v: Mux(v < L, v, L), lambda v: Mux(v < L2, v - L, L), LB + 1),
-            "wrap": (lambda v: v <= L, lambda v: v <= L2, 1),
-            "one_step": (lambda v: Mux(v < L, v, L) <= a_step,
-                         lambda v: Mux(v < L2, v <= L_a_step, L <= a_step), 1)})
+            "n": (None, lambda v: Mux(v < L2, v - L, L), LB + 1),
+            "wrap": (None, lambda v: v <= L2, 1),
+            "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step), 1)})
         # rows (grouped: groups) with a source from this row tile on, limited to 0..L
         vrem0, tv, vrem0_do = counter(
             "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
-                "clip": (lambda v: Mux(v < 0, 0, Mux(v > L, L, v)),
-                         lambda v: Mux(v < Ls, 0, Mux(v > LpLs, L, v - Ls)), LB + 1)})
+                "clip": (None, lambda v: Mux(v < Ls, 0, Mux(v > LpLs, L, v - Ls)), LB + 1)})
         # columns from this column tile on
         rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, firsts=rem1_firsts,
                                     tests={
-            "n": (lambda v: Mux(v < T, v, T), lambda v: Mux(v < T2, v - T, T), LB + KB + 1),
-            "wrap": (lambda v: v <= T, lambda v: v <= T2, 1)})
+            "n": (None, lambda v: Mux(v < T2, v - T, T), LB + KB + 1),
+            "wrap": (None, lambda v: v <= T2, 1)})
         # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and
         # has a source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with
         # both bounds configuration registers, so no add lies in front of the compares (an
