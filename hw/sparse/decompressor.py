@@ -296,8 +296,15 @@ class SparseDecompressor(wiring.Component):
         # cycles after the kernels left change
         kg = Signal(6)
         kg_ok = Signal()
+        # the kernels left after the next group and whether it is the job's last, registered
+        # from the same registers (steady by the time next_ok is set), so a group's start
+        # loads registers and its compare and subtract stay off the start's path
+        kl_next = Signal(24)
+        last_next = Signal()
         m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_ok.eq(1),
-                     next_elems.eq(kg * kernel_elems), next_ok.eq(kg_ok)]
+                     next_elems.eq(kg * kernel_elems), next_ok.eq(kg_ok),
+                     kl_next.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
+                     last_next.eq(groups_set + 1 == groups)]
         wgs_word = wgsbuf.data[:32]
         new_total = Signal(33)
         m.d.comb += new_total.eq(wgs_total + wgs_word)
@@ -354,13 +361,11 @@ class SparseDecompressor(wiring.Component):
         with m.If(setup & setup_overflow):
             m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WGS_OVERFLOW), s_halt.eq(1)]
         with m.Elif(setup):
-            last = groups_set + 1 == groups
             m.d.comb += wgsbuf.take_en.eq(1)
-            m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last),
-                         s_all.eq(last), groups_set.eq(groups_set + 1), wgs_total.eq(new_total),
-                         grp_left.eq(next_elems),
-                         kern_left.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
-                         kg_ok.eq(0), next_ok.eq(0)]
+            m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
+                         s_all.eq(last_next), groups_set.eq(groups_set + 1),
+                         wgs_total.eq(new_total), grp_left.eq(next_elems),
+                         kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WMB_SHORT), s_halt.eq(1)]
         with m.Elif(take_seg):
@@ -457,12 +462,18 @@ class SparseDecompressor(wiring.Component):
         # X holds the window's bytes as the byte buffer hands them over, rotated to all but the
         # low LATE bits of its read pointer (and those bits): the rotation's last stages run
         # on X's registers, into P's lanes
+        # P runs the expansion's first (widest) moves and Q the rest with the slot merge, so
+        # the moves and the merge into the output queue are not one cycle's path
         common = {"valid": 1, "placed": A, "in_seg": A, "completes": 1, "last": 1}
         x = Signal(data.StructLayout({**common, "raw": len(databuf.data),
                                       "off": databuf.late_bits}))
         p = Signal(data.StructLayout({**common, "lanes": data.ArrayLayout(16, A)}))
+        q = Signal(data.StructLayout({**common, "lanes": data.ArrayLayout(16, A)}))
+        q_done = Signal()
+        m.d.comb += q_done.eq(q.valid & (~q.completes | can_emit))
+        q_free = ~q.valid | q_done
         p_done = Signal()
-        m.d.comb += p_done.eq(p.valid & (~p.completes | can_emit))
+        m.d.comb += p_done.eq(p.valid & q_free)
         p_free = ~p.valid | p_done
         x_done = Signal()
         # (a segment that failed the WGS check stops in X: see mis_r below)
@@ -486,7 +497,7 @@ class SparseDecompressor(wiring.Component):
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
         tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & x_free & ~bus_error
-        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x.valid & ~p.valid
+        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x.valid & ~p.valid & ~q.valid
         ends_image = (emitted + atom_bytes)[:7] == 0
 
         # the expansion's control in two halves: the distances (prefix sums) from the head's
@@ -498,15 +509,21 @@ class SparseDecompressor(wiring.Component):
 
         m.d.sync += [chk_r.eq(mismatch), stepped_r.eq(step), mis_group.eq(group_idx),
                      mis_seen.eq(mis_r)]
+        # the stages' registers load whenever the stage is free, from the head or the tail (as
+        # d_all says) and the stage before, and only their valid bits (and the decoder's own
+        # state) wait on the step: the step, late in the cycle, reaches a few registers, not
+        # the hundreds a segment's data fills
+        with m.If(x_free):
+            m.d.sync += [x.valid.eq(step | tail_step),
+                         *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
+                         x.placed.eq(head.placed & ~d_all.replicate(A)), x.raw.eq(databuf.data),
+                         x.off.eq(databuf.offset), x.in_seg.eq(head.in_seg & ~d_all.replicate(A)),
+                         x.completes.eq(head.completes | d_all),
+                         x.last.eq(ends_image & (d_all | (head.ends & head.last_group)))]
         with m.If(step):
             left = avail - head.need
             m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
-                         d_open.eq(~head.completes),
-                         *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
-                         x.valid.eq(1), x.placed.eq(head.placed), x.raw.eq(databuf.data),
-                         x.off.eq(databuf.offset),
-                         x.in_seg.eq(head.in_seg), x.completes.eq(head.completes),
-                         x.last.eq(head.ends & head.last_group & ends_image)]
+                         d_open.eq(~head.completes)]
             with m.If(head.completes):
                 m.d.sync += emitted.eq(emitted + atom_bytes)
             with m.If(head.ends):
@@ -514,31 +531,34 @@ class SparseDecompressor(wiring.Component):
                 with m.If(head.last_group):
                     m.d.sync += d_all.eq(1)
         with m.Elif(tail_step):
-            m.d.sync += [x.valid.eq(1), x.placed.eq(0), x.in_seg.eq(0), x.completes.eq(1),
-                         x.last.eq(ends_image), emitted.eq(emitted + atom_bytes), d_open.eq(0)]
-        with m.Elif(x_done):
-            m.d.sync += x.valid.eq(0)
+            m.d.sync += [emitted.eq(emitted + atom_bytes), d_open.eq(0)]
 
-        with m.If(x_done):
-            m.d.sync += [*(p[f].eq(x[f]) for f in common),  # x.valid is set: so p.valid
-                         p.lanes.eq(lanes),
+        with m.If(p_free):
+            m.d.sync += [*(p[f].eq(x[f]) for f in common if f != "valid"),
+                         p.valid.eq(x_done), p.lanes.eq(lanes),
                          *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True))]
-        with m.Elif(p_done):
-            m.d.sync += p.valid.eq(0)
 
         # the new atom values for the segment's positions: the window's first elements, spread
         # over the positions whose bits are set (the data half of the expansion: its control
-        # was worked out in the two stages before)
-        spread = _expand_lanes(m, p_moves, [p.lanes[k] for k in range(A)])
+        # was worked out in the two stages before), the moves by 2^QS and more in P, the
+        # shorter ones in Q
+        qs = min(len(p_moves), 2)
+        half = _expand_lanes(m, p_moves[qs:], [p.lanes[k] for k in range(A)], low=qs)
+        q_moves = [Signal(A, name=f"q_moves{i}") for i in range(qs)]
+        with m.If(q_free):
+            m.d.sync += [*(q[f].eq(p[f]) for f in common if f != "valid"),
+                         q.valid.eq(p_done), *(q.lanes[k].eq(half[k]) for k in range(A)),
+                         *(qm.eq(pm) for qm, pm in zip(q_moves, p_moves[:qs], strict=True))]
+        spread = _expand_lanes(m, q_moves, [q.lanes[k] for k in range(A)])
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):
-            m.d.comb += new_slots[i].eq(Mux(p.in_seg[i], Mux(p.placed[i], spread[i], 0),
+            m.d.comb += new_slots[i].eq(Mux(q.in_seg[i], Mux(q.placed[i], spread[i], 0),
                                             slots[i]))
 
-        m.d.comb += [aq_push.eq(p_done & p.completes),
-                     aq_in.slots.eq(new_slots), aq_in.last.eq(p.last)]
-        with m.If(p_done):
-            with m.If(p.completes):
+        m.d.comb += [aq_push.eq(q_done & q.completes),
+                     aq_in.slots.eq(new_slots), aq_in.last.eq(q.last)]
+        with m.If(q_done):
+            with m.If(q.completes):
                 m.d.sync += slots.eq(0)
             with m.Else():
                 m.d.sync += slots.eq(new_slots)
@@ -655,7 +675,7 @@ class SparseDecompressor(wiring.Component):
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_seen.eq(0),
-                        x.valid.eq(0), p.valid.eq(0),
+                        x.valid.eq(0), p.valid.eq(0), q.valid.eq(0),
                     ]
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
@@ -668,7 +688,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             x.valid.eq(0), p.valid.eq(0), r1_valid.eq(0),
+                             x.valid.eq(0), p.valid.eq(0), q.valid.eq(0), r1_valid.eq(0),
                              r2_valid.eq(0)]
         return m
 
@@ -753,16 +773,18 @@ def _expand_moves_from(m, mask, dist):
     return moves
 
 
-def _expand_lanes(m, moves, lanes):
+def _expand_lanes(m, moves, lanes, low=0):
     """The expansion's data: the compression's stages run backwards, moving up: in stage i,
-    position q takes the lane 2^i below it when ``moves[i][q]`` is set."""
+    position q takes the lane 2^i below it when ``moves[i - low][q]`` is set (``low``: the
+    first stage ``moves`` holds, when the stages are split over pipeline registers)."""
     n = len(lanes)
     x = list(lanes)
-    for i in reversed(range(len(moves))):
+    for j in reversed(range(len(moves))):
+        i = j + low
         s = 1 << i
         y = [Signal(len(x[q]), name=f"exp_lane{i}_{q}") if q >= s else x[q] for q in range(n)]
         for q in range(s, n):
-            m.d.comb += y[q].eq(Mux(moves[i][q], x[q - s], x[q]))
+            m.d.comb += y[q].eq(Mux(moves[j][q], x[q - s], x[q]))
         x = y
     return x
 

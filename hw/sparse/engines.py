@@ -137,6 +137,9 @@ class StreamReader(wiring.Component):
             axi.arcache.eq(0b0011), axi.rready.eq(1),
         ]
         free = ~arvalid | axi.arready
+        # beats requested and not yet answered; a granted burst's length is added a cycle
+        # later from a register (its first beat comes two cycles after the grant at the
+        # earliest), so the grant does not run into this adder
         inflight = Signal(range(sum(self.depths) + 1))
         issued = Signal(range(self.max_burst + 1))
         with m.If(axi.arvalid & axi.arready):
@@ -156,7 +159,14 @@ class StreamReader(wiring.Component):
                     axi.arlen.eq(lens[s] - 1),
                     addr[s].eq(addr[s] + (lens[s] << beat_log2)), left[s].eq(left[s] - lens[s]),
                 ]
-            m.d.sync += [credit[s].eq(credit[s] - Mux(grant, lens[s], 0) + popped),
+            # the credit after a pop, with and without this cycle's grant: both sums worked out
+            # from registers (kept apart, so the grant chooses between them and does not sit
+            # in front of one adder)
+            cr_grant = Signal.like(credit[s], name=f"cr_grant{s}", attrs={"keep": 1})
+            cr_idle = Signal.like(credit[s], name=f"cr_idle{s}", attrs={"keep": 1})
+            m.d.comb += [cr_grant.eq(credit[s] - lens[s] + popped),
+                         cr_idle.eq(credit[s] + popped)]
+            m.d.sync += [credit[s].eq(Mux(grant, cr_grant, cr_idle)),
                          stale[s].eq(Cat(grant | self.load[s], stale[s][0]))]
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
@@ -168,12 +178,14 @@ class StreamReader(wiring.Component):
         for s in range(n):
             m.d.comb += [fifos[s].w_en.eq(beat & (axi.rid == s)),
                          fifos[s].w_data.eq(axi.rdata)]
-        m.d.sync += inflight.eq(inflight + issued - beat)
+        issued_r = Signal.like(issued)
+        m.d.sync += [issued_r.eq(issued), inflight.eq(inflight + issued_r - beat)]
         error = Signal()
         with m.If(self.flush):
             m.d.sync += error.eq(0)
         with m.Elif(beat & (axi.rresp != Resp.OKAY)):
             m.d.sync += error.eq(1)
+        # (while issued_r holds a grant's length, arvalid is set: idle is low either way)
         m.d.comb += [self.error.eq(error), self.idle.eq((inflight == 0) & ~arvalid)]
         return m
 
