@@ -35,10 +35,15 @@ def registered_room(m, name, *fifos):
 def holds_entries(m, name, fifo):
     """A register that says whether ``fifo`` (with the ports of ``SyncFIFOBuffered``) holds an
     entry, exact in every cycle: worked out from its level and this cycle's handshakes. For
-    busy and idle flags, where ``level != 0`` would put the level's adder in front of them."""
+    busy and idle flags, where ``level != 0`` would put the level's adder in front of them.
+
+    The handshakes come late in a cycle, so they meet the level's tests (made in parallel) in
+    the last gate: an entry is held after a write, or with two or more now, or with one now
+    and no read (a read needs an entry, so a write and a read leave at least one)."""
     held = Signal(name=name)
-    m.d.sync += held.eq(
-        (fifo.level + (fifo.w_en & fifo.w_rdy) - (fifo.r_en & fifo.r_rdy)) != 0)
+    wrote = fifo.w_en & fifo.w_rdy
+    read = fifo.r_en & fifo.r_rdy
+    m.d.sync += held.eq(wrote | (fifo.level >= 2) | ((fifo.level != 0) & ~read))
     return held
 
 

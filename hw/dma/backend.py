@@ -103,8 +103,16 @@ class BackEnd(wiring.Component):
             m.d.sync += i_valid.eq(0)
         # the tests on the open burst are registers too, set as it grows
         cont = open_ & i_follows & b_room & ~i_page
-        can_issue = ar_free & (credit >= b_len) & ~halt
+        # whether the read FIFO has room for the open burst (credit >= b_len) is a register,
+        # set from this cycle's registers for the burst the next cycle holds: it grows by one
+        # (credit > b_len), goes out as the next opens (credit - b_len >= 1: the same test),
+        # opens with none out (credit >= 1) or stays (credit >= b_len). This cycle's pop is
+        # left out, so the flag is late by a cycle after a pop but never set without room
+        covers = Signal()
+        can_issue = ar_free & covers & ~halt
         m.d.comb += take.eq(i_valid & ~halt & (~open_ | cont | can_issue))
+        m.d.sync += covers.eq(Mux(take, Mux(open_, credit > b_len, credit != 0),
+                                  credit >= b_len))
         issue = Signal()                      # the open burst (b_start, b_len) goes out
         with m.If(take):
             with m.If(cont):
@@ -136,8 +144,17 @@ class BackEnd(wiring.Component):
                      self.rdata.payload.eq(rfifo.r_data),
                      rfifo.r_en.eq(self.rdata.ready & ~halt)]
         popped = rfifo.r_en & rfifo.r_rdy
-        m.d.sync += [credit.eq(credit - Mux(issue, b_len, 0) + popped),
-                     inflight.eq(inflight + Mux(issue, b_len, 0) - r_data)]
+        # the counts with and without the open burst going out, both from registers (kept
+        # apart, so `issue` chooses between finished sums instead of feeding an adder)
+        credit_out = Signal.like(credit, name="credit_out", attrs={"keep": 1})
+        credit_stay = Signal.like(credit, name="credit_stay", attrs={"keep": 1})
+        inflight_out = Signal.like(inflight, name="inflight_out", attrs={"keep": 1})
+        inflight_stay = Signal.like(inflight, name="inflight_stay", attrs={"keep": 1})
+        m.d.comb += [credit_out.eq(credit - b_len + popped), credit_stay.eq(credit + popped),
+                     inflight_out.eq(inflight + b_len - r_data),
+                     inflight_stay.eq(inflight - r_data)]
+        m.d.sync += [credit.eq(Mux(issue, credit_out, credit_stay)),
+                     inflight.eq(Mux(issue, inflight_out, inflight_stay))]
         with m.If(r_data & (axi.rresp != Resp.OKAY)):
             m.d.sync += self.read_err.eq(1)
 

@@ -22,7 +22,7 @@ the path and begins; ``path`` tells which one runs (0 elements, 1 rows, 2 tiles)
 ``written_bytes`` feed the job's counters.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -119,7 +119,10 @@ class MidEnd(wiring.Component):
         src_aligned = [reg((n_sst[k] & (BB - 1)) == 0, f"src_aligned{k}")
                        for k in range(MAX_DIMS)]
         ext0_small = reg(pow2(n_ext[0]) & (n_ext[0] < L), "ext0_small")
-        d1_follows = reg(n_dst[1] == (n_ext[0] << elog), "d1_follows")
+        # (a compare with each of the four shifted extents, then the choice: no shifter in
+        # front of the compare)
+        d1_follows = reg(Array(n_dst[1] == (n_ext[0] << e) for e in range(4))[elog],
+                         "d1_follows")
         row_fits = reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
         d0_fits = reg((ndims >= 2) & (n_dst[0] == eb) & (n_ext[0] > 1) & (elog < LB), "d0_fits")
         # each source stride in elements (and whether it is a whole number of them), for the
