@@ -83,6 +83,9 @@ WGS_STREAM, WMB_STREAM, WEIGHT_STREAM = 0, 1, 2
 #: the byte buffer's rotation stages run a cycle late, on the expansion's X registers (see
 #: :class:`~.ringbuf.RingBuffer`): its read pointer into the X stage was the critical path
 LATE = 3
+#: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
+#: rest run from the queue's head into X's registers)
+SUM_LEVELS = 2
 
 
 class _State(enum.Enum):
@@ -337,19 +340,31 @@ class SparseDecompressor(wiring.Component):
         # would merge the two sets of comparisons and put the decision in front of them)
         # A 32-bit count against room (at most A) is a zero test of its high bits and a compare
         # of its low ones: a full-width compare maps to a long chain of LUTs.
-        def segment(left, rm):
-            lo = left[:len(seg)]
-            small = left[len(seg):] == 0
+        # After a segment the count is grp_left - seg, whose full subtraction stays off the
+        # next segment's path (seg feeds back into itself): its low bits are a short
+        # subtraction, and whether the high bits are zero a short compare, or certainly not
+        # when g_hi (a register: grp_left >= 2H) says so.
+        ls = len(seg)
+        H = 1 << ls                            # seg <= A < H
+
+        def segment(lo, small, rm):
             v = Signal(len(seg) + 2)
             m.d.comb += v.eq(Cat(Mux(small & (lo < rm), lo, rm), small & (lo <= rm),
                                  ~small | (rm <= lo)))
             return v
 
+        g_hi = Signal()
         left_after = Signal(32)
         room_after = Signal(range(A + 1))
         m.d.comb += [left_after.eq(grp_left - seg),
                      room_after.eq(Mux(s_completes, A, room - seg))]
-        at_setup, after_take = segment(next_elems, room), segment(left_after, room_after)
+        lo_after = (grp_left[:ls] - seg)[:ls]
+        small_after = ~g_hi & (grp_left[:ls + 1] < seg + H)
+        g_hi_after = (grp_left[ls + 2:] != 0) | (grp_left[:ls + 2] >= seg + 2 * H)
+        at_setup = segment(next_elems[:ls], next_elems[ls:] == 0, room)
+        # (after a take the next segment comes from here only if the group goes on, and then
+        # the segment completed the atom: the room is A, a constant, not room_after)
+        after_take = segment(lo_after, small_after, Const(A, len(room)))
         seg_regs = Cat(seg, s_ends, s_completes)
         m.d.sync += seg_regs.eq(
             (at_setup & setup.replicate(len(seg_regs))) |
@@ -365,6 +380,7 @@ class SparseDecompressor(wiring.Component):
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
                          s_all.eq(last_next), groups_set.eq(groups_set + 1),
                          wgs_total.eq(new_total), grp_left.eq(next_elems),
+                         g_hi.eq(next_elems[ls + 1:] != 0),
                          kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WMB_SHORT), s_halt.eq(1)]
@@ -376,7 +392,7 @@ class SparseDecompressor(wiring.Component):
                 r1.completes.eq(s_completes), r1.first.eq(g_first), r1.wgs.eq(g_wgs),
                 r1.last_group.eq(g_last),
                 wmb_left.eq(wmb_left - seg), wmb_plenty.eq(plenty_after),
-                g_first.eq(0), grp_left.eq(left_after),
+                g_first.eq(0), grp_left.eq(left_after), g_hi.eq(g_hi_after),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
             ]
             with m.If(s_ends):
@@ -405,14 +421,19 @@ class SparseDecompressor(wiring.Component):
                 at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
                 m.d.sync += r2.in_seg[k].eq(at_or_after & (k < r1.pos + r1.seg))
 
+        # the queue's entry also carries the first levels of the prefix sums of the clear bits
+        # the expansion needs (finished from the queue's head into X's registers)
         q_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
-            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1})
+            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1,
+            "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
         q_in = Signal(q_layout)
         q_in_ready = Signal()
         nz = _add_tree(m, [r2.parts[j] for j in range(len(parts))], "nz")
         m.d.comb += [
             q_in.err.eq(r2.err), q_in.placed.eq(r2.placed),
+            *(q_in.sums[i].eq(v)
+              for i, v in enumerate(_clear_sums(m, r2.placed, SUM_LEVELS))),
             q_in.need.eq(Mux(two, nz << 1, nz)), q_in.ends.eq(r2.ends),
             q_in.completes.eq(r2.completes), q_in.first.eq(r2.first), q_in.wgs.eq(r2.wgs),
             q_in.wgs_big.eq(r2.wgs[len(q_in.need):] != 0),
@@ -464,9 +485,20 @@ class SparseDecompressor(wiring.Component):
         # on X's registers, into P's lanes
         # P runs the expansion's first (widest) moves and Q the rest with the slot merge, so
         # the moves and the merge into the output queue are not one cycle's path
+        # X is the output of a register slice (a skid buffer): the decoder steps a segment in
+        # when the slice's second entry is free, a register, so the step does not wait on the
+        # stages after X moving on. A segment that failed the WGS check (``bad``, the check
+        # made as it was stepped) stops in X.
         common = {"valid": 1, "placed": A, "in_seg": A, "completes": 1, "last": 1}
-        x = Signal(data.StructLayout({**common, "raw": len(databuf.data),
-                                      "off": databuf.late_bits}))
+        xs_layout = data.StructLayout({
+            **{f: w for f, w in common.items() if f != "valid"}, "bad": 1,
+            "raw": len(databuf.data), "off": databuf.late_bits,
+            "dist": data.ArrayLayout((A - 1).bit_length(), A)})
+        x_in = Signal(xs_layout)
+        x = Signal(xs_layout)
+        x_valid = Signal()
+        x_push = Signal()
+        xs_rdy = Signal()
         p = Signal(data.StructLayout({**common, "lanes": data.ArrayLayout(16, A)}))
         q = Signal(data.StructLayout({**common, "lanes": data.ArrayLayout(16, A)}))
         q_done = Signal()
@@ -476,15 +508,15 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += p_done.eq(p.valid & q_free)
         p_free = ~p.valid | p_done
         x_done = Signal()
-        # (a segment that failed the WGS check stops in X: see mis_r below)
-        m.d.comb += x_done.eq(x.valid & p_free & ~mis_r)
-        x_free = ~x.valid | x_done
+        m.d.comb += x_done.eq(x_valid & p_free & ~x.bad)
+        register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in, out_valid=x_valid,
+                       out_ready=x_done, out_payload=x, reset=flush)
         step = Signal()
         # the WGS check does not hold the step back: a segment that fails it is stepped like
         # the others, and the failure (registered with its group) is raised in the next cycle,
         # before anything of that segment reaches the writer (the expansion's three stages),
         # and stops the steps after it. The check's compare stays off the step's path.
-        m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & x_free &
+        m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
                              ~bus_error),
                      h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
 
@@ -496,30 +528,31 @@ class SparseDecompressor(wiring.Component):
                                         window[8 * k:8 * k + 8]))
 
         # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
-        tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & x_free & ~bus_error
-        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x.valid & ~p.valid & ~q.valid
+        tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & xs_rdy & ~bus_error
+        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~x_valid & ~p.valid & ~q.valid
         ends_image = (emitted + atom_bytes)[:7] == 0
 
         # the expansion's control in two halves: the distances (prefix sums) from the head's
         # placed bits into X's registers, the move masks from X's registers into P's
-        dist = _expand_dist(m, head.placed)
-        x_dist = [Signal(len(d), name=f"x_dist{q}") for q, d in enumerate(dist)]
+        dist = _expand_dist_from(m, [head.sums[i] for i in range(A)], SUM_LEVELS)
+        x_dist = [x.dist[q] for q in range(A)]
         moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
         m.d.sync += [chk_r.eq(mismatch), stepped_r.eq(step), mis_group.eq(group_idx),
                      mis_seen.eq(mis_r)]
-        # the stages' registers load whenever the stage is free, from the head or the tail (as
-        # d_all says) and the stage before, and only their valid bits (and the decoder's own
-        # state) wait on the step: the step, late in the cycle, reaches a few registers, not
-        # the hundreds a segment's data fills
-        with m.If(x_free):
-            m.d.sync += [x.valid.eq(step | tail_step),
-                         *(xd.eq(d) for xd, d in zip(x_dist, dist, strict=True)),
-                         x.placed.eq(head.placed & ~d_all.replicate(A)), x.raw.eq(databuf.data),
-                         x.off.eq(databuf.offset), x.in_seg.eq(head.in_seg & ~d_all.replicate(A)),
-                         x.completes.eq(head.completes | d_all),
-                         x.last.eq(ends_image & (d_all | (head.ends & head.last_group)))]
+        # X's entry, from the head or the tail (as d_all says); the stages after it load their
+        # registers whenever they are free and only their valid bits wait on the stage
+        # before: the step, late in the cycle, reaches a few registers, not the hundreds a
+        # segment's data fills
+        m.d.comb += [x_push.eq(step | tail_step),
+                     *(x_in.dist[q].eq(d) for q, d in enumerate(dist)),
+                     x_in.placed.eq(head.placed & ~d_all.replicate(A)),
+                     x_in.raw.eq(databuf.data), x_in.off.eq(databuf.offset),
+                     x_in.in_seg.eq(head.in_seg & ~d_all.replicate(A)),
+                     x_in.completes.eq(head.completes | d_all),
+                     x_in.last.eq(ends_image & (d_all | (head.ends & head.last_group))),
+                     x_in.bad.eq(mismatch & ~d_all)]
         with m.If(step):
             left = avail - head.need
             m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
@@ -675,7 +708,7 @@ class SparseDecompressor(wiring.Component):
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_seen.eq(0),
-                        x.valid.eq(0), p.valid.eq(0), q.valid.eq(0),
+                        p.valid.eq(0), q.valid.eq(0),
                     ]
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
@@ -688,7 +721,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             x.valid.eq(0), p.valid.eq(0), q.valid.eq(0), r1_valid.eq(0),
+                             p.valid.eq(0), q.valid.eq(0), r1_valid.eq(0),
                              r2_valid.eq(0)]
         return m
 
@@ -733,11 +766,24 @@ def _expand_moves(m, mask):
 def _expand_dist(m, mask):
     """For each position, the number of clear bits below it (its low log2(n) bits): how far
     compressing the set positions down would move the element there."""
+    return _expand_dist_from(m, _clear_sums(m, mask, 0), 0)
+
+
+def _clear_sums(m, mask, levels):
+    """The first ``levels`` levels of the prefix sums of ``mask``'s clear bits (each position's
+    sum then fits ``levels + 1`` bits), which :func:`_expand_dist_from` finishes: the levels
+    can be split over pipeline registers."""
     n = len(mask)
-    stages = (n - 1).bit_length()
     clear = Signal(n, name="exp_clear")
     m.d.comb += clear.eq(~mask)
-    below = _prefix_sums(m, clear, n)            # below[p]: clear bits at positions <= p
+    return [v[:levels + 1] for v in _prefix_levels(m, [clear[i] for i in range(n)], 0, levels)]
+
+
+def _expand_dist_from(m, partial, done):
+    """:func:`_expand_dist` from the prefix sums' first ``done`` levels (:func:`_clear_sums`)."""
+    n = len(partial)
+    stages = (n - 1).bit_length()
+    below = _prefix_levels(m, partial, done, stages)   # below[p]: clear bits at positions <= p
     return [Const(0, stages)] + [below[p - 1][:stages] for p in range(1, n)]
 
 
@@ -789,17 +835,18 @@ def _expand_lanes(m, moves, lanes, low=0):
     return x
 
 
-def _prefix_sums(m, bits, n):
-    """Inclusive prefix sums of ``bits`` (Kogge-Stone: log2(n) levels of adders)."""
+def _prefix_levels(m, values, first, stop):
+    """Levels ``first`` to ``stop - 1`` of inclusive prefix sums (Kogge-Stone: level k adds the
+    sum 2^k positions below) over ``values``, the sums after the first ``first`` levels."""
+    n = len(values)
     width = n.bit_length()
-    cur = [Signal(width, name=f"ps0_{i}") for i in range(n)]
+    cur = [Signal(width, name=f"ps{first}_{i}") for i in range(n)]
     for i in range(n):
-        m.d.comb += cur[i].eq(bits[i])
-    d, level = 1, 0
-    while d < n:
-        level += 1
-        nxt = [Signal(width, name=f"ps{level}_{i}") for i in range(n)]
+        m.d.comb += cur[i].eq(values[i])
+    for level in range(first, stop):
+        d = 1 << level
+        nxt = [Signal(width, name=f"ps{level + 1}_{i}") for i in range(n)]
         for i in range(n):
             m.d.comb += nxt[i].eq(cur[i] + cur[i - d] if i >= d else cur[i])
-        cur, d = nxt, d * 2
+        cur = nxt
     return cur

@@ -6,9 +6,9 @@ the ``out_units`` oldest units and removes any number of them (up to ``out_units
 
 Ports
 -----
-``i_valid``/``i_ready``/``i_data``: a whole word. ``i_ready`` depends only on the current level
-(``level + in_units <= capacity``), never on ``take``, so no combinational path runs from the
-consumer to the producer.
+``i_valid``/``i_ready``/``i_data``: a whole word. ``i_ready`` is a register, set as the level
+changes: whether a word fits (``level + in_units <= capacity``). So no combinational path runs
+from the consumer to the producer, and the producer's handshake starts from registers.
 
 ``data``: the ``out_units`` oldest units, unit 0 the oldest. Units at and above ``level`` are
 whatever the slots held before (not zeros): a consumer masks them off by its own count.
@@ -82,8 +82,19 @@ class RingBuffer(wiring.Component):
         level = Signal(range(cap + 1))
         if self.late_bits:
             m.d.comb += self.offset.eq(rd[:self.late_bits])
-        m.d.comb += [self.level.eq(level), self.i_ready.eq(level <= cap - n)]
+        room = Signal(init=1)
+        m.d.comb += [self.level.eq(level), self.i_ready.eq(room)]
         accept = self.i_valid & self.i_ready
+        # the next level's four cases tested from registers (``take`` is the consumer's
+        # register), the handshakes only choosing: exact, and off the take's path
+        kept = Signal.like(level)
+        m.d.comb += kept.eq(level - self.take)
+        fits = [[Signal(name=f"fits_{t}{a}") for a in range(2)] for t in range(2)]
+        for t, lv in enumerate((level, kept)):
+            for a in range(2):
+                m.d.comb += fits[t][a].eq(lv + a * n <= cap - n)
+        m.d.sync += room.eq(self.flush | Mux(self.take_en, Mux(accept, fits[1][1], fits[1][0]),
+                                             Mux(accept, fits[0][1], fits[0][0])))
 
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
         # the highest (the last ``late_bits`` of them left to :meth:`finish`)
