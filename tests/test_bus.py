@@ -185,10 +185,14 @@ def _fifo_order_rate_and_level(q, seed):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_registered_queue_order_rate_and_level(seed):
+@pytest.mark.parametrize("depth", [8, 40])
+def test_registered_queue_order_rate_and_level(seed, depth):
+    """Both forms: the slice behind the FIFO, and (block RAM depths, ``PIPE_DEPTH`` on) a
+    register between them."""
     from hw.bus.fifo import RegisteredQueue
 
-    _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=8), seed)
+    assert (depth >= RegisteredQueue.PIPE_DEPTH) == (depth == 40)
+    _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=depth), seed)
     with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
         RegisteredQueue(width=8, depth=1)
 

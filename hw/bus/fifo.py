@@ -123,6 +123,10 @@ class RegisteredQueue(Elaboratable):
     decision does not wait on the level's compare; the queue then holds at most ``depth - 1``
     entries besides its output slice."""
 
+    #: from this depth on the storage is taken to be block RAM, whose read data passes a
+    #: register of its own before the output slice (an entry more, a cycle more of latency)
+    PIPE_DEPTH = 32
+
     def __init__(self, *, width, depth):
         if depth < 2:
             self._MustUse__silence = True     # never elaborated: no warning about it
@@ -142,7 +146,23 @@ class RegisteredQueue(Elaboratable):
             m.d.comb += self.w_rdy.eq(registered_room(m, "room", q))
         else:
             m.d.comb += self.w_rdy.eq(q.w_rdy)
-        out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
+        if self.depth < self.PIPE_DEPTH:
+            out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
+                                 out_valid=self.r_rdy, out_ready=self.r_en,
+                                 out_payload=self.r_data)
+            m.d.comb += self.level.eq(q.level + out.level)
+            return m
+        # block RAM's read data comes late (an ECP5 DP16KD's output is valid 5.8 ns after the
+        # clock): it goes into a register of its own, with nothing in front of its data input,
+        # and the slice's multiplexer reads that register
+        p_valid = Signal()
+        p_data = Signal(self.width)
+        slice_rdy = Signal()
+        p_free = ~p_valid | slice_rdy
+        m.d.comb += q.r_en.eq(p_free)
+        with m.If(p_free):
+            m.d.sync += [p_valid.eq(q.r_rdy), p_data.eq(q.r_data)]
+        out = register_slice(m, "out", valid=p_valid, ready=slice_rdy, payload=p_data,
                              out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data)
-        m.d.comb += self.level.eq(q.level + out.level)
+        m.d.comb += self.level.eq(q.level + p_valid + out.level)
         return m

@@ -121,6 +121,12 @@ class FrontEnd(wiring.Component):
                          self.dstr[k].eq(dstr[k])]
 
         # -- the checks: one dimension per cycle, then the verdict ------------------------------
+        # the alignment tests of the strides and addresses, in a register every cycle (the
+        # descriptor is held still for the checks' cycles before SUMS reads it)
+        mis_parts = Signal(MAX_DIMS + 1)
+        m.d.sync += mis_parts.eq(Cat(
+            *((k < ndims) & (((sst[k] | dstr[k]) & (eb - 1)) != 0) for k in range(MAX_DIMS)),
+            ((src | dst) & (eb - 1)) != 0))
         k_chk = Signal(range(MAX_DIMS + 1))
         span = Signal(70)                     # bytes the destination's inner dimensions reach
         src_top = Signal(70)
@@ -362,13 +368,7 @@ class FrontEnd(wiring.Component):
                     with m.Else():
                         m.d.sync += src_top.eq(src_top + p_src)
             with m.Case(_State.SUMS):
-                misaligned_c = Signal()
-                for k in range(MAX_DIMS):
-                    with m.If((k < ndims) & (((sst[k] | dstr[k]) & (eb - 1)) != 0)):
-                        m.d.comb += misaligned_c.eq(1)
-                with m.If(((src | dst) & (eb - 1)) != 0):
-                    m.d.comb += misaligned_c.eq(1)
-                m.d.sync += [misaligned.eq(misaligned_c), s_end.eq(src + src_eb),
+                m.d.sync += [misaligned.eq(mis_parts.any()), s_end.eq(src + src_eb),
                              d_end.eq(dst + span_eb), state.eq(_State.COMPARE)]
             with m.Case(_State.COMPARE):
                 top = 1 << aw

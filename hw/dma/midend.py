@@ -33,9 +33,9 @@ from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
 
-# cycles from start until the configuration pipeline below holds the descriptor's values (8),
+# cycles from start until the configuration pipeline below holds the descriptor's values (9),
 # and then the tile path's own configuration registers
-SETTLE = 8 + TileTransposer.CONFIG_STAGES
+SETTLE = 9 + TileTransposer.CONFIG_STAGES
 
 
 class Path(enum.Enum, shape=2):
@@ -142,12 +142,14 @@ class MidEnd(wiring.Component):
         col = reg(col_c, "col")
         col_ext = reg(col_ext_c, "col_ext")
         g_rows = reg((col_c >= 2) & (ndims >= 3) & ext0_small & d1_follows, "g_rows")
-        # stage 4: the columns' second dimension (0 for none)
-        # a dimension that continues the columns in the source has a stride of col_ext elements
+        # stage 4: the columns' second dimension (0 for none), over two stages: which
+        # dimensions continue the columns in the source (a stride of col_ext elements: wide
+        # compares), then the first of them that is free
+        cont = [reg(sst_whole[k] & (sst_el[k] == col_ext) & whole[k], f"cont{k}")
+                for k in range(1, MAX_DIMS)]
         c_hi_c = Signal(3)
         for k in (4, 3, 2, 1):
-            with m.If((k < ndims) & (col != k) & ~(g_rows & (k == 1)) &
-                      sst_whole[k] & (sst_el[k] == col_ext) & whole[k]):
+            with m.If((k < ndims) & (col != k) & ~(g_rows & (k == 1)) & cont[k - 1]):
                 m.d.comb += c_hi_c.eq(k)
         c_hi = reg(c_hi_c, "c_hi")
         col_small = reg(pow2(col_ext), "col_small")
