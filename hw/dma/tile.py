@@ -764,9 +764,12 @@ class TileTransposer(wiring.Component):
         bdiv_r = Signal(max(KB, 1))
         bdiv_next = Signal(max(KB, 1))
         rows_0 = regs("row_first", BB, LB)
+        # (column 0's skews, then their rows: two configuration stages, as the skews take
+        # L - 1 and the rows two shifts)
+        skews_0 = regs("skew_first", BB, LB)
         bdiv_0, bdiv_1 = Signal(max(KB, 1)), Signal(max(KB, 1))
-        m.d.sync += [*(r.eq(bank_row(x)) for r, x in zip(rows_0, skews(Const(0, LB)),
-                                                           strict=True)),
+        m.d.sync += [*(s.eq(x) for s, x in zip(skews_0, skews(Const(0, LB)), strict=True)),
+                     *(r.eq(bank_row(x)) for r, x in zip(rows_0, skews_0, strict=True)),
                      bdiv_0.eq(0), bdiv_1.eq(Const(1, 2) >> lgl)]
         rows_step = regs("row_step", BB, LB)
         with m.Switch(elog):
