@@ -7,7 +7,7 @@ queue kept in block RAM should feed registers only. :class:`RegisteredQueue` is
 still a transfer a cycle.
 """
 
-from amaranth import Cat, Elaboratable, Module, Signal, Value
+from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
@@ -20,6 +20,16 @@ def registered(m, value, name, shape=None):
     r = Signal.like(value, name=name) if shape is None else Signal(shape, name=name)
     m.d.sync += r.eq(value)
     return r
+
+
+def chosen_sum(m, name, choose, chosen, otherwise):
+    """``Mux(choose, chosen, otherwise)`` with both values kept as wires of their own (named
+    ``name_1`` and ``name_0``): for two sums worked out from registers, so a late decision only
+    picks one and Yosys cannot move it in front of a shared adder."""
+    a = Signal.like(chosen, name=f"{name}_1", attrs={"keep": 1})
+    b = Signal.like(otherwise, name=f"{name}_0", attrs={"keep": 1})
+    m.d.comb += [a.eq(chosen), b.eq(otherwise)]
+    return Mux(choose, a, b)
 
 
 def registered_room(m, name, *fifos):

@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 from model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
-from ..bus.fifo import holds_entries, registered_room
+from ..bus.fifo import chosen_sum, holds_entries, registered_room
 from .tile import byte_bits, piece_layout
 
 DATA_ID = 0
@@ -146,15 +146,12 @@ class BackEnd(wiring.Component):
         popped = rfifo.r_en & rfifo.r_rdy
         # the counts with and without the open burst going out, both from registers (kept
         # apart, so `issue` chooses between finished sums instead of feeding an adder)
-        credit_out = Signal.like(credit, name="credit_out", attrs={"keep": 1})
-        credit_stay = Signal.like(credit, name="credit_stay", attrs={"keep": 1})
-        inflight_out = Signal.like(inflight, name="inflight_out", attrs={"keep": 1})
-        inflight_stay = Signal.like(inflight, name="inflight_stay", attrs={"keep": 1})
-        m.d.comb += [credit_out.eq(credit - b_len + popped), credit_stay.eq(credit + popped),
-                     inflight_out.eq(inflight + b_len - r_data),
-                     inflight_stay.eq(inflight - r_data)]
-        m.d.sync += [credit.eq(Mux(issue, credit_out, credit_stay)),
-                     inflight.eq(Mux(issue, inflight_out, inflight_stay))]
+        m.d.sync += [
+            credit.eq(chosen_sum(m, "credit_out", issue, (credit - b_len + popped)[:len(credit)],
+                                 (credit + popped)[:len(credit)])),
+            inflight.eq(chosen_sum(m, "inflight_out", issue,
+                                   (inflight + b_len - r_data)[:len(inflight)],
+                                   (inflight - r_data)[:len(inflight)]))]
         with m.If(r_data & (axi.rresp != Resp.OKAY)):
             m.d.sync += self.read_err.eq(1)
 

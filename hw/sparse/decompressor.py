@@ -25,8 +25,9 @@ parts, so that no decision waits on a wide shift or a popcount made in the same 
 - the *decoder* checks the queue's head against the group's WGS bytes left and takes its packed
   bytes from the bottom of the byte buffer once they are there. The spreading of those bytes
   over the set positions (:func:`_expand`: six stages of two-way multiplexers for 64 elements;
-  a clear bit gives zero) runs over the next three stages: the distances (prefix sums of the
-  clear bits), the move masks, then the multiplexers.
+  a clear bit gives zero) runs over the next stages: the distances (prefix sums of the clear
+  bits, their first levels made as a segment enters the queue), the move masks, then the
+  multiplexers over two stages.
 
 Errors the segmenter finds (a WGS total past the weight surface, a WMB too short) go down the
 queue as markers behind the segments before them, so the decoder raises every error in the
@@ -477,9 +478,10 @@ class SparseDecompressor(wiring.Component):
         stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
         # the expansion runs over three stages after the decoder's: the decoder registers the
         # segment with the prefix sums of its clear bits (X), X works out the move masks from
-        # them (P), and P spreads the window's elements and updates the atom's slots (and hands
-        # the atom to the output queue when the segment completes it). Each stage hands on
-        # when the next is free, and takes a new segment in the same cycle.
+        # them (P), P spreads the window's elements by the wide moves and Q by the short ones
+        # and updates the atom's slots (and hands the atom to the output queue when the
+        # segment completes it). Each stage hands on when the next is free, and takes a new
+        # segment in the same cycle.
         # X holds the window's bytes as the byte buffer hands them over, rotated to all but the
         # low LATE bits of its read pointer (and those bits): the rotation's last stages run
         # on X's registers, into P's lanes
@@ -514,7 +516,7 @@ class SparseDecompressor(wiring.Component):
         step = Signal()
         # the WGS check does not hold the step back: a segment that fails it is stepped like
         # the others, and the failure (registered with its group) is raised in the next cycle,
-        # before anything of that segment reaches the writer (the expansion's three stages),
+        # before anything of that segment reaches the writer (it stops in X),
         # and stops the steps after it. The check's compare stays off the step's path.
         m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
                              ~bus_error),
@@ -566,10 +568,15 @@ class SparseDecompressor(wiring.Component):
         with m.Elif(tail_step):
             m.d.sync += [emitted.eq(emitted + atom_bytes), d_open.eq(0)]
 
-        with m.If(p_free):
-            m.d.sync += [*(p[f].eq(x[f]) for f in common if f != "valid"),
-                         p.valid.eq(x_done), p.lanes.eq(lanes),
-                         *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True))]
+        def hand_on(dst, src, free, done, *more):
+            """Stage ``dst`` loads ``src``'s common fields (and ``more``) whenever it is free;
+            it holds a segment if ``src`` handed one on (``done``)."""
+            with m.If(free):
+                m.d.sync += [*(dst[f].eq(src[f]) for f in common if f != "valid"),
+                             dst.valid.eq(done), *more]
+
+        hand_on(p, x, p_free, x_done, p.lanes.eq(lanes),
+                *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True)))
 
         # the new atom values for the segment's positions: the window's first elements, spread
         # over the positions whose bits are set (the data half of the expansion: its control
@@ -578,10 +585,8 @@ class SparseDecompressor(wiring.Component):
         qs = min(len(p_moves), 2)
         half = _expand_lanes(m, p_moves[qs:], [p.lanes[k] for k in range(A)], low=qs)
         q_moves = [Signal(A, name=f"q_moves{i}") for i in range(qs)]
-        with m.If(q_free):
-            m.d.sync += [*(q[f].eq(p[f]) for f in common if f != "valid"),
-                         q.valid.eq(p_done), *(q.lanes[k].eq(half[k]) for k in range(A)),
-                         *(qm.eq(pm) for qm, pm in zip(q_moves, p_moves[:qs], strict=True))]
+        hand_on(q, p, q_free, p_done, *(q.lanes[k].eq(half[k]) for k in range(A)),
+                *(qm.eq(pm) for qm, pm in zip(q_moves, p_moves[:qs], strict=True)))
         spread = _expand_lanes(m, q_moves, [q.lanes[k] for k in range(A)])
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):

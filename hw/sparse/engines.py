@@ -17,6 +17,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, Burst, Resp, connect_members
+from ..bus.fifo import chosen_sum
 
 READ_MEMBERS = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot",
                 "arqos", "arregion", "arvalid", "arready", "rid", "rdata", "rresp", "rlast",
@@ -162,11 +163,10 @@ class StreamReader(wiring.Component):
             # the credit after a pop, with and without this cycle's grant: both sums worked out
             # from registers (kept apart, so the grant chooses between them and does not sit
             # in front of one adder)
-            cr_grant = Signal.like(credit[s], name=f"cr_grant{s}", attrs={"keep": 1})
-            cr_idle = Signal.like(credit[s], name=f"cr_idle{s}", attrs={"keep": 1})
-            m.d.comb += [cr_grant.eq(credit[s] - lens[s] + popped),
-                         cr_idle.eq(credit[s] + popped)]
-            m.d.sync += [credit[s].eq(Mux(grant, cr_grant, cr_idle)),
+            w = len(credit[s])
+            m.d.sync += [credit[s].eq(chosen_sum(m, f"credit{s}_grant", grant,
+                                                 (credit[s] - lens[s] + popped)[:w],
+                                                 (credit[s] + popped)[:w])),
                          stale[s].eq(Cat(grant | self.load[s], stale[s][0]))]
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]

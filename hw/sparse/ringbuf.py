@@ -113,7 +113,7 @@ class RingBuffer(wiring.Component):
             m.d.sync += [wr.eq(0), rd.eq(0), level.eq(0)]
         with m.Else():
             m.d.sync += [rd.eq(Mux(self.take_en, moved, rd)),
-                         level.eq(Mux(self.take_en, level - self.take, level) +
+                         level.eq(Mux(self.take_en, kept, level) +
                                   Mux(accept, n, 0))]
             with m.If(accept):
                 m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
