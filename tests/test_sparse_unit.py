@@ -610,6 +610,7 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, cycles=6
     async def bench(ctx):
         for cycle in range(cycles):
             assert ctx.get(dut.level) == len(held), f"cycle {cycle}: level"
+            assert ctx.get(dut.deep) == (len(held) >= out_units), f"cycle {cycle}: deep"
             seen = min(len(held), out_units)
             got = ctx.get(dut.view) & ((1 << (unit * seen)) - 1)
             assert got == sum(u << (unit * k) for k, u in enumerate(held[:seen])), \

@@ -290,9 +290,18 @@ class SparseDecompressor(wiring.Component):
         seg_layout = data.StructLayout({
             "err": 4, "mask": A, "pos": range(A), "seg": range(A + 1), "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
-        r1 = Signal(seg_layout)                # the decided segment (or marker), then the queue
+        # R1: the decided segment (or marker), in a register slice. Its ready is a register
+        # (the slice's second entry is free), so the decision does not wait on the stages after
+        # it moving on, and its data registers load whenever the output entry is free: the
+        # take reaches the slice's two valid bits, not the segment's hundred-odd data bits.
+        r1_in = Signal(seg_layout)
+        r1_push = Signal()
+        r1_rdy = Signal()
+        r1 = Signal(seg_layout)
         r1_valid = Signal()
         r1_free = Signal()
+        register_slice(m, "segs", valid=r1_push, ready=r1_rdy, payload=r1_in,
+                       out_valid=r1_valid, out_ready=r1_free, out_payload=r1, reset=flush)
 
         kpg = Mux(two, 16, 32)
         # the next group's kernels, then its size: two registers, so the multiplier's input is
@@ -312,7 +321,7 @@ class SparseDecompressor(wiring.Component):
         wgs_word = wgsbuf.data[:32]
         new_total = Signal(33)
         m.d.comb += new_total.eq(wgs_total + wgs_word)
-        s_run = run & ~s_halt & r1_free
+        s_run = run & ~s_halt & r1_rdy
         # the WGS total's check against the weight surface, worked out a cycle ahead into a
         # register: ``wgs_ok`` says the head word was there and untaken in the cycle before, so
         # the check saw the same word and the same total (which only a group's start changes)
@@ -323,16 +332,32 @@ class SparseDecompressor(wiring.Component):
         setup = Signal()
         m.d.comb += setup.eq(s_run & ~g_active & ~s_all & wgs_ok & next_ok)
         decide = s_run & g_active
-        # below A bits left, wmb_left fits seg's width: a short compare, not a 35-bit one
-        wmb_short = ~wmb_plenty & (seg > wmb_left[:len(seg)])
+        # whether the WMB holds the segment's bits: certainly while A bits or more are left
+        # (wmb_plenty); below that, wmb_left fits seg's width, and a short compare of the two,
+        # registered a cycle before, holds while no take or setup has changed them (near_ok,
+        # as for have_bits below): near the stream's end a segment waits a cycle for it
+        near_ok = Signal()
+        wmb_fits = Signal()
+        m.d.sync += wmb_fits.eq(seg <= wmb_left[:len(seg)])
+        wmb_enough = wmb_plenty | (near_ok & wmb_fits)
+        wmb_short = ~wmb_plenty & near_ok & ~wmb_fits
         # whether at least A bits are left after this segment (seg <= A): certainly if 2A or
         # more are left now (a zero test of the high bits), else a short compare; not a
         # 35-bit subtraction and compare
         lw = (2 * A - 1).bit_length()
         plenty_after = (wmb_left[lw:] != 0) | (wmb_left[:lw] >= seg + A)
-        have_bits = maskbuf.level >= seg
+        # whether the mask buffer holds the segment's bits, from registers alone (the take's
+        # fan-out is wide, and a compare of the level against seg in front of it was the
+        # critical path): the buffer's ``deep`` (A bits or more, so any segment), or else
+        # ``level >= seg`` registered a cycle before, trusted only if nothing has taken bits or
+        # changed seg since (a word arriving meanwhile only adds bits: at worst the segment
+        # waits a cycle, and only when fewer than A bits are held, near the stream's end)
+        near_bits = Signal()
+        have_bits = maskbuf.deep | (near_bits & near_ok)
         take_seg = Signal()
-        m.d.comb += [take_seg.eq(decide & ~wmb_short & have_bits),
+        m.d.sync += [near_bits.eq(maskbuf.level >= seg),
+                     near_ok.eq(~(take_seg | setup | flush | start))]
+        m.d.comb += [take_seg.eq(decide & wmb_enough & have_bits),
                      maskbuf.take.eq(seg), maskbuf.take_en.eq(take_seg),
                      wgsbuf.take.eq(1)]
 
@@ -372,10 +397,18 @@ class SparseDecompressor(wiring.Component):
             (after_take & take_seg.replicate(len(seg_regs))) |
             (seg_regs & (~(setup | take_seg)).replicate(len(seg_regs))))
 
-        with m.If(r1_free):
-            m.d.sync += r1_valid.eq(0)             # R1 moves on (a new decision reloads it)
+        # R1's entry: a marker (the WGS total's overflow at a group's setup, the WMB short at a
+        # decision) or the segment; its fields from registers and the mask buffer's view, the
+        # decision only pushing it
+        m.d.comb += [
+            r1_push.eq((setup & setup_overflow) | (decide & wmb_short) | take_seg),
+            r1_in.err.eq(Mux(~g_active, Error.WGS_OVERFLOW, Mux(wmb_short, Error.WMB_SHORT, 0))),
+            r1_in.mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1)),
+            r1_in.pos.eq(s_pos), r1_in.seg.eq(seg), r1_in.ends.eq(s_ends),
+            r1_in.completes.eq(s_completes), r1_in.first.eq(g_first), r1_in.wgs.eq(g_wgs),
+            r1_in.last_group.eq(g_last)]
         with m.If(setup & setup_overflow):
-            m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WGS_OVERFLOW), s_halt.eq(1)]
+            m.d.sync += s_halt.eq(1)
         with m.Elif(setup):
             m.d.comb += wgsbuf.take_en.eq(1)
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
@@ -384,14 +417,9 @@ class SparseDecompressor(wiring.Component):
                          g_hi.eq(next_elems[ls + 1:] != 0),
                          kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
-            m.d.sync += [r1_valid.eq(1), r1.err.eq(Error.WMB_SHORT), s_halt.eq(1)]
+            m.d.sync += s_halt.eq(1)
         with m.Elif(take_seg):
             m.d.sync += [
-                r1_valid.eq(1), r1.err.eq(0),
-                r1.mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1)),
-                r1.pos.eq(s_pos), r1.seg.eq(seg), r1.ends.eq(s_ends),
-                r1.completes.eq(s_completes), r1.first.eq(g_first), r1.wgs.eq(g_wgs),
-                r1.last_group.eq(g_last),
                 wmb_left.eq(wmb_left - seg), wmb_plenty.eq(plenty_after),
                 g_first.eq(0), grp_left.eq(left_after), g_hi.eq(g_hi_after),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
@@ -474,7 +502,13 @@ class SparseDecompressor(wiring.Component):
         mismatch = h_valid & (head.err == 0) & \
             ((~avail_big & (head.need > avail_lo)) |
              (head.ends & (avail_big | (head.need != avail_lo))))
-        have_bytes = databuf.level >= head.need
+        # whether the byte buffer holds the head's bytes, from registers, as the segmenter's
+        # have_bits: the buffer's ``deep`` (2A bytes or more, any segment's need), or else the
+        # compare registered a cycle before, trusted if no step has taken bytes or changed the
+        # head since (nor the head arrived since: ``h_valid`` a cycle before)
+        near_bytes = Signal()
+        near_bytes_ok = Signal()
+        have_bytes = databuf.deep | (near_bytes & near_bytes_ok)
         stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
         # the expansion runs over three stages after the decoder's: the decoder registers the
         # segment with the prefix sums of its clear bits (X), X works out the move masks from
@@ -521,6 +555,8 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
                              ~bus_error),
                      h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
+        m.d.sync += [near_bytes.eq(databuf.level >= head.need),
+                     near_bytes_ok.eq(h_valid & ~step & ~flush)]
 
         # the segment's elements, the window's first, from X's registers
         window = databuf.finish(m, x.raw, x.off)
@@ -711,7 +747,7 @@ class SparseDecompressor(wiring.Component):
                         state.eq(_State.RUN), s_pos.eq(0), room.eq(A), g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
-                        wmb_plenty.eq(wmb_bits >= A), r1_valid.eq(0), r2_valid.eq(0),
+                        wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_seen.eq(0),
                         p.valid.eq(0), q.valid.eq(0),
                     ]
@@ -726,8 +762,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
                 m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             p.valid.eq(0), q.valid.eq(0), r1_valid.eq(0),
-                             r2_valid.eq(0)]
+                             p.valid.eq(0), q.valid.eq(0), r2_valid.eq(0)]
         return m
 
 

@@ -17,7 +17,9 @@ With ``late_bits=k``, the rotation's last ``k`` stages are left to the consumer,
 later from its own registers of ``data`` and ``offset`` (loaded as it takes): ``data`` is then
 ``out_units + 2**k - 1`` units, rotated by the read pointer less its low ``k`` bits, ``offset``
 is those bits, and :meth:`finish` does the rest.
-``level``: units held. ``take``: how many units the consumer would remove (at most ``level``
+``level``: units held. ``deep``: a register, ``level >= out_units`` (any take the consumer
+can make is there), exact every cycle, for a consumer whose own take decision cannot wait on a
+compare of ``level``. ``take``: how many units the consumer would remove (at most ``level``
 when ``take_en`` is set); ``take_en``: remove them this cycle. ``flush``: empties the buffer (a
 word accepted in the same cycle is dropped too).
 
@@ -34,7 +36,7 @@ pointer and the level. It costs fewer cells too: one rotation, narrowing stage b
 ``out_units``, in place of two shifters as wide as the buffer.
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -60,7 +62,7 @@ class RingBuffer(wiring.Component):
         ports = {
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
             "data": Out(unit * (out_units + (1 << late_bits) - 1)),
-            "level": Out(range(self.capacity + 1)),
+            "level": Out(range(self.capacity + 1)), "deep": Out(1),
             "take": In(range(out_units + 1)), "take_en": In(1), "flush": In(1),
         }
         if late_bits:
@@ -85,16 +87,48 @@ class RingBuffer(wiring.Component):
         room = Signal(init=1)
         m.d.comb += [self.level.eq(level), self.i_ready.eq(room)]
         accept = self.i_valid & self.i_ready
-        # the next level's four cases tested from registers (``take`` is the consumer's
-        # register), the handshakes only choosing: exact, and off the take's path
+        # ``i_ready`` and ``deep`` are registers, exact every cycle: each is a test of the next
+        # level, ``level`` or ``level - take`` (as the consumer takes) plus ``n`` or not (as a
+        # word enters). A subtraction and then a compare would be two carry chains, so each
+        # test's bound rides on a copy of the level with the bound subtracted (a register kept
+        # in step with the level), and each case is one compare against ``take`` or a sign
+        # test; the handshakes only choose among the four.
         kept = Signal.like(level)
         m.d.comb += kept.eq(level - self.take)
-        fits = [[Signal(name=f"fits_{t}{a}") for a in range(2)] for t in range(2)]
-        for t, lv in enumerate((level, kept)):
+        after_take = Mux(self.take_en, kept, level)
+
+        def shadow(offset):
+            x = Signal(signed(len(level) + 2), init=offset,
+                       name=f"level_{offset}".replace("-", "m"))
+            with m.If(self.flush):
+                m.d.sync += x.eq(offset)
+            with m.Else():
+                m.d.sync += x.eq(after_take + Mux(accept, n + offset, offset))
+            return x
+
+        def next_test(t, a):
+            """The room (``t`` 0) or ``deep`` (``t`` 1) test of the next level: taken or not
+            (``k``), a word in or not (``a``)."""
+            if t == 0:                           # level - k + a n <= cap - n
+                x = shadow((a + 1) * n - cap)    # level + (a + 1) n - cap
+                return x <= 0, self.take >= x
+            x = shadow(a * n - self.out_units)   # level - k + a n >= out_units
+            return x >= 0, self.take <= x
+
+        room_next, deep_next = [], []
+        for t, out in ((0, room_next), (1, deep_next)):
             for a in range(2):
-                m.d.comb += fits[t][a].eq(lv + a * n <= cap - n)
-        m.d.sync += room.eq(self.flush | Mux(self.take_en, Mux(accept, fits[1][1], fits[1][0]),
-                                             Mux(accept, fits[0][1], fits[0][0])))
+                cases = [Signal(name=f"{('fits', 'holds')[t]}_{k}{a}") for k in range(2)]
+                m.d.comb += [case.eq(test) for case, test in zip(cases, next_test(t, a))]
+                out.append(cases)
+        deep = Signal()
+        m.d.comb += self.deep.eq(deep)
+        m.d.sync += [
+            room.eq(self.flush | Mux(self.take_en, Mux(accept, room_next[1][1], room_next[0][1]),
+                                     Mux(accept, room_next[1][0], room_next[0][0]))),
+            deep.eq(~self.flush & Mux(self.take_en,
+                                      Mux(accept, deep_next[1][1], deep_next[0][1]),
+                                      Mux(accept, deep_next[1][0], deep_next[0][0])))]
 
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
         # the highest (the last ``late_bits`` of them left to :meth:`finish`)
@@ -113,8 +147,7 @@ class RingBuffer(wiring.Component):
             m.d.sync += [wr.eq(0), rd.eq(0), level.eq(0)]
         with m.Else():
             m.d.sync += [rd.eq(Mux(self.take_en, moved, rd)),
-                         level.eq(Mux(self.take_en, kept, level) +
-                                  Mux(accept, n, 0))]
+                         level.eq(after_take + Mux(accept, n, 0))]
             with m.If(accept):
                 m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
         for w, slot in enumerate(slots):
