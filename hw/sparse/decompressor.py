@@ -84,6 +84,8 @@ WGS_STREAM, WMB_STREAM, WEIGHT_STREAM = 0, 1, 2
 #: the byte buffer's rotation stages run a cycle late, on the expansion's X registers (see
 #: :class:`~.ringbuf.RingBuffer`): its read pointer into the X stage was the critical path
 LATE = 3
+#: the mask ring's likewise, on R1's registers: its read pointer's rotation into R1 was
+MASK_LATE = 2
 #: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
 #: rest run from the queue's head into X's registers)
 SUM_LEVELS = 2
@@ -161,7 +163,7 @@ class SparseDecompressor(wiring.Component):
         # the mask and byte buffers hold an atom's worth (A bits, 2A bytes) and two beats more
         maskbuf = m.submodules.maskbuf = RingBuffer(unit=1, in_units=8 * DW,
                                                     words=-(-(A + 16 * DW) // (8 * DW)),
-                                                    out_units=A)
+                                                    out_units=A, late_bits=MASK_LATE)
         databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
                                                     out_units=2 * A, late_bits=LATE)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
@@ -288,7 +290,8 @@ class SparseDecompressor(wiring.Component):
         next_ok = Signal()                     # next_elems is up to date
 
         seg_layout = data.StructLayout({
-            "err": 4, "mask": A, "pos": range(A), "seg": range(A + 1), "ends": 1,
+            "err": 4, "raw": len(maskbuf.data), "off": MASK_LATE, "pos": range(A),
+            "seg": range(A + 1), "keep": A, "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
         # R1: the decided segment (or marker), in a register slice. Its ready is a register
         # (the slice's second entry is free), so the decision does not wait on the stages after
@@ -403,7 +406,10 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [
             r1_push.eq((setup & setup_overflow) | (decide & wmb_short) | take_seg),
             r1_in.err.eq(Mux(~g_active, Error.WGS_OVERFLOW, Mux(wmb_short, Error.WMB_SHORT, 0))),
-            r1_in.mask.eq(maskbuf.data[:A] & ((Const(1, A + 1) << seg) - 1)),
+            r1_in.raw.eq(maskbuf.data), r1_in.off.eq(maskbuf.offset),
+            # the segment's bits, as a compare of seg with each constant position (a few
+            # gates each; ``(1 << seg) - 1`` maps to a shifter and a carry chain)
+            r1_in.keep.eq(Cat(seg > k for k in range(A))),
             r1_in.pos.eq(s_pos), r1_in.seg.eq(seg), r1_in.ends.eq(s_ends),
             r1_in.completes.eq(s_completes), r1_in.first.eq(g_first), r1_in.wgs.eq(g_wgs),
             r1_in.last_group.eq(g_last)]
@@ -433,7 +439,11 @@ class SparseDecompressor(wiring.Component):
         # the parts up (the packed bytes the segment uses); a register slice (ready from its
         # fill level) queues them for the decoder. A whole popcount in one cycle, into the
         # queue's storage, was the critical path.
-        parts = [r1.mask[i:i + 8] for i in range(0, A, 8)]
+        # (the mask ring's last rotation stages run here, on R1's registers, and the bits past
+        # the segment are cleared: from the ring's read pointer into R1 was the critical path)
+        mask = Signal(A)
+        m.d.comb += mask.eq(maskbuf.finish(m, r1.raw, r1.off) & r1.keep)
+        parts = [mask[i:i + 8] for i in range(0, A, 8)]
         r2_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "parts": data.ArrayLayout(4, len(parts)),
             "ends": 1, "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
@@ -442,7 +452,7 @@ class SparseDecompressor(wiring.Component):
         r2_free = Signal()
         with m.If(r2_free):
             m.d.sync += [
-                r2_valid.eq(r1_valid), r2.err.eq(r1.err), r2.placed.eq(r1.mask << r1.pos),
+                r2_valid.eq(r1_valid), r2.err.eq(r1.err), r2.placed.eq(mask << r1.pos),
                 *(r2.parts[j].eq(_popcount(m, part)) for j, part in enumerate(parts)),
                 r2.ends.eq(r1.ends), r2.completes.eq(r1.completes), r2.first.eq(r1.first),
                 r2.wgs.eq(r1.wgs), r2.last_group.eq(r1.last_group)]

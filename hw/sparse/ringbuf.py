@@ -119,7 +119,8 @@ class RingBuffer(wiring.Component):
         for t, out in ((0, room_next), (1, deep_next)):
             for a in range(2):
                 cases = [Signal(name=f"{('fits', 'holds')[t]}_{k}{a}") for k in range(2)]
-                m.d.comb += [case.eq(test) for case, test in zip(cases, next_test(t, a))]
+                m.d.comb += [case.eq(test)
+                             for case, test in zip(cases, next_test(t, a), strict=True)]
                 out.append(cases)
         deep = Signal()
         m.d.comb += self.deep.eq(deep)
