@@ -11,7 +11,7 @@ from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-__all__ = ["registered", "register_slice", "RegisteredQueue"]
+__all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"]
 
 
 def registered(m, value, name, shape=None):
@@ -162,17 +162,25 @@ class RegisteredQueue(Elaboratable):
                                  out_payload=self.r_data)
             m.d.comb += self.level.eq(q.level + out.level)
             return m
-        # block RAM's read data comes late (an ECP5 DP16KD's output is valid 5.8 ns after the
-        # clock): it goes into a register of its own, with nothing in front of its data input,
-        # and the slice's multiplexer reads that register
-        p_valid = Signal()
-        p_data = Signal(self.width)
         slice_rdy = Signal()
-        p_free = ~p_valid | slice_rdy
-        m.d.comb += q.r_en.eq(p_free)
-        with m.If(p_free):
-            m.d.sync += [p_valid.eq(q.r_rdy), p_data.eq(q.r_data)]
+        p_valid, p_data = block_ram_output(m, "p", q, slice_rdy)
         out = register_slice(m, "out", valid=p_valid, ready=slice_rdy, payload=p_data,
                              out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data)
         m.d.comb += self.level.eq(q.level + p_valid + out.level)
         return m
+
+
+def block_ram_output(m, name, fifo, ready):
+    """The read side of ``fifo`` (a ``SyncFIFOBuffered`` kept in block RAM) through a register
+    of its own, with nothing in front of its data input: block RAM's read data comes late (an
+    ECP5 DP16KD's output is valid 5.6 to 5.8 ns after the clock), so it should meet no logic
+    before a register. Returns that register's ``(valid, data)``; ``ready`` takes it. A
+    transfer a cycle still passes, a cycle later; the register is one entry more besides the
+    FIFO's ``depth``. Drives ``fifo.r_en``."""
+    valid = Signal(name=f"{name}_valid")
+    data = Signal(fifo.width, name=f"{name}_data")
+    free = ~valid | ready
+    m.d.comb += fifo.r_en.eq(free)
+    with m.If(free):
+        m.d.sync += [valid.eq(fifo.r_rdy), data.eq(fifo.r_data)]
+    return valid, data

@@ -167,10 +167,10 @@ class SparseDecompressor(wiring.Component):
         databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
                                                     out_units=2 * A, late_bits=LATE)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
-        # each stream reaches its buffer through a register slice: the reader's FIFOs are block
-        # RAM, whose data arrives late in the cycle (5.8 ns on the ECP5), too late for the WGS
-        # buffer's shifter (the rings only write it to a slot; whether they still need their
-        # slices is not measured)
+        # each stream reaches its buffer through a register slice, so the buffers' readies do
+        # not reach the reader's FIFOs (the reader's block RAM data passes a register of its
+        # own first: into this slice's multiplexer it was the critical path; whether the rings
+        # still need their slices is not measured)
         flush = Signal()
         for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
             register_slice(m, f"in{s}", valid=reader.o_valid[s], ready=reader.o_ready[s],

@@ -17,7 +17,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, Burst, Resp, connect_members
-from ..bus.fifo import chosen_sum
+from ..bus.fifo import RegisteredQueue, block_ram_output, chosen_sum
 
 READ_MEMBERS = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot",
                 "arqos", "arregion", "arvalid", "arready", "rid", "rdata", "rresp", "rlast",
@@ -67,6 +67,10 @@ class StreamReader(wiring.Component):
     is always high) and streams never block each other. Stream ``s`` uses ARID ``s``; responses
     may arrive interleaved between IDs. Lower-numbered streams win the AR channel.
 
+    A FIFO of ``RegisteredQueue.PIPE_DEPTH`` beats or more is taken to be block RAM, and its
+    beats leave through a register of their own (a cycle more latency, still a beat a cycle), so
+    ``o_data`` comes from a register whatever the depth's storage.
+
     ``stop`` halts new bursts. ``idle``: nothing requested or in flight. ``error``: a read
     answered SLVERR/DECERR since the last ``flush``. ``flush`` (only when idle) empties the FIFOs
     and clears ``error``.
@@ -105,13 +109,24 @@ class StreamReader(wiring.Component):
         n = self.streams
         beat_log2 = self.axi_sig.size_code
         fifos = []
+        popped = []
         for s in range(n):
             f = ResetInserter(self.flush)(SyncFIFOBuffered(width=self.data_width,
                                                            depth=self.depths[s]))
             m.submodules[f"fifo{s}"] = f
             fifos.append(f)
-            m.d.comb += [self.o_valid[s].eq(f.r_rdy), self.o_data[s].eq(f.r_data),
-                         f.r_en.eq(self.o_ready[s])]
+            if self.depths[s] >= RegisteredQueue.PIPE_DEPTH:
+                # block RAM: its read data goes into a register before the consumer sees it.
+                # A beat leaves the FIFO when it moves into that register, so the credit below
+                # counts from then (the register is an entry more, never needed)
+                valid, data = block_ram_output(m, f"out{s}", f, self.o_ready[s])
+                with m.If(self.flush):
+                    m.d.sync += valid.eq(0)
+            else:
+                valid, data = f.r_rdy, f.r_data
+                m.d.comb += f.r_en.eq(self.o_ready[s])
+            m.d.comb += [self.o_valid[s].eq(valid), self.o_data[s].eq(data)]
+            popped.append(f.r_en & f.r_rdy)
 
         addr = [Signal(self.addr_width, name=f"addr{s}") for s in range(n)]
         left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
@@ -151,7 +166,6 @@ class StreamReader(wiring.Component):
                 m.d.comb += chosen.eq(s)
         m.d.comb += issued.eq(0)
         for s in range(n):
-            popped = fifos[s].r_en & fifos[s].r_rdy
             grant = free & (chosen == s)
             with m.If(grant):
                 m.d.comb += issued.eq(lens[s])
@@ -165,8 +179,8 @@ class StreamReader(wiring.Component):
             # in front of one adder)
             w = len(credit[s])
             m.d.sync += [credit[s].eq(chosen_sum(m, f"credit{s}_grant", grant,
-                                                 (credit[s] - lens[s] + popped)[:w],
-                                                 (credit[s] + popped)[:w])),
+                                                 (credit[s] - lens[s] + popped[s])[:w],
+                                                 (credit[s] + popped[s])[:w])),
                          stale[s].eq(Cat(grant | self.load[s], stale[s][0]))]
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
