@@ -172,11 +172,11 @@ def test_writer_stops_at_the_top_of_memory():
 
 @pytest.mark.parametrize("beat", [40, 44, 47])
 def test_reader_waits_out_its_look_ahead(beat):
-    """The reader works its next burst out two cycles ahead too (the room before 4 KiB, then
-    the fewer of that and the beats left). With AR always ready and a 32-beat FIFO, a full
-    burst goes and the channel is free again two cycles later; the next address lies 8, 4 or
-    1 beats before a page end. A reader that waited only one cycle would ask for 16 beats
-    there, across 4 KiB."""
+    """The reader works its next burst out ahead too (the room before 4 KiB, then the fewer
+    of that and the beats left, then whether the credit covers it). With AR always ready and a
+    32-beat FIFO, a full burst goes and the channel is free again a cycle later; the next
+    address lies 8, 4 or 1 beats before a page end. A reader that waited only one cycle would
+    ask for 16 beats there, across 4 KiB."""
     dut = StreamReader(streams=1, data_width=512, max_burst=16, fifo_depth=32)
     start = 0x10000 + beat * 64
     bursts = []
@@ -304,6 +304,36 @@ def test_expand_spreads_lanes_over_the_set_bits(n):
     sim = Simulator(m)
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_reader_credit_waits_out_its_look_ahead():
+    """Whether a burst is due (its credit) is a register worked out from the burst's length,
+    so it waits for the length worked out from the new address. A 16-beat FIFO, nothing
+    consumed, a region starting 4 beats before a page end: the first burst takes 4 beats and
+    leaves 12 of credit, the next length (16, from the page start) must then wait for ever. A
+    reader that judged the credit against the stale length (4) would ask for 16 more."""
+    dut = StreamReader(streams=1, data_width=64, max_burst=16, fifo_depth=16)
+    start = 0x11000 - 4 * 8
+    bursts = []
+
+    async def bench(ctx):
+        ctx.set(dut.addr[0], start)
+        ctx.set(dut.beats[0], 48)
+        ctx.set(dut.load, 1)
+        await ctx.tick()
+        ctx.set(dut.load, 0)
+        ctx.set(dut.axi.arready, 1)
+        for _ in range(40):
+            await ctx.delay(1e-9)
+            if ctx.get(dut.axi.arvalid):
+                bursts.append((ctx.get(dut.axi.araddr), ctx.get(dut.axi.arlen) + 1))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert bursts == [(start, 4)]
 
 
 @pytest.mark.parametrize("depth", [16, 32])       # distributed RAM, and block RAM's register

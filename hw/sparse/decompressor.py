@@ -88,7 +88,7 @@ LATE = 3
 MASK_LATE = 2
 #: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
 #: rest run from the queue's head into X's registers)
-SUM_LEVELS = 2
+SUM_LEVELS = 3
 
 
 class _State(enum.Enum):

@@ -132,19 +132,24 @@ class StreamReader(wiring.Component):
         left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
         credit = [Signal(range(d + 1), init=d, name=f"credit{s}")
                   for s, d in enumerate(self.depths)]
-        # each stream's next burst length, worked out two cycles ahead in registers, as the
-        # writer's: first the beats its address allows before the next 4 KiB boundary, then
-        # the fewer of those and the beats left. Both are stale for two cycles after the
-        # stream's address moves, and no burst is issued then
+        # each stream's next burst length, worked out ahead in registers, as the writer's:
+        # first the beats its address allows before the next 4 KiB boundary, then the fewer of
+        # those and the beats left, then whether the burst is due (``ok``: a length, and the
+        # credit for it). They are stale for three cycles after the stream's address moves, and
+        # no burst is issued then; after that ``ok`` lags the credit by a cycle, which only
+        # delays a burst (the credit of a stream not granted can only grow). So the grant is
+        # a priority over registers (a compare in front of it was the critical path), and a
+        # stream issues a burst every fourth cycle at most, far more than R needs
         rooms = [Signal(range(self.max_burst + 1), name=f"room{s}") for s in range(n)]
         lens = [Signal(range(self.max_burst + 1), name=f"len{s}") for s in range(n)]
-        stale = [Signal(2, init=0b11, name=f"stale{s}") for s in range(n)]
+        ok = [Signal(name=f"ok{s}") for s in range(n)]
+        stale = [Signal(3, init=0b111, name=f"stale{s}") for s in range(n)]
         want = [Signal(name=f"want{s}") for s in range(n)]
         for s in range(n):
             m.d.sync += [rooms[s].eq(_page_room(addr[s], self.max_burst, beat_log2)),
-                         lens[s].eq(Mux(left[s] < rooms[s], left[s], rooms[s]))]
-            m.d.comb += want[s].eq((stale[s] == 0) & (lens[s] != 0) &
-                                   (credit[s] >= lens[s]) & ~self.stop)
+                         lens[s].eq(Mux(left[s] < rooms[s], left[s], rooms[s])),
+                         ok[s].eq((lens[s] != 0) & (credit[s] >= lens[s]))]
+            m.d.comb += want[s].eq((stale[s] == 0) & ok[s] & ~self.stop)
 
         # AR: a registered request; the next one is chosen when the channel is free
         arvalid = Signal()
@@ -181,7 +186,7 @@ class StreamReader(wiring.Component):
             m.d.sync += [credit[s].eq(chosen_sum(m, f"credit{s}_grant", grant,
                                                  (credit[s] - lens[s] + popped[s])[:w],
                                                  (credit[s] + popped[s])[:w])),
-                         stale[s].eq(Cat(grant | self.load[s], stale[s][0]))]
+                         stale[s].eq(Cat(grant | self.load[s], stale[s][:2]))]
             with m.If(self.load[s]):
                 m.d.sync += [addr[s].eq(self.addr[s]), left[s].eq(self.beats[s])]
             with m.If(self.flush):
