@@ -667,22 +667,25 @@ class TileTransposer(wiring.Component):
         q_last = Signal()
         col_rot = Signal(W)
         m.d.comb += col_rot.eq(rotate_right_bytes(q_raw, q_rot, BB))
-        # packed: element a of the column is at f(a) after the rotation
+        # packed: element a of the column is at f(a) after the rotation. The choice is a
+        # configuration register of its own (zero when not packed, a case of none), beside
+        # these multiplexers: from the descriptor's elog, across the die, into the column
+        # queue was nextpnr's 96.1 MHz path
         col_out = Signal(W)
         m.d.comb += col_out.eq(col_rot)
-        with m.If(pack):
-            with m.Switch(Cat(lgp, elog)):
-                for e in range(4):
-                    n_el = BB >> e
-                    lg_n = n_el.bit_length() - 1
-                    for p_ in range(1, lg_n + 1):
-                        with m.Case(p_ | (e << len(lgp))):
-                            order = []
-                            for a_ in range(n_el):
-                                f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
-                                order += [col_rot.word_select(f_a * (1 << e) + j, 8)
-                                          for j in range(1 << e)]
-                            m.d.comb += col_out.eq(Cat(*order))
+        pack_sel = reg(Mux(pack, Cat(lgp, elog), 0), "pack_sel", len(lgp) + 2)
+        with m.Switch(pack_sel):
+            for e in range(4):
+                n_el = BB >> e
+                lg_n = n_el.bit_length() - 1
+                for p_ in range(1, lg_n + 1):
+                    with m.Case(p_ | (e << len(lgp))):
+                        order = []
+                        for a_ in range(n_el):
+                            f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
+                            order += [col_rot.word_select(f_a * (1 << e) + j, 8)
+                                      for j in range(1 << e)]
+                        m.d.comb += col_out.eq(Cat(*order))
         column = data.StructLayout({"col": W, "od": LB, "beat": aw - LB, "beat_hi": aw - LB,
                                     "strb": 2 * BB, "two": 1, "bytes": LB + 1, "last": 1})
         # issue to the head's first piece is about five cycles (s, q, the queue's two):
@@ -789,8 +792,9 @@ class TileTransposer(wiring.Component):
         for row_k, (_, rp) in zip(rows_r, banks, strict=True):
             r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
             m.d.comb += rp.addr.eq(r_addr)
-        c_mask = Signal(LB + KB)
-        m.d.comb += c_mask.eq(ext[COLS] - 1)
+        # (a configuration register: from ext through its subtraction into the column's
+        # destination adder was nextpnr's 99.7 MHz path)
+        c_mask = reg(ext[COLS] - 1, "c_mask", LB + KB)
         next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
         m.d.sync += s_v.eq(issue)
         with m.If(issue):
