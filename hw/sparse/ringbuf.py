@@ -44,6 +44,7 @@ from amaranth.lib.wiring import In, Out
 class RingBuffer(wiring.Component):
     def __init__(self, *, unit: int, in_units: int, words: int, out_units: int,
                  late_bits: int = 0):
+        self._MustUse__silence = True         # until the checks pass: a refused one is not used
         if words < 2:
             raise ValueError(f"words must be at least 2 (one filling while one drains), "
                              f"not {words}")
@@ -59,6 +60,7 @@ class RingBuffer(wiring.Component):
             raise ValueError(f"late_bits must be 0 to {(self.capacity - 1).bit_length() - 1} "
                              f"(the read pointer's bits less one), not {late_bits}")
         self.late_bits = late_bits
+        self._MustUse__silence = False
         ports = {
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
             "data": Out(unit * (out_units + (1 << late_bits) - 1)),
