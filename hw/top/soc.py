@@ -44,6 +44,11 @@ class SocConfig:
     dma: bool = True
     sparse: bool = True
     lut: bool = True
+    # the decompressor's atom: 32 elements. The SoC writes the dense image back over the same
+    # 64-bit bus (8 bytes a cycle), so a 32-element atom a cycle (32 or 64 bytes) is already
+    # four times what the bus takes, and the 64-element atom's wider expansion and slots only
+    # cost area (docs/board.md: it was the full SoC's largest part)
+    sparse_atom_elements: int = 32
     lut_serial: bool = False      # small FPGAs: the LUT unit's serial datapath (one multiplier)
                                   # and a LUT port that moves one beat at a time
     slices: bool = True           # register slices on the long paths and banks that capture
@@ -123,7 +128,8 @@ class Soc(wiring.Component):
             managers.append(dma.m_axi)
             irqs["dma"] = dma.irq
         if c.sparse:
-            sparse = m.submodules.sparse = SparseDecompressor(data_width=c.data_width)
+            sparse = m.submodules.sparse = SparseDecompressor(
+                data_width=c.data_width, atom_elements=c.sparse_atom_elements)
             connect_members(m, dec.sparse, sparse.s_axil)
             m.d.comb += sparse.o_atoms.ready.eq(1)
             managers.append(sparse.m_axi)
