@@ -170,25 +170,20 @@ def test_writer_stops_at_the_top_of_memory():
     assert all(a >= start for a, _ in out["bursts"])
 
 
-@pytest.mark.parametrize("beat", [40, 44, 47])
-def test_reader_waits_out_its_look_ahead(beat):
-    """The reader works its next burst out ahead too (the room before 4 KiB, then the fewer
-    of that and the beats left, then whether the credit covers it). With AR always ready and a
-    32-beat FIFO, a full burst goes and the channel is free again a cycle later; the next
-    address lies 8, 4 or 1 beats before a page end. A reader that waited only one cycle would
-    ask for 16 beats there, across 4 KiB."""
-    dut = StreamReader(streams=1, data_width=512, max_burst=16, fifo_depth=32)
-    start = 0x10000 + beat * 64
+def _reader_bursts(dut, start, beats, cycles=40):
+    """The (address, beats) of the bursts a one-stream StreamReader asks for in ``cycles``
+    cycles after loading a region of ``beats`` from ``start``, with AR always ready, no
+    read data and nothing consumed."""
     bursts = []
 
     async def bench(ctx):
         ctx.set(dut.addr[0], start)
-        ctx.set(dut.beats[0], 48)
+        ctx.set(dut.beats[0], beats)
         ctx.set(dut.load, 1)
         await ctx.tick()
         ctx.set(dut.load, 0)
         ctx.set(dut.axi.arready, 1)
-        for _ in range(40):
+        for _ in range(cycles):
             await ctx.delay(1e-9)
             if ctx.get(dut.axi.arvalid):
                 bursts.append((ctx.get(dut.axi.araddr), ctx.get(dut.axi.arlen) + 1))
@@ -198,6 +193,19 @@ def test_reader_waits_out_its_look_ahead(beat):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+    return bursts
+
+
+@pytest.mark.parametrize("beat", [40, 44, 47])
+def test_reader_waits_out_its_look_ahead(beat):
+    """The reader works its next burst out ahead too (the room before 4 KiB, then the fewer
+    of that and the beats left, then whether the credit covers it). With AR always ready and a
+    32-beat FIFO, a full burst goes and the channel is free again a cycle later; the next
+    address lies 8, 4 or 1 beats before a page end. A reader that waited only one cycle would
+    ask for 16 beats there, across 4 KiB."""
+    start = 0x10000 + beat * 64
+    bursts = _reader_bursts(StreamReader(streams=1, data_width=512, max_burst=16,
+                                         fifo_depth=32), start, 48)
     assert bursts[:2] == [(start, 16), (start + 16 * 64, 64 - beat - 16)]
     for a, n in bursts:
         assert (a & 0xFFF) + n * 64 <= 0x1000, f"read burst at {a:#x} of {n} beats crosses 4 KiB"
@@ -312,27 +320,9 @@ def test_reader_credit_waits_out_its_look_ahead():
     consumed, a region starting 4 beats before a page end: the first burst takes 4 beats and
     leaves 12 of credit, the next length (16, from the page start) must then wait for ever. A
     reader that judged the credit against the stale length (4) would ask for 16 more."""
-    dut = StreamReader(streams=1, data_width=64, max_burst=16, fifo_depth=16)
     start = 0x11000 - 4 * 8
-    bursts = []
-
-    async def bench(ctx):
-        ctx.set(dut.addr[0], start)
-        ctx.set(dut.beats[0], 48)
-        ctx.set(dut.load, 1)
-        await ctx.tick()
-        ctx.set(dut.load, 0)
-        ctx.set(dut.axi.arready, 1)
-        for _ in range(40):
-            await ctx.delay(1e-9)
-            if ctx.get(dut.axi.arvalid):
-                bursts.append((ctx.get(dut.axi.araddr), ctx.get(dut.axi.arlen) + 1))
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    bursts = _reader_bursts(StreamReader(streams=1, data_width=64, max_burst=16,
+                                         fifo_depth=16), start, 48)
     assert bursts == [(start, 4)]
 
 
