@@ -38,7 +38,8 @@ PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 
 
 #: nextpnr's routers. router1 is nextpnr's default; on the full ULX3S SoC it stalls with
-#: tens of thousands of arcs left (docs/board.md), where router2 resolves the overuse
+#: tens of thousands of arcs left, and router2 gets down to a few thousand overused wires
+#: before it climbs again (docs/board.md): neither finishes it yet
 ROUTERS = ("router1", "router2")
 
 
@@ -110,8 +111,8 @@ def main(argv=None) -> int:
                     help="Yosys's LUT mapper: abc9 (default), or the classic abc (ECP5 boards "
                          "only: minutes instead of hours for the full SoC)")
     ap.add_argument("--router", choices=ROUTERS, default="router1",
-                    help="nextpnr's router: router1 (nextpnr's default) or router2 (the one "
-                         "that routes the full ULX3S SoC; docs/board.md)")
+                    help="nextpnr's router: router1 (nextpnr's default) or router2 (it gets "
+                         "further on the full ULX3S SoC; docs/board.md)")
     args = ap.parse_args(argv)
     changes = {}
     if args.blocks is not None:
