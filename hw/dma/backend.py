@@ -16,9 +16,11 @@ Writes
     are worked out a cycle ahead, as a piece enters the intake register and as a beat opens,
     so the push into the W FIFO is decided from registers.
 Errors
-    A read or write error response raises ``read_err`` / ``write_err``. With ``halt`` high no
-    new address is issued and nothing new is accepted; bursts already issued complete and
-    reads in flight drain (``drained``).
+    A read or write error response raises ``read_err`` / ``write_err`` and *halts* the back
+    end from the next cycle until the front end's ``dp_reset``: no new address is issued and
+    nothing new is accepted; bursts already issued complete and reads in flight drain
+    (``drained``). The halt is the back end's own register, beside the logic it stops (the
+    front end, which learns of the error a cycle later, is placed apart).
 
 ``idle``: no read or write in flight or buffered (the end of a descriptor).
 """
@@ -54,7 +56,6 @@ class BackEnd(wiring.Component):
             "wr": In(stream.Signature(piece_layout(aw, data_width))),
             "fetch_addr": In(aw), "fetch_go": In(1),
             "fetch_beat": Out(stream.Signature(data_width + 1, always_ready=True)),
-            "halt": In(1),
             "read_err": Out(1), "write_err": Out(1), "idle": Out(1), "drained": Out(1),
         })
 
@@ -65,7 +66,9 @@ class BackEnd(wiring.Component):
         LB = (BB - 1).bit_length()
         aw = self.addr_width
         axi = self.m_axi
-        halt = self.halt
+        # an error response was seen: issue and accept nothing new (set with read_err or
+        # write_err; the front end's dp_reset clears all three)
+        halt = Signal()
         mb = self.max_burst
 
         rfifo = m.submodules.rfifo = SyncFIFOBuffered(width=W, depth=self.read_fifo)
@@ -153,7 +156,7 @@ class BackEnd(wiring.Component):
                                    (inflight + b_len - r_data)[:len(inflight)],
                                    (inflight - r_data)[:len(inflight)]))]
         with m.If(r_data & (axi.rresp != Resp.OKAY)):
-            m.d.sync += self.read_err.eq(1)
+            m.d.sync += [self.read_err.eq(1), halt.eq(1)]
 
         # -- write combiner: one open beat, one open burst (its beats go to the W FIFO) -------
         # A piece first waits in the intake register, which knows whether it falls in the same
@@ -284,7 +287,7 @@ class BackEnd(wiring.Component):
         b_beat = axi.bvalid & axi.bready
         m.d.sync += pending_b.eq(pending_b + aw_go - b_beat)
         with m.If(b_beat & (axi.bresp != Resp.OKAY)):
-            m.d.sync += self.write_err.eq(1)
+            m.d.sync += [self.write_err.eq(1), halt.eq(1)]
 
         writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & ~push_r & ~close_r &
                        ~holds_entries(m, "aw_held", awfifo) &

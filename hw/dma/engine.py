@@ -120,7 +120,7 @@ class DmaEngine(wiring.Component):
         # the job
         wiring.connect(m, back.fetch_beat, front.fetch_beat)
         m.d.comb += [back.fetch_addr.eq(front.fetch_addr), back.fetch_go.eq(front.fetch_go),
-                     back.halt.eq(front.halt), front.read_err.eq(back.read_err),
+                     front.read_err.eq(back.read_err),
                      front.write_err.eq(back.write_err),
                      front.idle.eq(back.idle & empty[0] & empty[1] & empty[2]),
                      front.drained.eq(back.drained)]

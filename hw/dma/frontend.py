@@ -6,13 +6,13 @@ A job runs the descriptor held in the registers (``ctrl.start``) or a chain in m
 Each descriptor is checked against the model's rules (:class:`model.dma.descriptor.Error`, in
 the same order, one dimension per cycle) before the mid end starts on it. A descriptor ends
 when the mid end is done and the back end idle (its last write answered), so the next one sees
-its results. An error response from the back end *halts* it: the front end waits until what
-was issued has drained, then ends the job with the error code and the failing descriptor's
-index. ``dp_reset`` clears the mid and back end between descriptors.
+its results. An error response *halts* the back end (it stops itself: see
+:mod:`hw.dma.backend`): the front end waits until what was issued has drained, then ends the
+job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and back end between descriptors.
 
 Ports: ``s_axil`` (registers), ``irq``; the descriptor and ``start`` to the mid end, which
 answers ``busy``, ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
-``fetch_beat``, ``halt``, ``read_err``, ``write_err``, ``idle``, ``drained`` with the back end.
+``fetch_beat``, ``read_err``, ``write_err``, ``idle``, ``drained`` with the back end.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -60,7 +60,7 @@ class FrontEnd(wiring.Component):
             # the back end
             "fetch_addr": Out(aw), "fetch_go": Out(1),
             "fetch_beat": In(stream.Signature(data_width + 1, always_ready=True)),
-            "halt": Out(1), "dp_reset": Out(1),
+            "dp_reset": Out(1),
             "read_err": In(1), "write_err": In(1), "idle": In(1), "drained": In(1),
         })
 
@@ -189,9 +189,8 @@ class FrontEnd(wiring.Component):
         # the mid and back end are reset a cycle after the front end decides it, from a
         # register: a descriptor's checks are not on the path into their reset inputs
         dp_reset_q = Signal()
-        halt = Signal()                       # an error: issue nothing new
         m.d.sync += dp_reset_q.eq(dp_reset)
-        m.d.comb += [self.dp_reset.eq(dp_reset_q), self.halt.eq(halt)]
+        m.d.comb += self.dp_reset.eq(dp_reset_q)
 
         # counters
         bytes_read = Signal(32)
@@ -298,7 +297,7 @@ class FrontEnd(wiring.Component):
                 with m.If(start_regs | start_chain):
                     m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
                                  bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
-                                 ndone.eq(0), halt.eq(0)]
+                                 ndone.eq(0)]
                     set_fetch_addr(regs.chain_addr.value.data)
                     with m.If(start_regs):
                         to_load(1)
@@ -401,14 +400,15 @@ class FrontEnd(wiring.Component):
             with m.Case(_State.RUN):
                 m.d.sync += armed.eq(1)
                 with m.If(self.read_err | self.write_err):
-                    m.d.sync += [halt.eq(1), state.eq(_State.DRAIN), armed.eq(0)]
+                    m.d.sync += [state.eq(_State.DRAIN), armed.eq(0)]
                 with m.Elif(armed & quiet):
                     m.d.sync += state.eq(_State.NEXT)
             with m.Case(_State.DRAIN):
-                # halted: the issued bursts finish, reads in flight come back (and are dropped).
+                # the back end halted itself as it raised the error, a cycle before RUN saw it:
+                # the issued bursts finish, reads in flight come back (and are dropped).
                 # `drained_q` is the back end's drained flag a cycle ago, so DRAIN looks at it
-                # from its second cycle: by then it was taken with `halt` high, and nothing is
-                # issued after that
+                # from its second cycle: by then it was taken two cycles into the halt, and
+                # nothing is issued after that
                 m.d.sync += armed.eq(1)
                 with m.If(armed & drained_q):
                     finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
@@ -422,8 +422,6 @@ class FrontEnd(wiring.Component):
                     m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
                                  fetch_count.eq(0), fetch_err.eq(0), want_fetch.eq(1)]
                     set_fetch_addr(nxt)
-        with m.If(dp_reset):
-            m.d.sync += halt.eq(0)
 
         m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
                      regs.status.desc_irq.set.eq(irq_set),
