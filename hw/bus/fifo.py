@@ -16,8 +16,17 @@ __all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"
 
 def registered(m, value, name, shape=None):
     """A register named ``name`` that takes ``value`` every cycle (for values held still while
-    a job runs, worked out a cycle ahead). Its shape is ``shape``, else ``value``'s own."""
-    r = Signal.like(value, name=name) if shape is None else Signal(shape, name=name)
+    a job runs, worked out a cycle ahead). Its shape is ``shape``, else ``value``'s own.
+
+    It has no reset: it holds its input's value a cycle later whatever happened, so a reset
+    (the DMA's ``dp_reset`` between descriptors, a net that reaches most of the engine) need
+    not reach it. With a reset, Yosys folds the reset and any choice of a constant in
+    ``value`` into the flip-flops' LSR, and the reset's long wire then ran through that
+    choice's logic (nextpnr's 99.5 MHz path of the DMA engine)."""
+    if shape is None:
+        r = Signal.like(value, name=name, reset_less=True)
+    else:
+        r = Signal(shape, name=name, reset_less=True)
     m.d.sync += r.eq(value)
     return r
 
