@@ -226,11 +226,16 @@ class RowCopier(wiring.Component):
                      out.payload.strb.eq(strb),
                      out.payload.last.eq(fields["last"] & run_done),
                      runs.r_en.eq(run_done)]
-        # a run's byte counts, a cycle after its last beat (the job stays busy until then)
+        # a run's byte counts, two cycles after its last beat (the job stays busy until then):
+        # the run's end is a register first, so the counts' clears (the flip-flops' LSR) come
+        # from it and not from the send decision (nextpnr's 99.8 MHz path)
+        ran = Signal()                        # a run ended last cycle
+        ran_src = Signal()                    # ... one with a source
         counting = Signal()
-        m.d.sync += [counting.eq(run_done),
-                     self.read_bytes.eq(Mux(run_done & fields["sourced"], vfull, 0)),
-                     self.written_bytes.eq(Mux(run_done, total, 0))]
+        m.d.sync += [ran.eq(run_done), ran_src.eq(run_done & fields["sourced"]),
+                     counting.eq(ran),
+                     self.read_bytes.eq(Mux(ran_src, vfull, 0)),
+                     self.written_bytes.eq(Mux(ran, total, 0))]
         wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
                                   payload=out.payload, out_valid=self.wr.valid,
                                   out_ready=self.wr.ready, out_payload=self.wr.payload)
@@ -264,6 +269,6 @@ class RowCopier(wiring.Component):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
         m.d.comb += self.busy.eq(walker.busy | sums_slice.nonempty | gen_busy |
-                                 runs.nonempty | counting |
+                                 runs.nonempty | ran | counting |
                                  wr_slice.nonempty)
         return m
