@@ -255,8 +255,13 @@ class MidEnd(wiring.Component):
         def running(signal):
             return Cat(*(signal(u) & on[u] for u in units.values())).any()
 
+        # the read data's ready is every path's slice ready, not only the running path's: the
+        # others get no beats (their valid is gated), so their slices stay empty and ready, and
+        # the path select is not in front of the engine's read-data slice (nextpnr's 95.1 MHz
+        # path: the select register across the die through the ready choice into that slice)
         m.d.comb += [self.req.valid.eq(running(lambda u: u.req.valid)),
-                     self.rdata.ready.eq(running(lambda u: rdata_in[u].ready)),
+                     self.rdata.ready.eq(Cat(*(rdata_in[u].ready
+                                               for u in units.values())).all()),
                      self.wr.valid.eq(running(lambda u: u.wr.valid))]
         with m.Switch(path):
             for p, u in units.items():
