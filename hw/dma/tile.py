@@ -435,7 +435,14 @@ class TileTransposer(wiring.Component):
             m.d.sync += a_left.eq(a_left - a_step)
         with m.Elif(row_take | init_all):
             m.d.sync += a_left.eq(t0["next"]["n"])
-        a_next = (a + a_step)[:LB]
+        # a's next value kept beside it (a + a_step), so the row advance's end test is not
+        # behind an adder (nextpnr's 96.2 MHz path: a_step through the add and that test into
+        # row_adv)
+        a_next = Signal(LB)
+        with m.If(row_take & go_a):
+            m.d.sync += a_next.eq(a_next + a_step)
+        with m.Elif(row_take | init_all):
+            m.d.sync += a_next.eq(a_step)
         with m.If(row_take & go_a):
             m.d.sync += row_adv.eq(row_advance((a_next & lo_mask) == lo_mask))
         with m.Elif(row_take | init_all):
