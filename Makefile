@@ -13,8 +13,9 @@
 #                  the sparse decompressor's ECP5 builds use it by default)
 #   make report    the same, written to docs/resources.md
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
-#                  BLOCKS=lut to build with only some blocks, MAPPER=abc as above,
-#                  ROUTER=router2: nextpnr's second router)
+#                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
+#                  ROUTER=router1|router2 and DENSITY=0.7 (the placer's maximum density)
+#                  override the board's own choices; the full ULX3S SoC takes ~30 minutes)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -60,7 +61,8 @@ report: $(FPGA_STAMP)
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
 	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
-	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER))
+	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
+	  $(if $(DENSITY),--density $(DENSITY))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

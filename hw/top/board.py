@@ -28,6 +28,13 @@ class Board:
     reset_active_low: bool
     soc: SocConfig
     doc: str
+    # Yosys's LUT mapper for this board (the full ULX3S SoC: minutes with abc, hours with
+    # abc9), nextpnr's router, and the placer's maximum density (HeAP's beta, nextpnr's default
+    # 0.9; None keeps it): the full ULX3S SoC routes only with router2 on a placement spread
+    # to 0.7 (docs/board.md)
+    mapper: str = "abc9"
+    router: str = "router1"
+    density: float | None = None
 
 
 BOARDS = {
@@ -35,7 +42,8 @@ BOARDS = {
         "ulx3s", "ecp5", ["--85k", "--speed", "6", "--package", "CABGA381"], "ulx3s.lpf",
         25_000_000, 8, False, False,
         SocConfig(mem_bytes=64 * 1024, clk_hz=25_000_000, baud=115_200),
-        "ULX3S (ECP5 LFE5U-85F-6): every block, 64 KiB of block RAM, UART on the FTDI chip"),
+        "ULX3S (ECP5 LFE5U-85F-6): every block, 64 KiB of block RAM, UART on the FTDI chip",
+        mapper="abc", router="router2", density=0.7),
     "icebreaker": Board(
         "icebreaker", "ice40", ["--up5k", "--package", "sg48"], "icebreaker.pcf",
         12_000_000, 2, True, True,
