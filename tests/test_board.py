@@ -217,17 +217,14 @@ def test_soc_config_rules():
 
 
 def test_board_build_choices(tmp_path):
-    """Each board's own mapper, router and placement density are ones the build takes, and a
-    bad override is refused, naming the option, before any tool runs."""
+    """Each board's own mapper and router are ones the build takes, and a bad router is
+    refused, naming the option, before any tool runs."""
     from hw.bitstream import ROUTERS, build
     from hw.synth import MAPPERS
     from hw.top.board import BOARDS
 
     for b in BOARDS.values():
         assert b.mapper in MAPPERS and b.router in ROUTERS, b.name
-        assert b.density is None or 0 < b.density <= 1, b.name
-    with pytest.raises(ValueError, match="density must be above 0 and at most 1, not 1.5"):
-        build("icebreaker", outdir=tmp_path, density=1.5)
     with pytest.raises(ValueError, match="router must be one of router1, router2, not 'r3'"):
         build("icebreaker", outdir=tmp_path, router="r3")
     assert not any(tmp_path.iterdir())

@@ -29,12 +29,10 @@ class Board:
     soc: SocConfig
     doc: str
     # Yosys's LUT mapper for this board (the full ULX3S SoC: minutes with abc, hours with
-    # abc9), nextpnr's router, and the placer's maximum density (HeAP's beta, nextpnr's default
-    # 0.9; None keeps it): the full ULX3S SoC routes only with router2 on a placement spread
-    # to 0.7 (docs/board.md)
+    # abc9) and nextpnr's router (router1 stalls on the full ULX3S SoC; router2 routed it once
+    # and not at every netlist since: docs/board.md)
     mapper: str = "abc9"
     router: str = "router1"
-    density: float | None = None
 
 
 BOARDS = {
@@ -43,7 +41,7 @@ BOARDS = {
         25_000_000, 8, False, False,
         SocConfig(mem_bytes=64 * 1024, clk_hz=25_000_000, baud=115_200),
         "ULX3S (ECP5 LFE5U-85F-6): every block, 64 KiB of block RAM, UART on the FTDI chip",
-        mapper="abc", router="router2", density=0.7),
+        mapper="abc", router="router2"),
     "icebreaker": Board(
         "icebreaker", "ice40", ["--up5k", "--package", "sg48"], "icebreaker.pcf",
         12_000_000, 2, True, True,
