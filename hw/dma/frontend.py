@@ -8,7 +8,8 @@ the same order, one dimension per cycle) before the mid end starts on it. A desc
 when the mid end is done and the back end idle (its last write answered), so the next one sees
 its results. An error response *halts* the back end (it stops itself: see
 :mod:`hw.dma.backend`): the front end waits until what was issued has drained, then ends the
-job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and back end between descriptors.
+job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and
+back end between descriptors.
 
 Ports: ``s_axil`` (registers), ``irq``; the descriptor and ``start`` to the mid end, which
 answers ``busy``, ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
