@@ -440,13 +440,10 @@ class TileTransposer(wiring.Component):
         # row_adv)
         a_next = Signal(LB)
         with m.If(row_take & go_a):
-            m.d.sync += a_next.eq(a_next + a_step)
+            m.d.sync += [a_next.eq(a_next + a_step),
+                         row_adv.eq(row_advance((a_next & lo_mask) == lo_mask))]
         with m.Elif(row_take | init_all):
-            m.d.sync += a_next.eq(a_step)
-        with m.If(row_take & go_a):
-            m.d.sync += row_adv.eq(row_advance((a_next & lo_mask) == lo_mask))
-        with m.Elif(row_take | init_all):
-            m.d.sync += row_adv.eq(adv_first)
+            m.d.sync += [a_next.eq(a_step), row_adv.eq(adv_first)]
         with m.If(init_all):
             m.d.sync += [walking.eq(1), a.eq(0)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
