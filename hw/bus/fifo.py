@@ -8,7 +8,7 @@ still a transfer a cycle.
 """
 
 from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
-from amaranth.hdl import ResetInserter
+from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
 __all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"]
@@ -67,12 +67,13 @@ def holds_entries(m, name, fifo):
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
-                   reset=None, bypass=False):
+                   reset=None, domain=None, bypass=False):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
-    cycle, one cycle later. ``reset`` (a signal) empties it. Returns the buffer, whose
-    ``level`` tells whether it is empty.
+    cycle, one cycle later. ``reset`` (a signal) empties it; ``domain`` names the clock domain
+    it runs in (``sync`` by default). Returns the buffer, whose ``level`` tells whether it is
+    empty.
 
     ``bypass=True`` connects the two sides with wires instead and returns None: for builds
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40)."""
@@ -83,6 +84,8 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     buf = SkidBuffer(width=width)
     if reset is not None:
         buf = ResetInserter(reset)(buf)
+    if domain is not None:
+        buf = DomainRenamer(domain)(buf)
     m.submodules[f"{name}_slice"] = buf
     m.d.comb += [buf.w_en.eq(valid), buf.w_data.eq(payload), ready.eq(buf.w_rdy),
                  out_valid.eq(buf.r_rdy), out_payload.eq(buf.r_data), buf.r_en.eq(out_ready)]
@@ -116,14 +119,18 @@ class SkidBuffer(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         skid_v = Signal()
-        skid_d = Signal(self.width)
+        # the two entries' data have no reset: only the valid flags say what they hold, so a
+        # reset need not reach the data's flip-flops (docs/board.md: the reset nets' fan-out)
+        skid_d = Signal(self.width, reset_less=True)
+        out_d = Signal(self.width, reset_less=True)
         take = self.w_en & ~skid_v
-        m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v)]
+        m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v),
+                     self.r_data.eq(out_d)]
         with m.If(~self.r_rdy | self.r_en):        # the output entry is free this cycle
             with m.If(skid_v):
-                m.d.sync += [self.r_data.eq(skid_d), self.r_rdy.eq(1), skid_v.eq(0)]
+                m.d.sync += [out_d.eq(skid_d), self.r_rdy.eq(1), skid_v.eq(0)]
             with m.Else():
-                m.d.sync += [self.r_data.eq(self.w_data), self.r_rdy.eq(take)]
+                m.d.sync += [out_d.eq(self.w_data), self.r_rdy.eq(take)]
         with m.Elif(take):
             m.d.sync += skid_v.eq(1)
         # the second entry follows the input while it is empty, so its enable is a register
@@ -187,7 +194,7 @@ def block_ram_output(m, name, fifo, ready):
     transfer a cycle still passes, a cycle later; the register is one entry more besides the
     FIFO's ``depth``. Drives ``fifo.r_en``."""
     valid = Signal(name=f"{name}_valid")
-    data = Signal(fifo.width, name=f"{name}_data")
+    data = Signal(fifo.width, name=f"{name}_data", reset_less=True)     # valid says if it holds
     free = ~valid | ready
     m.d.comb += fifo.r_en.eq(free)
     with m.If(free):

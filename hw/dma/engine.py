@@ -32,8 +32,7 @@ the job: no new address is issued, bursts already issued complete (their data wa
 the error), reads in flight are drained, and the engine takes the next job.
 """
 
-from amaranth import Module
-from amaranth.hdl import ResetInserter
+from amaranth import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -94,8 +93,15 @@ class DmaEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         front = m.submodules.front = self._front
-        mid = m.submodules.mid = ResetInserter(front.dp_reset)(self._mid)
-        back = m.submodules.back = ResetInserter(front.dp_reset)(self._back)
+        # the mid end, the back end and the slices between them run in a domain of their own
+        # on the same clock, whose reset is the front end's dp_reset alone (a register that the
+        # engine's reset also sets): their thousands of reset inputs hang off one flip-flop,
+        # not off a gate that ORs two resets
+        m.domains.dp = ClockDomain("dp", local=True)
+        m.d.comb += [ClockSignal("dp").eq(ClockSignal("sync")),
+                     ResetSignal("dp").eq(front.dp_reset)]
+        mid = m.submodules.mid = DomainRenamer("dp")(self._mid)
+        back = m.submodules.back = DomainRenamer("dp")(self._back)
         wiring.connect(m, wiring.flipped(self.s_axil), front.s_axil)
         wiring.connect(m, back.m_axi, wiring.flipped(self.m_axi))
         m.d.comb += self.irq.eq(front.irq)
@@ -111,7 +117,7 @@ class DmaEngine(wiring.Component):
         # end and the back end (valid, payload and ready are all registered on each side)
         slices = [register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
                                  out_valid=dst.valid, out_ready=dst.ready,
-                                 out_payload=dst.payload, reset=front.dp_reset)
+                                 out_payload=dst.payload, domain="dp")
                   for name, src, dst in (("req", mid.req, back.req),
                                          ("rdata", back.rdata, mid.rdata),
                                          ("wr", mid.wr, back.wr))]

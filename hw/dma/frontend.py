@@ -9,7 +9,7 @@ when the mid end is done and the back end idle (its last write answered), so the
 its results. An error response *halts* the back end (it stops itself: see
 :mod:`hw.dma.backend`): the front end waits until what was issued has drained, then ends the
 job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and
-back end between descriptors.
+back end between descriptors; it is also set while the engine is reset, and is their only reset.
 
 Ports: ``s_axil`` (registers), ``irq``; the descriptor and ``start`` to the mid end, which
 answers ``busy``, ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
@@ -188,8 +188,10 @@ class FrontEnd(wiring.Component):
 
         dp_reset = Signal()
         # the mid and back end are reset a cycle after the front end decides it, from a
-        # register: a descriptor's checks are not on the path into their reset inputs
-        dp_reset_q = Signal()
+        # register: a descriptor's checks are not on the path into their reset inputs. The
+        # engine's own reset sets it, so it is their only reset: one flip-flop drives their
+        # reset inputs, with no gate after it to OR in the engine's reset
+        dp_reset_q = Signal(init=1)
         m.d.sync += dp_reset_q.eq(dp_reset)
         m.d.comb += self.dp_reset.eq(dp_reset_q)
 

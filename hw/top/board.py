@@ -7,7 +7,7 @@ FPGA family and device, and the :class:`~hw.top.soc.SocConfig` built for it.
 
 from dataclasses import dataclass, replace
 
-from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth import ClockDomain, ClockSignal, Const, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -63,7 +63,8 @@ def board(name: str, **soc_changes) -> Board:
 class BoardTop(wiring.Component):
     """Ports: ``clk`` (the board oscillator), ``btn`` (reset button), ``uart_rx``, ``uart_tx``,
     ``led``. A power-on counter holds the SoC in reset for its first 2^10 cycles, and the button
-    resets it at any time.
+    resets it at any time; the reset reaches the SoC from a register (on the ECP5 through a
+    global buffer).
 
     LEDs, from bit 0: the bridge is busy, then the interrupt lines (DMA, sparse, LUT unit, LUT
     port), as many as the board has; the last LED toggles every 2^23 cycles to show the clock
@@ -86,7 +87,18 @@ class BoardTop(wiring.Component):
         pressed = ~self.btn if b.reset_active_low else self.btn
         btn_sync = Signal(2)                  # the button, through two flip-flops
         m.d.por += btn_sync.eq((btn_sync << 1) | pressed)
-        m.d.comb += ResetSignal("sync").eq(~por[-1] | btn_sync[1])
+        # the reset comes from a flip-flop, so its path to the SoC's reset inputs starts at a
+        # register and not behind a gate; on the ECP5 a DCCA puts it on a global network (one
+        # of the eight that reach logic inputs), so its fan-out of thousands of flip-flops
+        # takes no general routing
+        rst = Signal(init=1)
+        m.d.por += rst.eq(~por[-1] | btn_sync[1])
+        if b.family == "ecp5":
+            rst_global = Signal()
+            m.submodules.rst_buffer = Instance("DCCA", i_CLKI=rst, i_CE=Const(1),
+                                               o_CLKO=rst_global)
+            rst = rst_global
+        m.d.comb += ResetSignal("sync").eq(rst)
 
         soc = m.submodules.soc = Soc(b.soc)
         m.d.comb += [soc.rx.eq(self.uart_rx), self.uart_tx.eq(soc.tx)]
