@@ -50,7 +50,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     Both default to the board's own (:data:`hw.top.board.BOARDS`)."""
     from amaranth.back import verilog
 
-    from .top.board import BoardTop, board
+    from .top.board import BoardTop, board, board_platform
 
     b = board(board_name, **soc_changes)
     mapper = b.mapper if mapper is None else mapper
@@ -66,7 +66,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     blocks = [k for k in ("dma", "sparse", "lut") if getattr(b.soc, k)]
     log(f"[1/4] {b.name}: Verilog of the board top (blocks: {', '.join(blocks) or 'none'}; "
         f"{b.soc.mem_bytes // 1024} KiB memory)")
-    (out / f"{top}.v").write_text(verilog.convert(BoardTop(b), name=top, emit_src=False))
+    (out / f"{top}.v").write_text(verilog.convert(BoardTop(b), name=top,
+                                                     platform=board_platform(b),
+                                                     emit_src=False))
     shutil.copy(ROOT / "constraints" / b.constraints, out / b.constraints)
     log(f"[2/4] {b.name}: Yosys {fam['synth']}, {mapper} (the longest step: with abc9, two "
         f"hours for the full SoC)")

@@ -41,6 +41,7 @@ from model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice
+from ..fabric import global_buffer
 from .backend import BackEnd
 from .frontend import FrontEnd
 from .midend import MidEnd
@@ -96,10 +97,12 @@ class DmaEngine(wiring.Component):
         # the mid end, the back end and the slices between them run in a domain of their own
         # on the same clock, whose reset is the front end's dp_reset alone (a register that the
         # engine's reset also sets): their thousands of reset inputs hang off one flip-flop,
-        # not off a gate that ORs two resets
+        # not off a gate that ORs two resets; on a platform with global buffers (a board top
+        # on the ECP5: hw.fabric) it reaches them on a global network
         m.domains.dp = ClockDomain("dp", local=True)
         m.d.comb += [ClockSignal("dp").eq(ClockSignal("sync")),
-                     ResetSignal("dp").eq(front.dp_reset)]
+                     ResetSignal("dp").eq(global_buffer(platform, m, front.dp_reset,
+                                                        "dp_reset"))]
         mid = m.submodules.mid = DomainRenamer("dp")(self._mid)
         back = m.submodules.back = DomainRenamer("dp")(self._back)
         wiring.connect(m, wiring.flipped(self.s_axil), front.s_axil)

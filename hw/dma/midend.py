@@ -194,18 +194,25 @@ class MidEnd(wiring.Component):
                    "pack")
         r_hi = Mux(g_rows, Const(1, 3), 0)
         cols_hi = Mux(g_cols, c_hi, 0)
-        # stage 7: the tile path's dimensions, and the path
-        for f, src_ in (("ext", n_ext), ("val", n_val), ("sst", n_sst), ("dstr", n_dst)):
-            m.d.sync += getattr(tile, f)[0].eq(src_[0])
+        # stage 7: the tile path's dimensions (registers without reset, like the stages
+        # before: they follow the descriptor all the time), and the path
+        t_dims = {}
+        for f in ("ext", "val", "sst", "dstr"):
+            t_dims[f] = [Signal.like(p, name=f"t_{f}{k}", reset_less=True)
+                         for k, p in enumerate(getattr(tile, f))]
+            m.d.comb += [p.eq(r) for p, r in zip(getattr(tile, f), t_dims[f], strict=True)]
+        t_ext, t_val, t_sst, t_dst = (t_dims[f] for f in ("ext", "val", "sst", "dstr"))
+        m.d.sync += [t_ext[0].eq(n_ext[0]), t_val[0].eq(n_val[0]), t_sst[0].eq(n_sst[0]),
+                     t_dst[0].eq(n_dst[0])]
         for t_k, sel in enumerate([col, o1, o2, r_hi, cols_hi], start=1):
             with m.Switch(sel):
                 with m.Case(0):                 # slot unused: extent 1
-                    m.d.sync += [tile.ext[t_k].eq(1), tile.val[t_k].eq(1),
-                                 tile.sst[t_k].eq(0), tile.dstr[t_k].eq(0)]
+                    m.d.sync += [t_ext[t_k].eq(1), t_val[t_k].eq(1),
+                                 t_sst[t_k].eq(0), t_dst[t_k].eq(0)]
                 for k in range(1, MAX_DIMS):
                     with m.Case(k):
-                        m.d.sync += [tile.ext[t_k].eq(n_ext[k]), tile.val[t_k].eq(n_val[k]),
-                                     tile.sst[t_k].eq(n_sst[k]), tile.dstr[t_k].eq(n_dst[k])]
+                        m.d.sync += [t_ext[t_k].eq(n_ext[k]), t_val[t_k].eq(n_val[k]),
+                                     t_sst[t_k].eq(n_sst[k]), t_dst[t_k].eq(n_dst[k])]
         m.d.sync += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols),
                      tile.pack_rows.eq(pack)]
         tile_fits = d0_fits & (col != 0) & (n_free <= 2)

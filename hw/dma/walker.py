@@ -52,18 +52,18 @@ class Walker(wiring.Component):
         # per level: the indices left after this one, and the indices with a source from this
         # one on, as down counters with their flags held in registers, so that a step compares
         # nothing wide
-        rem = [Signal(cw, name=f"rem{k}") for k in range(n)]
-        vleft = [Signal(cw, name=f"vleft{k}") for k in range(n)]
-        wrap = [Signal(name=f"wrap{k}") for k in range(n)]       # rem == 0: the last index
-        ok = [Signal(name=f"ok{k}") for k in range(n)]           # vleft != 0: has a source
+        rem = [_held(cw, f"rem{k}") for k in range(n)]
+        vleft = [_held(cw, f"vleft{k}") for k in range(n)]
+        wrap = [_held(f"wrap{k}") for k in range(n)]       # rem == 0: the last index
+        ok = [_held(f"ok{k}") for k in range(n)]           # vleft != 0: has a source
         # restart values, worked out before start
-        em1 = [Signal(cw, name=f"em1_{k}") for k in range(n)]
-        one = [Signal(name=f"one{k}") for k in range(n)]
-        any_valid = [Signal(name=f"any_valid{k}") for k in range(n)]
-        sa = [Signal(aw, name=f"sa{k}") for k in range(n)]
-        da = [Signal(aw, name=f"da{k}") for k in range(n)]
+        em1 = [_held(cw, f"em1_{k}") for k in range(n)]
+        one = [_held(f"one{k}") for k in range(n)]
+        any_valid = [_held(f"any_valid{k}") for k in range(n)]
+        sa = [_held(aw, f"sa{k}") for k in range(n)]
+        da = [_held(aw, f"da{k}") for k in range(n)]
         busy = Signal()
-        first = Signal()
+        first = _held("first")
         m.d.comb += self.busy.eq(busy)
         m.d.comb += [
             self.o.payload.src.eq(sa[0]), self.o.payload.dst.eq(da[0]),
@@ -77,8 +77,8 @@ class Walker(wiring.Component):
         # first step. (Taken every cycle, the copies were the same cells as the tile path's
         # copies of the same strides, and Yosys merged them: one register for both, placed
         # between the two, was nextpnr's 97.8 MHz path, 2.9 ns of routing to this adder)
-        sst = [Signal(self.addr_width, name=f"sst{k}") for k in range(n)]
-        dst = [Signal(self.addr_width, name=f"dst{k}") for k in range(n)]
+        sst = [_held(self.addr_width, f"sst{k}") for k in range(n)]
+        dst = [_held(self.addr_width, f"dst{k}") for k in range(n)]
         with m.If(~busy):
             m.d.sync += [*(r.eq(v) for r, v in zip(sst, self.src_stride, strict=True)),
                          *(r.eq(v) for r, v in zip(dst, self.dst_stride, strict=True))]
@@ -94,11 +94,11 @@ class Walker(wiring.Component):
         # and no decode of the wraps lies between them and the address registers. The wrap
         # and the source flag a level takes when it counts (rem == 1, and ok & vleft != 1)
         # are registers too, worked out from the counters before the step.
-        cnt = [Signal(name=f"cnt{k}") for k in range(n)]
-        wrap_after = [Signal(name=f"wrap_after{k}") for k in range(n)]
-        ok_after = [Signal(name=f"ok_after{k}") for k in range(n)]
-        two = [Signal(name=f"two{k}") for k in range(n)]            # extent == 2
-        ok_two = [Signal(name=f"ok_two{k}") for k in range(n)]      # valid >= 2
+        cnt = [_held(f"cnt{k}") for k in range(n)]
+        wrap_after = [_held(f"wrap_after{k}") for k in range(n)]
+        ok_after = [_held(f"ok_after{k}") for k in range(n)]
+        two = [_held(f"two{k}") for k in range(n)]            # extent == 2
+        ok_two = [_held(f"ok_two{k}") for k in range(n)]      # valid >= 2
         # a cycle after start: cnt from the loaded wraps (no step leaves in it)
         prime = Signal()
         m.d.comb += self.o.valid.eq(busy & ~prime)
@@ -157,6 +157,15 @@ class Walker(wiring.Component):
                                  ok_after[j].eq(ok_two[j]),
                                  sa[j].eq(pick(up_s, j)), da[j].eq(pick(up_d, j))]
         return m
+
+
+def _held(shape, name=None):
+    """A walker register without reset (``_held(name)`` for one bit). All but ``busy`` and
+    ``prime`` are loaded before they are read (at start, in the prime cycle, or while idle), so
+    the engine's reset need reach two flip-flops of a walker, not a thousand."""
+    if name is None:
+        shape, name = 1, shape
+    return Signal(shape, name=name, reset_less=True)
 
 
 def _any(values):

@@ -7,13 +7,14 @@ FPGA family and device, and the :class:`~hw.top.soc.SocConfig` built for it.
 
 from dataclasses import dataclass, replace
 
-from amaranth import ClockDomain, ClockSignal, Const, Instance, Module, ResetSignal, Signal
+from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..fabric import Ecp5Globals, global_buffer
 from .soc import Soc, SocConfig
 
-__all__ = ["Board", "BOARDS", "BoardTop"]
+__all__ = ["Board", "BOARDS", "BoardTop", "board_platform"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,12 @@ def board(name: str, **soc_changes) -> Board:
     return replace(b, soc=replace(b.soc, **soc_changes)) if soc_changes else b
 
 
+def board_platform(b: Board):
+    """The platform ``b``'s top is elaborated with: :class:`Ecp5Globals` on the ECP5, none on
+    the iCE40 (whose eight global buffers nextpnr fills by itself, resets included)."""
+    return Ecp5Globals() if b.family == "ecp5" else None
+
+
 class BoardTop(wiring.Component):
     """Ports: ``clk`` (the board oscillator), ``btn`` (reset button), ``uart_rx``, ``uart_tx``,
     ``led``. A power-on counter holds the SoC in reset for its first 2^10 cycles, and the button
@@ -88,17 +95,10 @@ class BoardTop(wiring.Component):
         btn_sync = Signal(2)                  # the button, through two flip-flops
         m.d.por += btn_sync.eq((btn_sync << 1) | pressed)
         # the reset comes from a flip-flop, so its path to the SoC's reset inputs starts at a
-        # register and not behind a gate; on the ECP5 a DCCA puts it on a global network (one
-        # of the eight that reach logic inputs), so its fan-out of thousands of flip-flops
-        # takes no general routing
+        # register and not behind a gate; on the ECP5 it goes on a global network
         rst = Signal(init=1)
         m.d.por += rst.eq(~por[-1] | btn_sync[1])
-        if b.family == "ecp5":
-            rst_global = Signal()
-            m.submodules.rst_buffer = Instance("DCCA", i_CLKI=rst, i_CE=Const(1),
-                                               o_CLKO=rst_global)
-            rst = rst_global
-        m.d.comb += ResetSignal("sync").eq(rst)
+        m.d.comb += ResetSignal("sync").eq(global_buffer(platform, m, rst, "rst"))
 
         soc = m.submodules.soc = Soc(b.soc)
         m.d.comb += [soc.rx.eq(self.uart_rx), self.uart_tx.eq(soc.tx)]
