@@ -25,6 +25,7 @@ from .synth import (
     FAMILIES,
     MAPPERS,
     Result,
+    _commit,
     _netlist_ffs,
     _run,
     read_log_utilisation,
@@ -63,6 +64,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     out = outdir or ROOT / "build" / "bitstream" / b.name
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    commit = _commit()                  # before the build: the source it is made from
     blocks = [k for k in ("dma", "sparse", "lut") if getattr(b.soc, k)]
     log(f"[1/4] {b.name}: Verilog of the board top (blocks: {', '.join(blocks) or 'none'}; "
         f"{b.soc.mem_bytes // 1024} KiB memory)")
@@ -100,7 +102,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     log(f"[4/4] {b.name}: {tool.removeprefix('yowasp-')} -> {bitstream.name}")
     src = f"{top}.config" if b.family == "ecp5" else f"{top}.asc"
     _run([tool, src, bitstream.name], out / "pack.stdout")
-    return Result(b.name, b.family, seconds=time.monotonic() - t0, **figures), bitstream
+    return Result(b.name, b.family, seconds=time.monotonic() - t0, mapper=mapper,
+                  commit=commit, **figures), bitstream
 
 
 def main(argv=None) -> int:

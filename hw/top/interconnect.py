@@ -54,18 +54,26 @@ class LiteDecoder(wiring.Component):
         w_sel = Signal(len(ports))
         w_state = Signal(2)                  # 0 idle, 1 forwarding, 2 response
         awv, wv = Signal(), Signal()
-        w_addr, w_data, w_strb = Signal(32), Signal(32), Signal(4)
         hits = self._select(m, s.awaddr)
         take_w = (w_state == 0) & s.awvalid & s.wvalid
         m.d.comb += [s.awready.eq(take_w), s.wready.eq(take_w)]
         with m.If(take_w):
-            m.d.sync += [w_sel.eq(hits), w_addr.eq(s.awaddr), w_data.eq(s.wdata),
-                         w_strb.eq(s.wstrb), awv.eq(hits.any()), wv.eq(hits.any()),
+            m.d.sync += [w_sel.eq(hits), awv.eq(hits.any()), wv.eq(hits.any()),
                          w_state.eq(Mux(hits.any(), 1, 2))]
         b_valid, b_resp = Signal(), Signal(2)
         for i, p in enumerate(ports):
             on = w_sel[i]
-            m.d.comb += [p.awaddr.eq(w_addr), p.wdata.eq(w_data), p.wstrb.eq(w_strb),
+            # each subordinate has its own copy of the address, data and strobes, loaded only
+            # when it is addressed (so Yosys cannot merge the copies): its decode starts from a
+            # register the placer can put beside it, not from one shared across the die
+            # (nextpnr's 55.8 MHz path of the full SoC ran from the shared read address
+            # through logic that two banks' decodes shared)
+            p_addr = Signal(len(p.awaddr), name=f"{self.windows[i][0]}_awaddr", reset_less=True)
+            p_data = Signal(32, name=f"{self.windows[i][0]}_wdata", reset_less=True)
+            p_strb = Signal(4, name=f"{self.windows[i][0]}_wstrb", reset_less=True)
+            with m.If(take_w & hits[i]):
+                m.d.sync += [p_addr.eq(s.awaddr), p_data.eq(s.wdata), p_strb.eq(s.wstrb)]
+            m.d.comb += [p.awaddr.eq(p_addr), p.wdata.eq(p_data), p.wstrb.eq(p_strb),
                          p.awvalid.eq(on & awv), p.wvalid.eq(on & wv),
                          p.bready.eq(on & (w_state == 1) & ~awv & ~wv & s.bready)]
             with m.If(on & (w_state == 1)):
@@ -84,17 +92,19 @@ class LiteDecoder(wiring.Component):
         r_sel = Signal(len(ports))
         r_state = Signal(2)
         arv = Signal()
-        r_addr = Signal(32)
         rhits = self._select(m, s.araddr)
         take_r = (r_state == 0) & s.arvalid
         m.d.comb += s.arready.eq(take_r)
         with m.If(take_r):
-            m.d.sync += [r_sel.eq(rhits), r_addr.eq(s.araddr), arv.eq(rhits.any()),
+            m.d.sync += [r_sel.eq(rhits), arv.eq(rhits.any()),
                          r_state.eq(Mux(rhits.any(), 1, 2))]
         r_valid, r_resp, r_data = Signal(), Signal(2), Signal(32)
         for i, p in enumerate(ports):
             on = r_sel[i]
-            m.d.comb += [p.araddr.eq(r_addr), p.arvalid.eq(on & arv),
+            p_addr = Signal(len(p.araddr), name=f"{self.windows[i][0]}_araddr", reset_less=True)
+            with m.If(take_r & rhits[i]):
+                m.d.sync += p_addr.eq(s.araddr)
+            m.d.comb += [p.araddr.eq(p_addr), p.arvalid.eq(on & arv),
                          p.rready.eq(on & (r_state == 1) & ~arv & s.rready)]
             with m.If(on & (r_state == 1)):
                 with m.If(p.arready):
