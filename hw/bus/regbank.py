@@ -20,10 +20,11 @@ and each register has ``wr_stb`` (out) and ``rd_stb`` (out).
 
 Timing
 ------
-- A write takes effect at the clock edge after the bank has both the address and the data (they may
-  arrive in either order or together). In the cycle after that edge, ``data``/``w_data`` show the
-  new value, ``pulse`` and ``wr_stb`` are high, and ``bvalid`` rises. With ``bready`` held high the
-  bank takes one write per cycle.
+- A write is committed at the clock edge after the bank has both the address and the data (they
+  may arrive in either order or together), and takes effect at the next edge (with
+  ``capture=False``, at the commit's own edge): in the cycle after that, ``data``/``w_data`` show
+  the new value, ``pulse`` and ``wr_stb`` are high, and ``bvalid`` rises. With ``bready`` held
+  high the bank takes one write per cycle.
 - A read samples ``r_data`` and the stored values in the cycle of the AR handshake. ``rd_stb``
   is high in the next cycle (a register: no logic behind it sees the bus's address decode), so
   logic behind an ``RWS`` field (a memory window with auto-increment) can advance on it;
@@ -31,7 +32,7 @@ Timing
   cycle after, so consecutive reads are at least three cycles apart, which gives a synchronous
   memory read port, addressed from ``rd_stb``, two cycles to present the next word.
 - Reads and writes proceed independently. A read in the same cycle as a write to the same register
-  returns the value from before the write.
+  (or, with ``capture``, the cycle after its commit) returns the value from before the write.
 - Byte strobes apply bit for bit: RW/W/RWS bits take the new value only in strobed bytes, RW1C bits
   are cleared and W1P bits pulsed only in strobed bytes.
 - Errors: an access to an address with no register answers SLVERR (reads return 0) and changes
@@ -87,9 +88,12 @@ class RegisterBank(wiring.Component):
         answer SLVERR rather than aliasing. Defaults to the fewest bits that reach every register.
     capture : bool, optional
         True (default): a write's address and data are taken as they come, each into a
-        register, and committed together. False: the bank waits until both are valid and
+        register, and committed together; the commit's decode is registered and the store
+        lands a cycle later, from registers, so no register's enable waits on the bus
+        handshake or the address decode. False: the bank waits until both are valid and
         commits them straight from the bus (AXI4-Lite lets a subordinate wait for both), which
-        saves 48 flip-flops but puts the bus's address decode in front of every register's
+        saves those flip-flops (48 for the capture; 36, and one to five a register, for the
+        write stage) but puts the bus's address decode in front of every register's
         enable; for small, slow builds behind a manager that holds both (the SoC's decoder).
     """
 
@@ -115,6 +119,7 @@ class RegisterBank(wiring.Component):
 
         # -- write: address and data are captured independently, then committed together --------
         commit = Signal()
+        commit_room = Signal()               # the write's response will have somewhere to go
         if self.capture:
             aw_full = Signal()
             aw_addr = Signal(self.addr_width)
@@ -122,7 +127,7 @@ class RegisterBank(wiring.Component):
             w_data = Signal(32)
             w_strb = Signal(4)
             m.d.comb += [
-                commit.eq(aw_full & w_full & (~bus.bvalid | bus.bready)),
+                commit.eq(aw_full & w_full & commit_room),
                 bus.awready.eq(~aw_full | commit),
                 bus.wready.eq(~w_full | commit),
             ]
@@ -135,18 +140,44 @@ class RegisterBank(wiring.Component):
         else:
             # both channels taken in the cycle they are committed, from the bus as it stands
             aw_addr, w_data, w_strb = bus.awaddr, bus.wdata, bus.wstrb
-            m.d.comb += [commit.eq(bus.awvalid & bus.wvalid & (~bus.bvalid | bus.bready)),
+            m.d.comb += [commit.eq(bus.awvalid & bus.wvalid & commit_room),
                          bus.awready.eq(commit), bus.wready.eq(commit)]
 
-        bit_en = Cat(*(w_strb[i].replicate(8) for i in range(4)))
         w_word = aw_addr[2:]
         w_any = Signal()
-        hits = []
-        for r in self.regmap:
-            port = getattr(self.regs, r.name)
-            hit = Signal(name=f"w_hit_{r.name}")
+        hits = [Signal(name=f"w_hit_{r.name}") for r in self.regmap]
+        for r, hit in zip(self.regmap, hits, strict=True):
             m.d.comb += hit.eq(commit & (w_word == r.offset >> 2))
-            hits.append(hit)
+        m.d.comb += w_any.eq(Cat(*hits).any())
+        if self.capture:
+            # the write stage: the commit's decode is registered, and the store follows a
+            # cycle later from registers (each register's hit, each of its byte lanes' enable,
+            # the data and strobes), with the response. A block's configuration registers sit
+            # by the logic that reads them, which may be across the die from the bank: their
+            # enables now come from a flip-flop and not from the bus handshake through the
+            # decode (the full SoC's 56.7 MHz path)
+            apply = [Signal(name=f"w_apply_{r.name}") for r in self.regmap]
+            lanes = {}
+            m.d.sync += [a.eq(h) for a, h in zip(apply, hits, strict=True)]
+            s_data = Signal(32, name="w_data_q", reset_less=True)
+            s_strb = Signal(4, name="w_strb_q", reset_less=True)
+            m.d.sync += [s_data.eq(w_data), s_strb.eq(w_strb)]
+            for r, hit in zip(self.regmap, hits, strict=True):
+                for lane in sorted({ln for f in r.fields for ln in _lanes(f)
+                                    if f.access in (Access.RW, Access.W, Access.RWS)}):
+                    en = lanes[r.name, lane] = Signal(name=f"w_lane_{r.name}_{lane}")
+                    m.d.sync += en.eq(hit & w_strb[lane])
+            hits, w_data, w_strb = apply, s_data, s_strb
+
+            def lane_enable(r, lane):
+                return lanes[r.name, lane]
+        else:
+            def lane_enable(r, lane):
+                return hits[self.regmap.registers.index(r)] & w_strb[lane]
+
+        bit_en = Cat(*(w_strb[i].replicate(8) for i in range(4)))
+        for r, hit in zip(self.regmap, hits, strict=True):
+            port = getattr(self.regs, r.name)
             m.d.sync += port.wr_stb.eq(hit)
             for f in r.fields:
                 fp = getattr(port, f.name)
@@ -156,22 +187,37 @@ class RegisterBank(wiring.Component):
                     # a byte lane at a time: its strobe is the flip-flops' enable, so a bit
                     # costs no logic of its own
                     store = fp.w_data if f.access is Access.RWS else fp.data
-                    for lane in range(f.offset // 8, (f.offset + f.width - 1) // 8 + 1):
+                    for lane in _lanes(f):
                         lo = max(f.offset, 8 * lane)
                         hi = min(f.offset + f.width, 8 * lane + 8)
-                        with m.If(hit & w_strb[lane]):
+                        with m.If(lane_enable(r, lane)):
                             m.d.sync += store[lo - f.offset:hi - f.offset].eq(w_data[lo:hi])
                 elif f.access is Access.RW1C:
                     m.d.sync += fp.data.eq((fp.data & ~Mux(hit, val & en, 0)) | fp.set)
                 elif f.access is Access.W1P:
                     m.d.sync += fp.pulse.eq(Mux(hit, val & en, 0))
-        m.d.comb += w_any.eq(Cat(*hits).any())
 
-        with m.If(bus.bvalid & bus.bready):
-            m.d.sync += bus.bvalid.eq(0)
-        with m.If(commit):
-            m.d.sync += [bus.bvalid.eq(1),
-                         bus.bresp.eq(Mux(w_any, Resp.OKAY, Resp.SLVERR))]
+        # the response: with the write stage it waits a cycle in `held` (the write has then
+        # landed when the manager sees it); the commit waits while a held response cannot
+        # move on into bvalid
+        resp_free = ~bus.bvalid | bus.bready
+        if self.capture:
+            held, held_ok = Signal(), Signal()
+            m.d.comb += commit_room.eq(~held | resp_free)
+            with m.If(bus.bvalid & bus.bready):
+                m.d.sync += bus.bvalid.eq(0)
+            with m.If(held & resp_free):
+                m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(held_ok, Resp.OKAY, Resp.SLVERR)),
+                             held.eq(0)]
+            with m.If(commit):
+                m.d.sync += [held.eq(1), held_ok.eq(w_any)]
+        else:
+            m.d.comb += commit_room.eq(resp_free)
+            with m.If(bus.bvalid & bus.bready):
+                m.d.sync += bus.bvalid.eq(0)
+            with m.If(commit):
+                m.d.sync += [bus.bvalid.eq(1),
+                             bus.bresp.eq(Mux(w_any, Resp.OKAY, Resp.SLVERR))]
 
         # -- read ------------------------------------------------------------------------------
         ar_hs = Signal()
@@ -203,3 +249,8 @@ class RegisterBank(wiring.Component):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(rd_word),
                          bus.rresp.eq(Mux(rd_hit, Resp.OKAY, Resp.SLVERR))]
         return m
+
+
+def _lanes(f):
+    """The byte lanes field ``f`` has bits in."""
+    return range(f.offset // 8, (f.offset + f.width - 1) // 8 + 1)
