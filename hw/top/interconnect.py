@@ -20,9 +20,15 @@ class LiteDecoder(wiring.Component):
 
     One write and one read are in flight at a time (enough for the UART bridge): the decoder takes
     a write's address and data together, passes them on, and waits for the response. An address
-    outside every window is answered DECERR (reads return 0) and goes nowhere."""
+    outside every window is answered DECERR (reads return 0) and goes nowhere.
 
-    def __init__(self, windows, *, addr_width=32):
+    ``local_copies`` (default True): each subordinate gets its own registers for the address,
+    write data and strobes, loaded only when it is addressed, so each bank's decode starts at a
+    register that can sit beside it. False: one set of registers for all, some 40 flip-flops
+    per subordinate fewer (the small iCE40 build)."""
+
+    def __init__(self, windows, *, addr_width=32, local_copies=True):
+        self.local_copies = local_copies
         self.windows = []
         for name, base, size in windows:
             if size & (size - 1) or size < 4 or base % size:
@@ -45,6 +51,23 @@ class LiteDecoder(wiring.Component):
             m.d.comb += hits[i].eq((addr & ~(size - 1)) == base)
         return hits
 
+    def _hold(self, m, side, load, hits, values):
+        """For each subordinate, registers holding ``values`` (``(value, name)`` pairs) from a
+        cycle with ``load``: with local copies its own, loaded only when ``hits`` says it is
+        addressed; else one set, shared by all."""
+        def regs(prefix):
+            return [Signal.like(v, name=f"{prefix}_{n}", reset_less=True) for v, n in values]
+
+        def load_into(rs, when):
+            with m.If(when):
+                m.d.sync += [r.eq(v) for r, (v, _) in zip(rs, values, strict=True)]
+            return rs
+
+        if not self.local_copies:
+            return [load_into(regs(side), load)] * len(self.windows)
+        return [load_into(regs(name), load & hits[i])
+                for i, (name, _, _) in enumerate(self.windows)]
+
     def elaborate(self, platform):
         m = Module()
         s = self.s_axil
@@ -61,18 +84,16 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [w_sel.eq(hits), awv.eq(hits.any()), wv.eq(hits.any()),
                          w_state.eq(Mux(hits.any(), 1, 2))]
         b_valid, b_resp = Signal(), Signal(2)
+        # with local copies, each subordinate's address, data and strobes are loaded only when
+        # it is addressed (so Yosys cannot merge the copies): its decode starts from a register
+        # the placer can put beside it, not from one shared across the die (nextpnr's 55.8 MHz
+        # path of the full SoC ran from the shared read address through logic that two banks'
+        # decodes shared)
+        held = self._hold(m, "w", take_w, hits,
+                          [(s.awaddr, "awaddr"), (s.wdata, "wdata"), (s.wstrb, "wstrb")])
         for i, p in enumerate(ports):
             on = w_sel[i]
-            # each subordinate has its own copy of the address, data and strobes, loaded only
-            # when it is addressed (so Yosys cannot merge the copies): its decode starts from a
-            # register the placer can put beside it, not from one shared across the die
-            # (nextpnr's 55.8 MHz path of the full SoC ran from the shared read address
-            # through logic that two banks' decodes shared)
-            p_addr = Signal(len(p.awaddr), name=f"{self.windows[i][0]}_awaddr", reset_less=True)
-            p_data = Signal(32, name=f"{self.windows[i][0]}_wdata", reset_less=True)
-            p_strb = Signal(4, name=f"{self.windows[i][0]}_wstrb", reset_less=True)
-            with m.If(take_w & hits[i]):
-                m.d.sync += [p_addr.eq(s.awaddr), p_data.eq(s.wdata), p_strb.eq(s.wstrb)]
+            p_addr, p_data, p_strb = held[i]
             m.d.comb += [p.awaddr.eq(p_addr), p.wdata.eq(p_data), p.wstrb.eq(p_strb),
                          p.awvalid.eq(on & awv), p.wvalid.eq(on & wv),
                          p.bready.eq(on & (w_state == 1) & ~awv & ~wv & s.bready)]
@@ -99,11 +120,10 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [r_sel.eq(rhits), arv.eq(rhits.any()),
                          r_state.eq(Mux(rhits.any(), 1, 2))]
         r_valid, r_resp, r_data = Signal(), Signal(2), Signal(32)
+        r_held = self._hold(m, "r", take_r, rhits, [(s.araddr, "araddr")])
         for i, p in enumerate(ports):
             on = r_sel[i]
-            p_addr = Signal(len(p.araddr), name=f"{self.windows[i][0]}_araddr", reset_less=True)
-            with m.If(take_r & rhits[i]):
-                m.d.sync += p_addr.eq(s.araddr)
+            p_addr, = r_held[i]
             m.d.comb += [p.araddr.eq(p_addr), p.arvalid.eq(on & arv),
                          p.rready.eq(on & (r_state == 1) & ~arv & s.rready)]
             with m.If(on & (r_state == 1)):

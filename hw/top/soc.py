@@ -102,7 +102,7 @@ class Soc(wiring.Component):
         bridge = m.submodules.bridge = UartBridge(divisor=c.divisor)
         m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx),
                      self.bridge_busy.eq(bridge.busy)]
-        dec = m.submodules.decoder = LiteDecoder(self.windows)
+        dec = m.submodules.decoder = LiteDecoder(self.windows, local_copies=c.slices)
         wiring.connect(m, bridge.m_axil, dec.s_axil)
 
         sysctl = m.submodules.sysctl = RegisterBank(SYSCTL, addr_width=12, capture=c.slices)
