@@ -705,21 +705,15 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += stalls.eq(stalls + 1)
 
         # -- job control -------------------------------------------------------------------------
-        # the reads stop a cycle after an error or the end (a read issued in that cycle is
-        # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
-        # burst issued in the error's cycle carries atoms decoded before it (a failing
-        # segment never leaves X, and the writer refuses a burst past the address space
-        # itself), and the error's checks stay off the writer's issue logic. The reader's stop
-        # is a register: high unless the last cycle was in RUN without an error and not
-        # finished. That equals the state's decode OR a registered "reads done" flag but for
-        # RUN's first cycle, when the streams' just-loaded lengths are stale and no burst can
-        # go anyway; and the state's decode is no longer in front of the reader's grant (the
-        # full SoC's 61.1 MHz path ran from the state register through the stop into the
-        # reader's address enables, across the die)
-        reads_stop = Signal(init=1)
-        m.d.sync += reads_stop.eq(~((state == _State.RUN) & (raise_error == 0) & ~finished))
+        reads_done = Signal()
+        m.d.sync += reads_done.eq((state == _State.RUN) & ((raise_error != 0) | finished))
         m.d.comb += [
-            reader.stop.eq(reads_stop),
+            # the reads stop a cycle after an error or the end (a read issued in that cycle is
+            # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
+            # burst issued in the error's cycle carries atoms decoded before it (a failing
+            # segment never leaves X, and the writer refuses a burst past the address space
+            # itself), and the error's checks stay off the writer's issue logic
+            reader.stop.eq((state != _State.RUN) | reads_done),
             writer.stop.eq(state != _State.RUN),
             writer.finish.eq(finished & ~out_pending & gearbox.empty),
         ]
