@@ -51,23 +51,6 @@ class LiteDecoder(wiring.Component):
             m.d.comb += hits[i].eq((addr & ~(size - 1)) == base)
         return hits
 
-    def _hold(self, m, side, load, hits, values):
-        """For each subordinate, registers holding ``values`` (``(value, name)`` pairs) from a
-        cycle with ``load``: with local copies its own, loaded only when ``hits`` says it is
-        addressed; else one set, shared by all."""
-        def regs(prefix):
-            return [Signal.like(v, name=f"{prefix}_{n}", reset_less=True) for v, n in values]
-
-        def load_into(rs, when):
-            with m.If(when):
-                m.d.sync += [r.eq(v) for r, (v, _) in zip(rs, values, strict=True)]
-            return rs
-
-        if not self.local_copies:
-            return [load_into(regs(side), load)] * len(self.windows)
-        return [load_into(regs(name), load & hits[i])
-                for i, (name, _, _) in enumerate(self.windows)]
-
     def elaborate(self, platform):
         m = Module()
         s = self.s_axil
@@ -84,16 +67,29 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [w_sel.eq(hits), awv.eq(hits.any()), wv.eq(hits.any()),
                          w_state.eq(Mux(hits.any(), 1, 2))]
         b_valid, b_resp = Signal(), Signal(2)
-        # with local copies, each subordinate's address, data and strobes are loaded only when
-        # it is addressed (so Yosys cannot merge the copies): its decode starts from a register
-        # the placer can put beside it, not from one shared across the die (nextpnr's 55.8 MHz
-        # path of the full SoC ran from the shared read address through logic that two banks'
-        # decodes shared)
-        held = self._hold(m, "w", take_w, hits,
-                          [(s.awaddr, "awaddr"), (s.wdata, "wdata"), (s.wstrb, "wstrb")])
+        if not self.local_copies:
+            shared = [Signal(32, name="w_addr", reset_less=True),
+                      Signal(32, name="w_data", reset_less=True),
+                      Signal(4, name="w_strb", reset_less=True)]
+            with m.If(take_w):
+                m.d.sync += [shared[0].eq(s.awaddr), shared[1].eq(s.wdata),
+                             shared[2].eq(s.wstrb)]
         for i, p in enumerate(ports):
             on = w_sel[i]
-            p_addr, p_data, p_strb = held[i]
+            # each subordinate has its own copy of the address, data and strobes, loaded only
+            # when it is addressed (so Yosys cannot merge the copies): its decode starts from a
+            # register the placer can put beside it, not from one shared across the die
+            # (nextpnr's 55.8 MHz path of the full SoC ran from the shared read address
+            # through logic that two banks' decodes shared)
+            if self.local_copies:
+                n = self.windows[i][0]
+                p_addr = Signal(len(p.awaddr), name=f"{n}_awaddr", reset_less=True)
+                p_data = Signal(32, name=f"{n}_wdata", reset_less=True)
+                p_strb = Signal(4, name=f"{n}_wstrb", reset_less=True)
+                with m.If(take_w & hits[i]):
+                    m.d.sync += [p_addr.eq(s.awaddr), p_data.eq(s.wdata), p_strb.eq(s.wstrb)]
+            else:
+                p_addr, p_data, p_strb = shared
             m.d.comb += [p.awaddr.eq(p_addr), p.wdata.eq(p_data), p.wstrb.eq(p_strb),
                          p.awvalid.eq(on & awv), p.wvalid.eq(on & wv),
                          p.bready.eq(on & (w_state == 1) & ~awv & ~wv & s.bready)]
@@ -120,10 +116,19 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [r_sel.eq(rhits), arv.eq(rhits.any()),
                          r_state.eq(Mux(rhits.any(), 1, 2))]
         r_valid, r_resp, r_data = Signal(), Signal(2), Signal(32)
-        r_held = self._hold(m, "r", take_r, rhits, [(s.araddr, "araddr")])
+        if not self.local_copies:
+            r_shared = Signal(32, name="r_addr", reset_less=True)
+            with m.If(take_r):
+                m.d.sync += r_shared.eq(s.araddr)
         for i, p in enumerate(ports):
             on = r_sel[i]
-            p_addr, = r_held[i]
+            if self.local_copies:
+                p_addr = Signal(len(p.araddr), name=f"{self.windows[i][0]}_araddr",
+                                reset_less=True)
+                with m.If(take_r & rhits[i]):
+                    m.d.sync += p_addr.eq(s.araddr)
+            else:
+                p_addr = r_shared
             m.d.comb += [p.araddr.eq(p_addr), p.arvalid.eq(on & arv),
                          p.rready.eq(on & (r_state == 1) & ~arv & s.rready)]
             with m.If(on & (r_state == 1)):
