@@ -51,6 +51,22 @@ class LiteDecoder(wiring.Component):
             m.d.comb += hits[i].eq((addr & ~(size - 1)) == base)
         return hits
 
+    def _held(self, m, load, fields, port=None):
+        """Registers without reset that take the manager's request fields when ``load``.
+        ``fields`` pairs an AXI4-Lite member (``"awaddr"``) with the name of its shared
+        register (``"w_addr"``): with ``port`` (an index) the registers are that port's copies,
+        ``<port>_<member>`` at its widths; without, the one set all ports share."""
+        s = self.s_axil
+        if port is None:
+            regs = [Signal(len(getattr(s, f)), name=n, reset_less=True) for f, n in fields]
+        else:
+            name = self.windows[port][0]
+            regs = [Signal(len(getattr(getattr(self, name), f)), name=f"{name}_{f}",
+                           reset_less=True) for f, _ in fields]
+        with m.If(load):
+            m.d.sync += [r.eq(getattr(s, f)) for r, (f, _) in zip(regs, fields, strict=True)]
+        return regs
+
     def elaborate(self, platform):
         m = Module()
         s = self.s_axil
@@ -67,29 +83,16 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [w_sel.eq(hits), awv.eq(hits.any()), wv.eq(hits.any()),
                          w_state.eq(Mux(hits.any(), 1, 2))]
         b_valid, b_resp = Signal(), Signal(2)
-        if not self.local_copies:
-            shared = [Signal(32, name="w_addr", reset_less=True),
-                      Signal(32, name="w_data", reset_less=True),
-                      Signal(4, name="w_strb", reset_less=True)]
-            with m.If(take_w):
-                m.d.sync += [shared[0].eq(s.awaddr), shared[1].eq(s.wdata),
-                             shared[2].eq(s.wstrb)]
+        # each subordinate has its own copy of the address, data and strobes, loaded only when it
+        # is addressed (so Yosys cannot merge the copies): its decode starts from a register the
+        # placer can put beside it, not from one shared across the die (nextpnr's 55.8 MHz path
+        # of the full SoC ran from the shared read address through logic that two banks'
+        # decodes shared)
+        w_fields = [("awaddr", "w_addr"), ("wdata", "w_data"), ("wstrb", "w_strb")]
+        w_shared = None if self.local_copies else self._held(m, take_w, w_fields)
         for i, p in enumerate(ports):
             on = w_sel[i]
-            # each subordinate has its own copy of the address, data and strobes, loaded only
-            # when it is addressed (so Yosys cannot merge the copies): its decode starts from a
-            # register the placer can put beside it, not from one shared across the die
-            # (nextpnr's 55.8 MHz path of the full SoC ran from the shared read address
-            # through logic that two banks' decodes shared)
-            if self.local_copies:
-                n = self.windows[i][0]
-                p_addr = Signal(len(p.awaddr), name=f"{n}_awaddr", reset_less=True)
-                p_data = Signal(32, name=f"{n}_wdata", reset_less=True)
-                p_strb = Signal(4, name=f"{n}_wstrb", reset_less=True)
-                with m.If(take_w & hits[i]):
-                    m.d.sync += [p_addr.eq(s.awaddr), p_data.eq(s.wdata), p_strb.eq(s.wstrb)]
-            else:
-                p_addr, p_data, p_strb = shared
+            p_addr, p_data, p_strb = w_shared or self._held(m, take_w & hits[i], w_fields, i)
             m.d.comb += [p.awaddr.eq(p_addr), p.wdata.eq(p_data), p.wstrb.eq(p_strb),
                          p.awvalid.eq(on & awv), p.wvalid.eq(on & wv),
                          p.bready.eq(on & (w_state == 1) & ~awv & ~wv & s.bready)]
@@ -116,19 +119,11 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [r_sel.eq(rhits), arv.eq(rhits.any()),
                          r_state.eq(Mux(rhits.any(), 1, 2))]
         r_valid, r_resp, r_data = Signal(), Signal(2), Signal(32)
-        if not self.local_copies:
-            r_shared = Signal(32, name="r_addr", reset_less=True)
-            with m.If(take_r):
-                m.d.sync += r_shared.eq(s.araddr)
+        r_fields = [("araddr", "r_addr")]
+        r_shared = None if self.local_copies else self._held(m, take_r, r_fields)
         for i, p in enumerate(ports):
             on = r_sel[i]
-            if self.local_copies:
-                p_addr = Signal(len(p.araddr), name=f"{self.windows[i][0]}_araddr",
-                                reset_less=True)
-                with m.If(take_r & rhits[i]):
-                    m.d.sync += p_addr.eq(s.araddr)
-            else:
-                p_addr = r_shared
+            (p_addr,) = r_shared or self._held(m, take_r & rhits[i], r_fields, i)
             m.d.comb += [p.araddr.eq(p_addr), p.arvalid.eq(on & arv),
                          p.rready.eq(on & (r_state == 1) & ~arv & s.rready)]
             with m.If(on & (r_state == 1)):
