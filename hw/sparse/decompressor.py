@@ -271,9 +271,9 @@ class SparseDecompressor(wiring.Component):
         # queue as markers, behind the segments before them, and the decoder raises them in turn.
         s_pos = Signal(range(A))               # the next segment's first position in the atom
         room = Signal(range(A + 1), init=A)    # A - s_pos
-        grp_left = Signal(32)                  # elements left in the group
-        seg = Signal(range(A + 1))             # min(grp_left, room)
-        s_ends = Signal()                      # seg == grp_left: the segment ends the group
+        rest = Signal(32)                      # the group's elements after this segment
+        seg = Signal(range(A + 1))             # the group's elements left, at most room
+        s_ends = Signal()                      # the segment ends the group (rest is not used)
         s_completes = Signal()                 # seg == room: it completes the atom
         g_active = Signal()                    # a group's WGS word and size are loaded
         g_first = Signal()                     # the group's first segment is next
@@ -369,31 +369,31 @@ class SparseDecompressor(wiring.Component):
         # would merge the two sets of comparisons and put the decision in front of them)
         # A 32-bit count against room (at most A) is a zero test of its high bits and a compare
         # of its low ones: a full-width compare maps to a long chain of LUTs.
-        # After a segment the count is grp_left - seg, whose full subtraction stays off the
-        # next segment's path (seg feeds back into itself): its low bits are a short
-        # subtraction, and whether the high bits are zero a short compare, or certainly not
-        # when g_hi (a register: grp_left >= 2H) says so.
+        # After a segment taken the group goes on only if that segment filled its atom, so the
+        # next one has the whole atom (A) and is min(rest, A), and the one after that starts
+        # from rest - A: both from the register rest, so seg is not in its own loop (seg, its
+        # subtraction from the count left and their compares back into seg was the 128-bit
+        # build's critical path).
         ls = len(seg)
-        H = 1 << ls                            # seg <= A < H
 
-        def segment(lo, small, rm):
+        def segment(count, rm):
+            small = count[ls:] == 0              # count < 2**ls, and then it is its low bits
+            lo = count[:ls]
             v = Signal(len(seg) + 2)
             m.d.comb += v.eq(Cat(Mux(small & (lo < rm), lo, rm), small & (lo <= rm),
                                  ~small | (rm <= lo)))
             return v
 
-        g_hi = Signal()
-        left_after = Signal(32)
         room_after = Signal(range(A + 1))
-        m.d.comb += [left_after.eq(grp_left - seg),
-                     room_after.eq(Mux(s_completes, A, room - seg))]
-        lo_after = (grp_left[:ls] - seg)[:ls]
-        small_after = ~g_hi & (grp_left[:ls + 1] < seg + H)
-        g_hi_after = (grp_left[ls + 2:] != 0) | (grp_left[:ls + 2] >= seg + 2 * H)
-        at_setup = segment(next_elems[:ls], next_elems[ls:] == 0, room)
-        # (after a take the next segment comes from here only if the group goes on, and then
-        # the segment completed the atom: the room is A, a constant, not room_after)
-        after_take = segment(lo_after, small_after, Const(A, len(room)))
+        m.d.comb += room_after.eq(Mux(s_completes, A, room - seg))
+        at_setup = segment(next_elems, room)
+        after_take = segment(rest, Const(A, len(room)))
+        # rest at a group's start is next_elems - room when the segment leaves any (rest is
+        # only read when it does), and after a take rest - A for the same reason
+        m.d.sync += rest.eq(
+            ((next_elems - room)[:32] & setup.replicate(32)) |
+            ((rest - A)[:32] & take_seg.replicate(32)) |
+            (rest & (~(setup | take_seg)).replicate(32)))
         seg_regs = Cat(seg, s_ends, s_completes)
         m.d.sync += seg_regs.eq(
             (at_setup & setup.replicate(len(seg_regs))) |
@@ -419,15 +419,14 @@ class SparseDecompressor(wiring.Component):
             m.d.comb += wgsbuf.take_en.eq(1)
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
                          s_all.eq(last_next), groups_set.eq(groups_set + 1),
-                         wgs_total.eq(new_total), grp_left.eq(next_elems),
-                         g_hi.eq(next_elems[ls + 1:] != 0),
+                         wgs_total.eq(new_total),
                          kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += s_halt.eq(1)
         with m.Elif(take_seg):
             m.d.sync += [
                 wmb_left.eq(wmb_left - seg), wmb_plenty.eq(plenty_after),
-                g_first.eq(0), grp_left.eq(left_after), g_hi.eq(g_hi_after),
+                g_first.eq(0),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
             ]
             with m.If(s_ends):
