@@ -14,8 +14,9 @@
 #   make report    the same, written to docs/resources.md
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
 #                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
-#                  ROUTER=router1|router2 override the board's own choices; the full ULX3S
-#                  SoC takes ~30 minutes)
+#                  ROUTER=router1|router2 override the board's own choices; TRIES=n: how
+#                  many placements to try when router2 diverges, 3 on the ULX3S; the full
+#                  ULX3S SoC takes 20 to 30 minutes a try)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -61,7 +62,8 @@ report: $(FPGA_STAMP)
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
 	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
-	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER))
+	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
+	  $(if $(TRIES),--tries $(TRIES))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -43,12 +44,75 @@ PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 #: others (docs/board.md)
 ROUTERS = ("router1", "router2")
 
+#: when router2 counts as diverged (docs/board.md, "When routing diverges"): no new lowest
+#: count of overused wires for PATIENCE iterations, the count now at least RATIO times that
+#: lowest, which is at least FLOOR (a few wires left for a long while still converges: the
+#: routed builds of the full SoC sat at 2 for 80 iterations). The full SoC's routed builds
+#: converged in 70 to 183 iterations, so one still routing after MAX_ITERATIONS is stopped.
+PATIENCE = 20
+RATIO = 1.5
+FLOOR = 50
+MAX_ITERATIONS = 400
+
+_PHASES = ("Running main analytical placer", "Running simulated annealing placer",
+           "Running router2", "Routing..", "Routing complete", "Max frequency for clock")
+_ROUTER2 = re.compile(r"iter=(\d+) wires=\d+ overused=(\d+)")
+_ROUTER1 = re.compile(r"^Info:\s+(\d+) \|.*\|\s+(\d+)\|\s+[\d.]+\s+[\d.]+\|\s*$")
+
+
+class RouteWatch:
+    """Follows nextpnr's output as it comes (:func:`hw.synth._run`'s ``watch``): reports the
+    phases and the routers' progress through ``log`` (router2 every tenth iteration, router1
+    at most once every ``every`` seconds), and with ``stop_diverging`` stops router2 once it
+    has diverged by the rules above, returning why."""
+
+    def __init__(self, log=print, *, stop_diverging=True, every=60.0, clock=time.monotonic):
+        self.log, self.stop_diverging, self.every, self.clock = log, stop_diverging, every, clock
+        self.t0 = self.last = clock()
+        self.iteration = 0
+        self.overused = self.fewest = None
+        self.fewest_at = 0
+
+    def _say(self, text):
+        self.last = self.clock()
+        self.log(f"      {self.last - self.t0:5.0f} s  {text}")
+
+    def __call__(self, line: str) -> str | None:
+        if any(p in line for p in _PHASES):
+            self._say(line.removeprefix("Info:").strip())
+        if m := _ROUTER1.match(line):
+            if self.clock() - self.last >= self.every:
+                self._say(f"router1: {int(m[2]):,} arcs left after {int(m[1]):,} iterations")
+            return None
+        m = _ROUTER2.search(line)
+        if not m:
+            return None
+        it, over = int(m[1]), int(m[2])
+        self.iteration, self.overused = it, over
+        if self.fewest is None or over < self.fewest:
+            self.fewest, self.fewest_at = over, it
+        if it % 10 == 0:
+            self._say(f"router2 iteration {it}: {over:,} overused wires (fewest {self.fewest:,} "
+                      f"at iteration {self.fewest_at})")
+        if not self.stop_diverging or over == 0:
+            return None
+        if it - self.fewest_at >= PATIENCE and self.fewest >= FLOOR and over >= RATIO * self.fewest:
+            return (f"router2 diverged: {over:,} overused wires at iteration {it}, up from "
+                    f"{self.fewest:,} at iteration {self.fewest_at}")
+        if it >= MAX_ITERATIONS:
+            return (f"router2 had not converged after {it} iterations ({over:,} overused "
+                    f"wires; fewest {self.fewest:,} at iteration {self.fewest_at})")
+        return None
+
 
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
-          router: str | None = None, **soc_changes) -> tuple[Result, Path]:
+          router: str | None = None, tries: int | None = None,
+          **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
-    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`).
-    Both default to the board's own (:data:`hw.top.board.BOARDS`)."""
+    Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
+    ``tries``: placements to try when router2 diverges (:class:`RouteWatch`), the first with
+    nextpnr's own seed, the next with ``--seed 2``, 3 and so on. All three default to the
+    board's own (:data:`hw.top.board.BOARDS`)."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -56,8 +120,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     b = board(board_name, **soc_changes)
     mapper = b.mapper if mapper is None else mapper
     router = b.router if router is None else router
+    tries = b.tries if tries is None else tries
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
+    if tries < 1:
+        raise ValueError(f"tries must be at least 1, not {tries}")
     fam = FAMILIES[b.family]
     top = f"atomcube_{b.name}"
     script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
@@ -86,16 +153,35 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         pnr += ["--pcf", b.constraints, "--freq", f"{b.clk_hz / 1e6:g}", "--asc", f"{top}.asc"]
     ffs = _netlist_ffs(out / f"{top}.json") if not fam["ff"] else None
     report = out / "nextpnr.json"
-    report.unlink(missing_ok=True)
-    try:
-        _run(pnr, out / "nextpnr.stdout")
-    except RuntimeError as e:
-        util = read_log_utilisation((out / "nextpnr.stdout").read_text())
-        if util and any(v["used"] > v["available"] for v in util.values()):
-            over = ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in util.items()
-                             if v["used"] > v["available"])
-            raise RuntimeError(f"{b.name}: the design does not fit the device ({over})") from e
-        raise
+    failed = []
+    for attempt in range(1, tries + 1):
+        report.unlink(missing_ok=True)
+        seed = [] if attempt == 1 else ["--seed", str(attempt)]
+        if attempt > 1:
+            log(f"      placing again with nextpnr --seed {attempt} (try {attempt} of {tries})")
+        try:
+            stopped = _run(pnr + seed, out / "nextpnr.stdout",
+                           RouteWatch(log, stop_diverging=router == "router2"))
+        except RuntimeError as e:
+            util = read_log_utilisation((out / "nextpnr.stdout").read_text())
+            if util and any(v["used"] > v["available"] for v in util.values()):
+                over = ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in util.items()
+                                 if v["used"] > v["available"])
+                raise RuntimeError(f"{b.name}: the design does not fit the device "
+                                   f"({over})") from e
+            raise
+        if not stopped:
+            break
+        name = "nextpnr's own seed" if attempt == 1 else f"--seed {attempt}"
+        failed.append(f"{name}: {stopped}")
+        log(f"      {stopped}; stopped")
+        (out / "nextpnr.stdout").replace(out / f"nextpnr-try{attempt}.stdout")
+    else:
+        raise RuntimeError(f"{b.name}: no placement routed in {tries} "
+                           f"{'try' if tries == 1 else 'tries'} ("
+                           + "; ".join(failed) + "). Logs: " + str(out)
+                           + "/nextpnr-try*.stdout. More tries: --tries (make bitstream "
+                           "TRIES=...); docs/board.md has what was tried on this SoC")
     figures = read_report(json.loads(report.read_text()), b.family, ffs)
     tool, ext = PACK[b.family]
     bitstream = out / f"{top}{ext}"
@@ -124,6 +210,9 @@ def main(argv=None) -> int:
     ap.add_argument("--router", choices=ROUTERS,
                     help="nextpnr's router (default: the board's own: router2 for ulx3s, "
                          "router1 for icebreaker; docs/board.md)")
+    ap.add_argument("--tries", type=int, metavar="N",
+                    help="placements to try (nextpnr seeds 1 to N) when router2 diverges "
+                         "(default: the board's own: 3 for ulx3s, 1 for icebreaker)")
     args = ap.parse_args(argv)
     changes = {}
     if args.blocks is not None:
@@ -133,7 +222,8 @@ def main(argv=None) -> int:
             ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
-        result, path = build(args.board, mapper=args.mapper, router=args.router, **changes)
+        result, path = build(args.board, mapper=args.mapper, router=args.router,
+                             tries=args.tries, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1

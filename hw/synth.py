@@ -184,15 +184,39 @@ def have_tools(*names: str) -> bool:
     return True
 
 
-def _run(cmd: list[str], log: Path) -> None:
+def _run(cmd: list[str], log: Path, watch=None) -> str | None:
     """Run a tool in the log's folder: YoWASP tools see the files below their working folder
-    only, so every path in ``cmd`` is relative to it."""
+    only, so every path in ``cmd`` is relative to it. ``watch``, if given, sees each line of
+    the tool's output as it comes and may stop the tool by returning why (a string), which
+    :func:`_run` then returns; otherwise it returns None, and raises if the tool failed."""
     cmd = [_tool(cmd[0]), *cmd[1:]]
     with open(log, "w") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=log.parent)
+        if watch is None:
+            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=log.parent)
+        else:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    cwd=log.parent, text=True, bufsize=1)
+            stop, ended = None, False
+            try:
+                for line in proc.stdout:
+                    f.write(line)
+                    stop = watch(line)
+                    if stop:
+                        f.write(f"(stopped by the build: {stop})\n")
+                        break
+                else:
+                    ended = True
+            finally:
+                if not ended:               # stopped, or interrupted (Ctrl-C): no orphan
+                    proc.kill()
+                proc.stdout.close()
+                proc.wait()
+            if stop:
+                return stop
     if proc.returncode != 0:
         tail = log.read_text().splitlines()[-15:]
         raise RuntimeError(f"{Path(cmd[0]).name} failed (log {log}):\n" + "\n".join(tail))
+    return None
 
 
 def _commit() -> str:

@@ -34,6 +34,9 @@ class Board:
     # and not at every netlist since: docs/board.md)
     mapper: str = "abc9"
     router: str = "router1"
+    # placements to try, with new nextpnr seeds, when router2 diverges (hw.bitstream); router1
+    # is never stopped, so one try
+    tries: int = 1
 
 
 BOARDS = {
@@ -42,7 +45,7 @@ BOARDS = {
         25_000_000, 8, False, False,
         SocConfig(mem_bytes=64 * 1024, clk_hz=25_000_000, baud=115_200),
         "ULX3S (ECP5 LFE5U-85F-6): every block, 64 KiB of block RAM, UART on the FTDI chip",
-        mapper="abc", router="router2"),
+        mapper="abc", router="router2", tries=3),
     "icebreaker": Board(
         "icebreaker", "ice40", ["--up5k", "--package", "sg48"], "icebreaker.pcf",
         12_000_000, 2, True, True,

@@ -1,0 +1,170 @@
+"""The board build's handling of nextpnr without the FPGA tools: the watch that reports
+progress and stops router2 when it diverges (:class:`hw.bitstream.RouteWatch`), the runner that
+stops a tool on the watch's word (:func:`hw.synth._run`), and the build's retries with new
+placement seeds. The real builds are in tests/test_board.py (iCEBreaker) and docs/board.md."""
+
+import json
+import sys
+import time
+
+import pytest
+
+from hw import bitstream, synth
+from hw.bitstream import FLOOR, MAX_ITERATIONS, PATIENCE, RATIO, RouteWatch
+
+
+def router2_lines(counts, start=1):
+    return [f"Info:     iter={i} wires={100_000 + i} overused={c} overuse={c + 3} archfail=NA\n"
+            for i, c in enumerate(counts, start)]
+
+
+def feed(watch, lines):
+    """Lines into the watch until it says stop: (the index of that line or None, its reason)."""
+    for k, line in enumerate(lines):
+        why = watch(line)
+        if why:
+            return k, why
+    return None, None
+
+
+# router2's counts of overused wires on the ULX3S netlist of f3923a8 (docs/board.md: it
+# diverged), iterations 1 to 32, as nextpnr logged them
+DIVERGED = [72596, 44834, 28657, 18575, 12716, 9332, 7382, 5593, 4657, 4026, 3608, 3266, 2946,
+            2566, 2489, 2387, 2281, 2157, 1871, 1869, 1659, 1749, 1775, 1757, 1851, 1988, 2050,
+            2163, 2198, 2415, 2692, 2965]
+
+
+def test_watch_stops_a_diverging_router2():
+    said = []
+    rising = DIVERGED + [3000 + 100 * k for k in range(40)]
+    at, why = feed(RouteWatch(said.append), router2_lines(rising))
+    # the fewest was 1,659 at iteration 21; stopped PATIENCE iterations on, the count then
+    # at least RATIO times that
+    assert at is not None and at + 1 == 21 + PATIENCE, (at, why)
+    assert rising[at] >= RATIO * 1659
+    assert why == (f"router2 diverged: {rising[at]:,} overused wires at iteration {at + 1}, "
+                   f"up from 1,659 at iteration 21")
+    assert any("router2 iteration 10: 4,026 overused wires (fewest 4,026 at iteration 10)" in s
+               for s in said), said
+
+
+def test_watch_lets_a_converging_router2_finish():
+    # the shape of the routed builds: down fast, a long plateau of a few wires, then none;
+    # and a bump on the way down that stays under RATIO times the fewest
+    counts = ([70000 // k for k in range(1, 20)] + [3000] * 5 + [3500] * 30 + [400] * 10
+              + [2] * 120 + [0])
+    at, why = feed(RouteWatch(lambda *_: None), router2_lines(counts))
+    assert (at, why) == (None, None)
+
+
+def test_watch_floor_and_iteration_cap():
+    # few wires (under FLOOR) going up and down for long does not count as diverging ...
+    counts = [FLOOR - 1] + [3 * FLOOR] * (MAX_ITERATIONS - 2)
+    assert feed(RouteWatch(lambda *_: None), router2_lines(counts)) == (None, None)
+    # ... but a router2 still routing at MAX_ITERATIONS is stopped
+    at, why = feed(RouteWatch(lambda *_: None), router2_lines(counts + [5]))
+    assert at == MAX_ITERATIONS - 1
+    assert why.startswith(f"router2 had not converged after {MAX_ITERATIONS} iterations (5 ")
+
+
+def test_watch_only_reports_without_stop_diverging():
+    rising = DIVERGED + [10_000] * 400
+    assert feed(RouteWatch(lambda *_: None, stop_diverging=False),
+                router2_lines(rising)) == (None, None)
+
+
+def test_watch_reports_phases_and_router1_at_most_once_a_minute():
+    now = [0.0]
+    said = []
+    watch = RouteWatch(said.append, clock=lambda: now[0])
+    watch("Info: Running main analytical placer, max placement attempts per cell = 3243604.\n")
+    row = "Info:    {:7d} |  35   964 |   35   964 |  {:8d}|       0.86       0.86|\n"
+    for k in range(1, 200):
+        now[0] = k * 1.0
+        assert watch(row.format(1000 * k, 20_000 - 100 * k)) is None
+    now[0] = 300.0
+    watch("Info: Routing complete.\n")
+    assert said[0] == ("          0 s  Running main analytical placer, max placement attempts "
+                       "per cell = 3243604.")
+    router1 = [s for s in said if "router1" in s]
+    # one line a minute over 199 seconds
+    assert router1 == ["         60 s  router1: 14,000 arcs left after 60,000 iterations",
+                       "        120 s  router1: 8,000 arcs left after 120,000 iterations",
+                       "        180 s  router1: 2,000 arcs left after 180,000 iterations"]
+    assert said[-1] == "        300 s  Routing complete."
+
+
+def test_run_stops_the_tool_on_the_watchs_word(tmp_path, monkeypatch):
+    """A tool that prints and then would run on for a minute is killed as soon as the watch
+    answers; its output up to then is in the log, with the reason."""
+    monkeypatch.setattr(synth, "_tool", lambda name: sys.executable)
+    script = ("import time\nfor i in range(5): print(f'line {i}', flush=True)\n"
+              "print('stop here', flush=True)\ntime.sleep(60)\n")
+    log = tmp_path / "tool.stdout"
+    t0 = time.monotonic()
+    why = synth._run(["python", "-c", script], log,
+                     lambda line: "seen it" if "stop" in line else None)
+    assert why == "seen it" and time.monotonic() - t0 < 30
+    text = log.read_text()
+    assert "line 4\nstop here\n(stopped by the build: seen it)\n" in text
+    # without a stop the tool runs to its end; a failure still raises with the log's tail
+    assert synth._run(["python", "-c", "print('fine')"], log, lambda line: None) is None
+    with pytest.raises(RuntimeError, match="failed .*\n.*boom"):
+        synth._run(["python", "-c", "print('boom'); raise SystemExit(3)"], log,
+                   lambda line: None)
+
+
+class FakeTools:
+    """Stands in for Yosys, nextpnr and ecppack in :func:`hw.bitstream.build`: nextpnr's router2
+    diverges at the seeds in ``diverge`` (the first try has none: nextpnr's own)."""
+
+    def __init__(self, diverge):
+        self.diverge = diverge
+        self.seeds = []
+
+    def __call__(self, cmd, log, watch=None):
+        tool = cmd[0]
+        if tool.startswith("yowasp-nextpnr"):
+            seed = int(cmd[cmd.index("--seed") + 1]) if "--seed" in cmd else None
+            self.seeds.append(seed)
+            counts = DIVERGED + [5000] * 100 if seed in self.diverge else [900, 50, 0]
+            lines = router2_lines(counts)
+            log.write_text("".join(lines))
+            for line in lines:
+                why = watch(line)
+                if why:
+                    return why
+            report = {"utilization": {"TRELLIS_COMB": {"used": 900, "available": 83640}},
+                      "fmax": {"clk": {"achieved": 120.5, "constraint": 25.0}}}
+            (log.parent / "nextpnr.json").write_text(json.dumps(report))
+        elif tool.endswith("ecppack"):
+            (log.parent / cmd[2]).write_bytes(b"bitstream")
+        return None
+
+
+def test_build_places_again_when_router2_diverges(tmp_path, monkeypatch):
+    tools = FakeTools(diverge={None, 2})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    said = []
+    r, bit = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, dma=False,
+                             sparse=False, lut=False)
+    assert tools.seeds == [None, 2, 3]
+    assert r.fmax_mhz == 120.5 and r.luts == 900 and bit.read_bytes() == b"bitstream"
+    assert all((tmp_path / f"nextpnr-try{k}.stdout").exists() for k in (1, 2))
+    assert any("placing again with nextpnr --seed 3 (try 3 of 3)" in s for s in said), said
+
+
+def test_build_gives_up_after_its_tries(tmp_path, monkeypatch):
+    tools = FakeTools(diverge={None, 2, 3, 4})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    with pytest.raises(RuntimeError) as e:
+        bitstream.build("ulx3s", outdir=tmp_path, log=lambda *_: None, tries=2, dma=False,
+                        sparse=False, lut=False)
+    assert tools.seeds == [None, 2]
+    msg = str(e.value)
+    assert msg.startswith("ulx3s: no placement routed in 2 tries (nextpnr's own seed: router2 "
+                          "diverged: 5,000 overused wires at iteration 41, up from 1,659 at "
+                          "iteration 21; --seed 2: router2 diverged"), msg
+    assert "--tries (make bitstream TRIES=...)" in msg
+    with pytest.raises(ValueError, match="tries must be at least 1, not 0"):
+        bitstream.build("ulx3s", outdir=tmp_path, tries=0)
