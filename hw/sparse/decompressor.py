@@ -704,15 +704,36 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += stalls.eq(stalls + 1)
 
         # -- job control -------------------------------------------------------------------------
-        reads_done = Signal()
-        m.d.sync += reads_done.eq((state == _State.RUN) & ((raise_error != 0) | finished))
+        # the reads stop a cycle after an error or the end (a read issued in that cycle is
+        # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
+        # burst issued in the error's cycle carries atoms decoded before it (a failing
+        # segment never leaves X, and the writer refuses a burst past the address space
+        # itself), and the error's checks stay off the writer's issue logic. The reader's stop
+        # is a register: high unless the last cycle was in RUN without an error and not
+        # finished. That equals the state's decode OR a registered "reads done" flag but for
+        # RUN's first cycle, when the streams' just-loaded lengths are stale and no burst can
+        # go anyway; and the state's decode is no longer in front of the reader's grant (the
+        # full SoC's 61.1 MHz path ran from the state register through the stop into the
+        # reader's address enables, across the die)
+        reads_stop = Signal(init=1)
+        m.d.sync += reads_stop.eq(~((state == _State.RUN) & (raise_error == 0) & ~finished))
+        # the streams' addresses and lengths load in RUN's first cycle, from a register set as
+        # CHECK passes (the reads are stopped in that cycle, above): the state's decode and the
+        # checks' flags stay off the enables of the reader's address and length registers
+        reader_load = Signal()
+        wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
+        m.d.sync += reader_load.eq(0)
         m.d.comb += [
-            # the reads stop a cycle after an error or the end (a read issued in that cycle is
-            # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
-            # burst issued in the error's cycle carries atoms decoded before it (a failing
-            # segment never leaves X, and the writer refuses a burst past the address space
-            # itself), and the error's checks stay off the writer's issue logic
-            reader.stop.eq((state != _State.RUN) | reads_done),
+            reader.load.eq(reader_load.replicate(3)),
+            reader.addr[WGS_STREAM].eq(r.wgs_addr.value.data),
+            reader.beats[WGS_STREAM].eq(wgs_beats),
+            reader.addr[WMB_STREAM].eq(r.wmb_addr.value.data),
+            reader.beats[WMB_STREAM].eq(r.wmb_bytes.value.data >> dw_log2),
+            reader.addr[WEIGHT_STREAM].eq(r.weight_addr.value.data),
+            reader.beats[WEIGHT_STREAM].eq(weight_bytes >> dw_log2),
+        ]
+        m.d.comb += [
+            reader.stop.eq(reads_stop),
             writer.stop.eq(state != _State.RUN),
             writer.finish.eq(finished & ~out_pending & gearbox.empty),
         ]
@@ -741,19 +762,10 @@ class SparseDecompressor(wiring.Component):
                 with m.Elif(check_bad):
                     m.d.sync += state.eq(_State.FINISH)
                 with m.Else():
-                    wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
-                    m.d.comb += [
-                        reader.load.eq(0b111),
-                        reader.addr[WGS_STREAM].eq(r.wgs_addr.value.data),
-                        reader.beats[WGS_STREAM].eq(wgs_beats),
-                        reader.addr[WMB_STREAM].eq(r.wmb_addr.value.data),
-                        reader.beats[WMB_STREAM].eq(r.wmb_bytes.value.data >> dw_log2),
-                        reader.addr[WEIGHT_STREAM].eq(r.weight_addr.value.data),
-                        reader.beats[WEIGHT_STREAM].eq(weight_bytes >> dw_log2),
-                        writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
-                    ]
+                    m.d.comb += [writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data)]
                     m.d.sync += [
-                        state.eq(_State.RUN), s_pos.eq(0), room.eq(A), g_active.eq(0),
+                        reader_load.eq(1), state.eq(_State.RUN), s_pos.eq(0), room.eq(A),
+                        g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
