@@ -190,7 +190,7 @@ def _run(cmd: list[str], log: Path, watch=None) -> str | None:
     the tool's output as it comes and may stop the tool by returning why (a string), which
     :func:`_run` then returns; otherwise it returns None, and raises if the tool failed."""
     cmd = [_tool(cmd[0]), *cmd[1:]]
-    with open(log, "w") as f:
+    with open(log, "w", buffering=1) as f:        # line by line: a tail -f sees it as it comes
         if watch is None:
             proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=log.parent)
         else:
