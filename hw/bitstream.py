@@ -44,13 +44,18 @@ PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 #: others (docs/board.md)
 ROUTERS = ("router1", "router2")
 
-#: when router2 counts as diverged (docs/board.md, "When routing diverges"): no new lowest
-#: count of overused wires for PATIENCE iterations, the count now at least RATIO times that
-#: lowest, which is at least FLOOR (a few wires left for a long while still converges: the
-#: routed builds of the full SoC sat at 2 for 80 iterations). The full SoC's routed builds
-#: converged in 70 to 183 iterations, so one still routing after MAX_ITERATIONS is stopped.
+#: when router2 counts as diverged (docs/board.md, "Progress, and when routing diverges"): no
+#: new lowest count of overused wires for PATIENCE iterations and the count now at least RATIO
+#: times that lowest, or for SOON iterations and at least SURGE times it; the lowest at least
+#: FLOOR (a few wires left for a long while still converges: the routed builds of the full SoC
+#: sat at 2 for 80 iterations). A diverging router2's iterations grow long (a minute each on
+#: the full SoC by its fortieth), hence the quicker rule for a count that has shot up. The
+#: full SoC's routed builds converged in 70 to 183 iterations, so one still routing after
+#: MAX_ITERATIONS is stopped.
 PATIENCE = 20
 RATIO = 1.5
+SOON = 5
+SURGE = 4
 FLOOR = 50
 MAX_ITERATIONS = 400
 
@@ -96,7 +101,9 @@ class RouteWatch:
                       f"at iteration {self.fewest_at})")
         if not self.stop_diverging or over == 0:
             return None
-        if it - self.fewest_at >= PATIENCE and self.fewest >= FLOOR and over >= RATIO * self.fewest:
+        since = it - self.fewest_at
+        if self.fewest >= FLOOR and ((since >= PATIENCE and over >= RATIO * self.fewest) or
+                                     (since >= SOON and over >= SURGE * self.fewest)):
             return (f"router2 diverged: {over:,} overused wires at iteration {it}, up from "
                     f"{self.fewest:,} at iteration {self.fewest_at}")
         if it >= MAX_ITERATIONS:

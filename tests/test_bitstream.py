@@ -10,7 +10,7 @@ import time
 import pytest
 
 from hw import bitstream, synth
-from hw.bitstream import FLOOR, MAX_ITERATIONS, PATIENCE, RATIO, RouteWatch
+from hw.bitstream import FLOOR, MAX_ITERATIONS, PATIENCE, RATIO, SOON, SURGE, RouteWatch
 
 
 def router2_lines(counts, start=1):
@@ -46,6 +46,21 @@ def test_watch_stops_a_diverging_router2():
                    f"up from 1,659 at iteration 21")
     assert any("router2 iteration 10: 4,026 overused wires (fewest 4,026 at iteration 10)" in s
                for s in said), said
+
+
+# and on the netlist of e091d45 (2026-11-26), iterations 1 to 41: its lowest, 1,421 at 28, then
+# a climb, each iteration by its fortieth a minute long
+SURGED = [72546, 44779, 28165, 17743, 12319, 8954, 6944, 5537, 4885, 4110, 3706, 3154, 2767,
+          2427, 2338, 2154, 2023, 1905, 1736, 1718, 1703, 1664, 1669, 1576, 1519, 1443, 1459,
+          1421, 1531, 1682, 1977, 2251, 2583, 3109, 3742, 4384, 5399, 6248, 7186, 8333, 9094]
+
+
+def test_watch_stops_a_surge_sooner():
+    at, why = feed(RouteWatch(lambda *_: None), router2_lines(SURGED))
+    # stopped at the first count SURGE times the lowest, SOON or more iterations after it
+    assert SURGED[at] >= SURGE * 1421 > SURGED[at - 1] and at + 1 - 28 >= SOON, (at, why)
+    assert why == ("router2 diverged: 6,248 overused wires at iteration 38, up from 1,421 at "
+                   "iteration 28")
 
 
 def test_watch_lets_a_converging_router2_finish():
