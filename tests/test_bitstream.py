@@ -63,6 +63,20 @@ def test_watch_stops_a_surge_sooner():
                    "iteration 28")
 
 
+# and the netlist that routes (f57d566's, built again at 92157a1 on 2026-11-26), iterations 1 to
+# 98: down to 2 wires at 53, there or near for over 30 iterations, then 1, then none
+CONVERGED = [72107, 44258, 27088, 16287, 10442, 7160, 4967, 3972, 3043, 2300, 1754, 1365, 1051,
+             806, 696, 566, 434, 344, 287, 233, 187, 144, 107, 101, 96, 74, 73, 80, 62, 66, 47,
+             43, 45, 36, 30, 27, 26, 24, 23, 22, 29, 25, 16, 20, 16, 15, 15, 10, 7, 8, 7, 8, 2, 2,
+             4, 3, 2, 2, 2, 4, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+             2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]
+
+
+def test_watch_lets_the_routed_netlist_finish():
+    assert len(CONVERGED) == 98 and CONVERGED[-1] == 0
+    assert feed(RouteWatch(lambda *_: None), router2_lines(CONVERGED)) == (None, None)
+
+
 def test_watch_lets_a_converging_router2_finish():
     # the shape of the routed builds: down fast, a long plateau of a few wires, then none;
     # and a bump on the way down that stays under RATIO times the fewest
