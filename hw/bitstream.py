@@ -74,8 +74,7 @@ class RouteWatch:
     def __init__(self, log=print, *, stop_diverging=True, every=60.0, clock=time.monotonic):
         self.log, self.stop_diverging, self.every, self.clock = log, stop_diverging, every, clock
         self.t0 = self.last = clock()
-        self.iteration = 0
-        self.overused = self.fewest = None
+        self.fewest = None
         self.fewest_at = 0
 
     def _say(self, text):
@@ -93,7 +92,6 @@ class RouteWatch:
         if not m:
             return None
         it, over = int(m[1]), int(m[2])
-        self.iteration, self.overused = it, over
         if self.fewest is None or over < self.fewest:
             self.fewest, self.fewest_at = over, it
         if it % 10 == 0:
