@@ -58,6 +58,10 @@ BENCHES: tuple[Bench, ...] = (
         Case("aw32", {"addr_width": 32}),
         # writes committed straight from the bus (the small builds' banks)
         Case("aw6-direct", {"capture": False}),
+        # reads of the all-RW registers from a block-RAM copy (the SoC's banks), with each
+        # write path
+        Case("aw6-mirror", {"mirror": True}),
+        Case("aw6-direct-mirror", {"capture": False, "mirror": True}),
     )),
     Bench("lut", "sim.lut.test_lut", lut_unit, (
         Case("sdp-l1", {"lanes": 1, "flavor": "sdp"}),

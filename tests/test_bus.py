@@ -67,7 +67,7 @@ def test_regbank_rejects(rejected):
     with rejected(TypeError, "regmap must be a RegisterMap"):
         RegisterBank({})
     with rejected(ValueError, r"addr_width must be an integer from 6 \(to reach offset "
-                              r"0x20\) to 64, not 5"):
+                              r"0x24\) to 64, not 5"):
         RegisterBank(SELFTEST, addr_width=5)
 
 

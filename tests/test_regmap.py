@@ -79,7 +79,7 @@ def test_map_rules():
 
 
 def test_map_geometry():
-    assert SELFTEST.size == 0x24
+    assert SELFTEST.size == 0x28
     assert SELFTEST.addr_width == 6
     assert SELFTEST.at(0x05).name == "ctrl"          # any byte of the word
     assert SELFTEST.at(0x18) is None                 # the hole

@@ -2,7 +2,7 @@
 #ifndef ATOMCUBE_SELFTEST_REGS_H
 #define ATOMCUBE_SELFTEST_REGS_H
 
-#define ATOMCUBE_SELFTEST_REG_SIZE 0x24u
+#define ATOMCUBE_SELFTEST_REG_SIZE 0x28u
 
 /* ident: Identification, driven by the logic. */
 #define ATOMCUBE_SELFTEST_IDENT_OFFSET 0x000u
@@ -61,5 +61,13 @@
 #define ATOMCUBE_SELFTEST_SCRATCH_RESET 0xdeadbeefu
 #define ATOMCUBE_SELFTEST_SCRATCH_VALUE_SHIFT 0u /* RW [31:0] Anything. */
 #define ATOMCUBE_SELFTEST_SCRATCH_VALUE_MASK 0xffffffffu
+
+/* limits: Two RW fields with unused bits between and above them. */
+#define ATOMCUBE_SELFTEST_LIMITS_OFFSET 0x024u
+#define ATOMCUBE_SELFTEST_LIMITS_RESET 0x0034a015u
+#define ATOMCUBE_SELFTEST_LIMITS_LOW_SHIFT 0u /* RW [4:0] Bits 0 to 4. */
+#define ATOMCUBE_SELFTEST_LIMITS_LOW_MASK 0x0000001fu
+#define ATOMCUBE_SELFTEST_LIMITS_HIGH_SHIFT 13u /* RW [21:13] Bits 13 to 21, across bytes 1 and 2. */
+#define ATOMCUBE_SELFTEST_LIMITS_HIGH_MASK 0x003fe000u
 
 #endif /* ATOMCUBE_SELFTEST_REGS_H */

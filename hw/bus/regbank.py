@@ -31,6 +31,9 @@ Timing
   ``rvalid`` rises in that cycle too. ``arready`` is low while ``rvalid`` is high and for the
   cycle after, so consecutive reads are at least three cycles apart, which gives a synchronous
   memory read port, addressed from ``rd_stb``, two cycles to present the next word.
+- With ``mirror``, a read of a register whose fields are all ``RW`` comes from a block-RAM copy
+  and takes a cycle longer: ``rvalid`` rises two cycles after the AR handshake (``rd_stb`` is
+  still high in the cycle after it). What it returns is the same.
 - Reads and writes proceed independently. A read in the same cycle as a write to the same register
   (or, with ``capture``, the cycle after its commit) returns the value from before the write.
 - Byte strobes apply bit for bit: RW/W/RWS bits take the new value only in strobed bytes, RW1C bits
@@ -43,6 +46,7 @@ Timing
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from model.regmap import Access, RegisterMap
@@ -95,9 +99,20 @@ class RegisterBank(wiring.Component):
         saves those flip-flops (48 for the capture; 36, and one to five a register, for the
         write stage) but puts the bus's address decode in front of every register's
         enable; for small, slow builds behind a manager that holds both (the SoC's decoder).
+    mirror : bool, optional
+        False (default): every read is a multiplexer over the registers. True: writes to the
+        registers whose fields are all ``RW`` (a block's configuration: most of a map's bits)
+        are also stored in a block RAM, and reads of those registers come from it, a cycle
+        later; the multiplexer keeps only the others (status, counters). Its inputs are the
+        configuration registers, which sit by the logic that reads them, all over the block:
+        in the full SoC on the ECP5 the DMA bank's read multiplexer held the most overused
+        routing of any one signal (docs/board.md), and on the UP5K it costs cells the chip
+        lacks. The copy knows which registers were written since reset and returns the reset
+        value for the others, so it needs no clearing. Costs one block RAM (two on the iCE40,
+        for words wider than 16 bits), a flip-flop a mirrored register and a few for the read.
     """
 
-    def __init__(self, regmap, *, addr_width=None, capture=True):
+    def __init__(self, regmap, *, addr_width=None, capture=True, mirror=False):
         if not isinstance(regmap, RegisterMap):
             raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
         if addr_width is None:
@@ -108,6 +123,10 @@ class RegisterBank(wiring.Component):
         self.regmap = regmap
         self.addr_width = addr_width
         self.capture = capture
+        self.mirror = mirror
+        # the registers a mirror holds: every field RW (nothing the logic drives)
+        self._mirrored = [r for r in regmap if mirror and r.fields and
+                          all(f.access is Access.RW for f in r.fields)]
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
             "regs": Out(regs_signature(regmap)),
@@ -202,6 +221,10 @@ class RegisterBank(wiring.Component):
                 elif f.access is Access.W1P:
                     m.d.sync += fp.pulse.eq(Mux(hit, val & en, 0))
 
+        mirrored = self._mirrored
+        if mirrored:
+            mirror, written = self._mirror_writes(m, hits, w_data, w_strb)
+
         # the response: with the write stage it waits a cycle in `held` (the write has then
         # landed when the manager sees it); the commit waits while a held response cannot
         # move on into bvalid
@@ -226,7 +249,13 @@ class RegisterBank(wiring.Component):
         ar_hs = Signal()
         gap = Signal()                        # the cycle after a read's R handshake
         m.d.sync += gap.eq(bus.rvalid & bus.rready)
-        m.d.comb += [bus.arready.eq(~bus.rvalid & ~gap), ar_hs.eq(bus.arvalid & bus.arready)]
+        take = ~bus.rvalid & ~gap
+        if mirrored:
+            pend = Signal()                   # a mirrored read: its data comes next cycle
+            r_mirror = Signal()               # the word read is in the mirror, at `r_slot`
+            r_slot = Signal(range(max(2, len(mirrored))))
+            take = take & ~pend
+        m.d.comb += [bus.arready.eq(take), ar_hs.eq(bus.arvalid & bus.arready)]
         r_word = bus.araddr[2:]
         rd_word = Signal(32)
         rd_hit = Signal()
@@ -236,6 +265,11 @@ class RegisterBank(wiring.Component):
             for r in self.regmap:
                 port = getattr(self.regs, r.name)
                 with m.Case(r.offset >> 2):
+                    if r in mirrored:
+                        m.d.comb += [r_mirror.eq(1), r_slot.eq(mirrored.index(r)),
+                                     rd_hit.eq(1)]
+                        m.d.sync += port.rd_stb.eq(ar_hs)
+                        continue
                     parts = Const(0, 32)
                     for f in r.fields:
                         fp = getattr(port, f.name)
@@ -248,10 +282,68 @@ class RegisterBank(wiring.Component):
 
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
-        with m.If(ar_hs):
+        with m.If(ar_hs & ~r_mirror if mirrored else ar_hs):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(rd_word),
                          bus.rresp.eq(Mux(rd_hit, Resp.OKAY, Resp.SLVERR))]
+        if mirrored:
+            self._mirror_reads(m, mirror, written, ar_hs & r_mirror, r_slot, pend)
         return m
+
+    def _mirror_writes(self, m, hits, w_data, w_strb):
+        """The block-RAM copy of the all-``RW`` registers, written as they are stored (the same
+        hits, data and strobes); returns the memory and the flags of the registers written since
+        reset."""
+        mirrored = self._mirrored
+        width = -(-max(f.offset + f.width for r in mirrored for f in r.fields) // 8) * 8
+        mirror = m.submodules.mirror = Memory(shape=width, depth=max(2, len(mirrored)), init=[])
+        wp = mirror.write_port(granularity=8)
+        hit_of = {r.name: h for r, h in zip(self.regmap, hits, strict=True)}
+        m_hits = Cat(*(hit_of[r.name] for r in mirrored))
+        written = Signal(len(mirrored))
+        # a register's first write since reset stores all its bytes: the unstrobed ones with
+        # their reset value (what the register itself keeps)
+        first = (m_hits & ~written).any()
+        init = Signal(width)
+        slot = Signal.like(wp.addr)
+        for i, r in enumerate(mirrored):
+            with m.If(m_hits[i]):
+                m.d.comb += [slot.eq(i), init.eq(_reset_word(r))]
+        m.d.comb += [wp.addr.eq(slot),
+                     wp.data.eq(Cat(*(Mux(w_strb[j], w_data[8 * j:8 * j + 8],
+                                          init[8 * j:8 * j + 8]) for j in range(width // 8)))),
+                     wp.en.eq(Cat(*((w_strb[j] | first) & m_hits.any()
+                                    for j in range(width // 8))))]
+        m.d.sync += written.eq(written | m_hits)
+        return mirror, written
+
+    def _mirror_reads(self, m, mirror, written, take, slot, pend):
+        """A read of a mirrored register: the block RAM is read in the AR handshake's cycle
+        (``take``), and ``rdata`` is loaded a cycle later from its output, the bits outside the
+        register's fields cleared, or from the reset value if it was never written."""
+        bus = self.s_axil
+        mirrored = self._mirrored
+        rp = mirror.read_port(transparent_for=())      # a write in the same cycle: old value
+        p_slot = Signal.like(slot)
+        p_written = Signal()
+        m.d.comb += [rp.addr.eq(slot), rp.en.eq(take)]
+        m.d.sync += pend.eq(take)
+        with m.If(take):
+            m.d.sync += [p_slot.eq(slot), p_written.eq(written.bit_select(slot, 1))]
+        mask = Signal(rp.data.shape())
+        init = Signal(rp.data.shape())
+        with m.Switch(p_slot):
+            for i, r in enumerate(mirrored):
+                with m.Case(i):
+                    m.d.comb += [mask.eq(sum(((1 << f.width) - 1) << f.offset for f in r.fields)),
+                                 init.eq(_reset_word(r))]
+        with m.If(pend):
+            m.d.sync += [bus.rvalid.eq(1), bus.rresp.eq(Resp.OKAY),
+                         bus.rdata.eq(Mux(p_written, rp.data & mask, init))]
+
+
+def _reset_word(r):
+    """Register ``r``'s reset value as a word (its fields' reset values in place)."""
+    return sum(f.reset << f.offset for f in r.fields)
 
 
 #: the access types whose bits the bank stores from a write, a byte lane at a time

@@ -51,12 +51,13 @@ class DmaEngine(wiring.Component):
     """Parameters: ``data_width`` 64, 128 or 256; ``addr_width`` (at most 32: registers hold
     32-bit addresses); ``id_width``; ``max_burst`` beats (power of two, 2 to 256);
     ``read_fifo`` beats of read data buffered (bounds the reads in flight); ``tile_beats``
-    (beats per row of a transpose tile; default 128 bytes' worth).
+    (beats per row of a transpose tile; default 128 bytes' worth); ``bank_mirror`` (the register
+    bank reads the configuration back from a block-RAM copy: :class:`~hw.bus.regbank.RegisterBank`).
 
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
-                 read_fifo=64, tile_beats=None):
+                 read_fifo=64, tile_beats=None, bank_mirror=False):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if not 12 <= addr_width <= 32:
@@ -77,7 +78,8 @@ class DmaEngine(wiring.Component):
         # to lose little (one beat in K + 1), short enough that a tile fills quickly
         self.tile_beats = tile_beats if tile_beats is not None else 1024 // data_width
         self.regmap = DMA
-        self._front = FrontEnd(data_width=data_width, addr_width=addr_width)
+        self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
+                               bank_mirror=bank_mirror)
         # requests waiting for their data: every beat the read FIFO can have in flight plus an
         # open burst, or the queue, not the bus, would limit a copy
         self._mid = MidEnd(data_width=data_width, addr_width=addr_width,

@@ -44,11 +44,11 @@ class _State(enum.Enum, shape=4):
 
 
 class FrontEnd(wiring.Component):
-    def __init__(self, *, data_width=64, addr_width=32):
+    def __init__(self, *, data_width=64, addr_width=32, bank_mirror=False):
         self.data_width = data_width
         self.addr_width = addr_width
         self.regmap = DMA
-        self._bank = RegisterBank(DMA, addr_width=8)
+        self._bank = RegisterBank(DMA, addr_width=8, mirror=bank_mirror)
         aw = addr_width
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),

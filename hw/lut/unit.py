@@ -113,9 +113,12 @@ class LutUnit(wiring.Component):
         with one 16 x 16 multiplier works through the lanes' samples one at a time, in 13 to
         about 60 cycles a sample (:mod:`hw.lut.serial`); for small FPGAs such as the iCE40
         UP5K. The registers, tables, counters and run control are the same.
+    bank_mirror : bool
+        The register bank reads the configuration back from a block-RAM copy
+        (:class:`~hw.bus.regbank.RegisterBank`'s ``mirror``). Default False.
     """
 
-    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12, serial=False):
+    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12, serial=False, bank_mirror=False):
         if lanes not in LANES:
             raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
         if flavor not in FLAVORS:
@@ -127,7 +130,8 @@ class LutUnit(wiring.Component):
         self.serial = serial
         self.regmap = lut_regmap(flavor)
         # the serial build is for small FPGAs: the bank commits writes straight from the bus
-        self._bank = RegisterBank(self.regmap, addr_width=addr_width, capture=not serial)
+        self._bank = RegisterBank(self.regmap, addr_width=addr_width, capture=not serial,
+                                  mirror=bank_mirror)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=addr_width, data_width=32)),
             "i_stream": In(stream.Signature(in_layout(lanes, flavor))),

@@ -120,7 +120,7 @@ class SparseDecompressor(wiring.Component):
     """
 
     def __init__(self, *, data_width=128, atom_elements=64, addr_width=32, id_width=4,
-                 max_burst=16, fifo_depth=64):
+                 max_burst=16, fifo_depth=64, bank_mirror=False):
         if data_width not in (64, 128, 256, 512):
             raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
         if atom_elements not in (32, 64):
@@ -134,7 +134,7 @@ class SparseDecompressor(wiring.Component):
         self.max_burst = max_burst
         self.fifo_depth = fifo_depth
         self.regmap = SPARSE
-        self._bank = RegisterBank(SPARSE, addr_width=12)
+        self._bank = RegisterBank(SPARSE, addr_width=12, mirror=bank_mirror)
         # built here so that their own checks (fifo_depth holds a burst) refuse bad parameters
         self._reader = StreamReader(streams=3, data_width=data_width, addr_width=addr_width,
                                     id_width=id_width, max_burst=max_burst,

@@ -50,7 +50,8 @@ BOARDS = {
         "icebreaker", "ice40", ["--up5k", "--package", "sg48"], "icebreaker.pcf",
         12_000_000, 2, True, True,
         SocConfig(mem_bytes=4 * 1024, data_width=32, dma=False, sparse=False, lut=True,
-                  lut_serial=True, slices=False, clk_hz=12_000_000, baud=115_200),
+                  lut_serial=True, slices=False, bank_mirror=False, clk_hz=12_000_000,
+                  baud=115_200),
         "iCEBreaker (iCE40 UP5K): the reduced SoC: the bridge, 4 KiB of memory, the system "
         "registers and the LUT unit with its serial datapath and a one-beat LUT port, on a "
         "32-bit bus without register slices (docs/board.md)"),

@@ -54,6 +54,9 @@ class SocConfig:
     slices: bool = True           # register slices on the long paths and banks that capture
                                   # writes (for the ECP5's clock); False on the UP5K, where
                                   # their flip-flops do not fit
+    bank_mirror: bool = True      # the blocks' register banks read their configuration back
+                                  # from a block RAM, not through a multiplexer over registers
+                                  # all over the block (hw.bus.regbank; docs/board.md)
     clk_hz: int = 25_000_000
     baud: int = 115_200
     ram_stalls: int = 0           # testbenches only: AxiRam's LFSR seed for random stalls
@@ -123,19 +126,23 @@ class Soc(wiring.Component):
         managers = [to_axi.m_axi]
         irqs = dict.fromkeys(IRQ_BITS, 0)
         if c.dma:
-            dma = m.submodules.dma = DmaEngine(data_width=c.data_width)
+            dma = m.submodules.dma = DmaEngine(data_width=c.data_width,
+                                               bank_mirror=c.bank_mirror)
             connect_members(m, dec.dma, dma.s_axil)
             managers.append(dma.m_axi)
             irqs["dma"] = dma.irq
         if c.sparse:
             sparse = m.submodules.sparse = SparseDecompressor(
-                data_width=c.data_width, atom_elements=c.sparse_atom_elements)
+                data_width=c.data_width, atom_elements=c.sparse_atom_elements,
+                bank_mirror=c.bank_mirror)
             connect_members(m, dec.sparse, sparse.s_axil)
             m.d.comb += sparse.o_atoms.ready.eq(1)
             managers.append(sparse.m_axi)
             irqs["sparse"] = sparse.irq
         if c.lut:
-            lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp", serial=c.lut_serial)
+            lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp", serial=c.lut_serial,
+                                             bank_mirror=c.bank_mirror)
+            # (the port's bank has four configuration registers: too few for a block RAM)
             port = m.submodules.lut_port = LutPort(data_width=c.data_width, lean=c.lut_serial)
             connect_members(m, dec.lut, lut.s_axil)
             connect_members(m, dec.lut_port, port.s_axil)

@@ -1,6 +1,7 @@
 """The register map the register bank bench runs on. It belongs to no block; it exercises the
-bank: every access type, fields that span byte lanes, non-zero reset values, and a hole in the
-map (0x18 to 0x1f) that must answer SLVERR."""
+bank: every access type, fields that span byte lanes, non-zero reset values, a register of RW
+fields with unused bits (a mirror must read them as 0), and a hole in the map (0x18 to 0x1f)
+that must answer SLVERR."""
 
 from model.regmap import Field, reg, regmap
 
@@ -27,4 +28,7 @@ SELFTEST = regmap("selftest", [
         Field("word", 0, 32, "RWS", doc="The word at the window's address.")),
     reg("scratch", 0x20, "Scratch word.",
         Field("value", 0, 32, "RW", reset=0xDEAD_BEEF, doc="Anything.")),
+    reg("limits", 0x24, "Two RW fields with unused bits between and above them.",
+        Field("low", 0, 5, "RW", reset=0x15, doc="Bits 0 to 4."),
+        Field("high", 13, 9, "RW", reset=0x1A5, doc="Bits 13 to 21, across bytes 1 and 2.")),
 ], doc="The register bank bench's map.")

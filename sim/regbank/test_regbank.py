@@ -216,7 +216,7 @@ async def test_byte_strobes(dut, backpressure):
     """Every byte lane alone, every pair, and three-byte writes, on fields that span lanes."""
     tb = await TB.start(dut, backpressure, salt=2)
     patterns = [(o, n) for n in (1, 2, 3) for o in range(4 - n + 1)]
-    for name in ("ctrl", "data", "scratch", "status", "cmd", "window"):
+    for name in ("ctrl", "data", "scratch", "limits", "status", "cmd", "window"):
         r = SELFTEST[name]
         for off, n in patterns:
             if name == "status":
@@ -283,7 +283,7 @@ async def test_random_accesses(dut, backpressure):
 async def test_back_to_back(dut, backpressure):
     """Queued writes, then queued reads, issued as fast as the bank takes them."""
     tb = await TB.start(dut, backpressure, salt=5)
-    regs = [SELFTEST[n] for n in ("scratch", "ctrl", "data", "window")]
+    regs = [SELFTEST[n] for n in ("scratch", "limits", "ctrl", "data", "window")]
     writes = [(tb.rng.choice(regs), tb.rng.getrandbits(32)) for _ in range(64)]
     tasks = [cocotb.start_soon(tb.master.write(r.offset, v.to_bytes(4, "little")))
              for r, v in writes]
