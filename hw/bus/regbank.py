@@ -31,7 +31,7 @@ Timing
   ``rvalid`` rises in that cycle too. ``arready`` is low while ``rvalid`` is high and for the
   cycle after, so consecutive reads are at least three cycles apart, which gives a synchronous
   memory read port, addressed from ``rd_stb``, two cycles to present the next word.
-- With ``mirror``, a read of a register whose fields are all ``RW`` comes from a block-RAM copy
+- With ``mirror``, a read of a register whose fields are all ``RW`` comes from a memory copy
   and takes a cycle longer: ``rvalid`` rises two cycles after the AR handshake (``rd_stb`` is
   still high in the cycle after it). What it returns is the same.
 - Reads and writes proceed independently. A read in the same cycle as a write to the same register
@@ -102,14 +102,15 @@ class RegisterBank(wiring.Component):
     mirror : bool, optional
         False (default): every read is a multiplexer over the registers. True: writes to the
         registers whose fields are all ``RW`` (a block's configuration: most of a map's bits)
-        are also stored in a block RAM, and reads of those registers come from it, a cycle
+        are also stored in a memory, and reads of those registers come from it, a cycle
         later; the multiplexer keeps only the others (status, counters). Its inputs are the
         configuration registers, which sit by the logic that reads them, all over the block:
         in the full SoC on the ECP5 the DMA bank's read multiplexer held the most overused
-        routing of any one signal (docs/board.md), and on the UP5K it costs cells the chip
-        lacks. The copy knows which registers were written since reset and returns the reset
-        value for the others, so it needs no clearing. Costs one block RAM (two on the iCE40,
-        for words wider than 16 bits), a flip-flop a mirrored register and a few for the read.
+        routing of any one signal (docs/board.md). The copy knows which registers were
+        written since reset and returns the reset value for the others, so it needs no
+        clearing. Costs the memory (Yosys puts the blocks' maps in distributed RAM on the
+        ECP5, in block RAM on the iCE40), a flip-flop a mirrored register and a few for the
+        read; it saves LUTs only where many registers are mirrored (docs/board.md).
     """
 
     def __init__(self, regmap, *, addr_width=None, capture=True, mirror=False):
@@ -290,7 +291,7 @@ class RegisterBank(wiring.Component):
         return m
 
     def _mirror_writes(self, m, hits, w_data, w_strb):
-        """The block-RAM copy of the all-``RW`` registers, written as they are stored (the same
+        """The memory copy of the all-``RW`` registers, written as they are stored (the same
         hits, data and strobes); returns the memory and the flags of the registers written since
         reset."""
         mirrored = self._mirrored
@@ -307,7 +308,7 @@ class RegisterBank(wiring.Component):
         slot = Signal.like(wp.addr)
         for i, r in enumerate(mirrored):
             with m.If(m_hits[i]):
-                m.d.comb += [slot.eq(i), init.eq(_reset_word(r))]
+                m.d.comb += [slot.eq(i), init.eq(r.reset)]
         m.d.comb += [wp.addr.eq(slot),
                      wp.data.eq(Cat(*(Mux(w_strb[j], w_data[8 * j:8 * j + 8],
                                           init[8 * j:8 * j + 8]) for j in range(width // 8)))),
@@ -317,7 +318,7 @@ class RegisterBank(wiring.Component):
         return mirror, written
 
     def _mirror_reads(self, m, mirror, written, take, slot, pend):
-        """A read of a mirrored register: the block RAM is read in the AR handshake's cycle
+        """A read of a mirrored register: the memory is read in the AR handshake's cycle
         (``take``), and ``rdata`` is loaded a cycle later from its output, the bits outside the
         register's fields cleared, or from the reset value if it was never written."""
         bus = self.s_axil
@@ -334,16 +335,10 @@ class RegisterBank(wiring.Component):
         with m.Switch(p_slot):
             for i, r in enumerate(mirrored):
                 with m.Case(i):
-                    m.d.comb += [mask.eq(sum(((1 << f.width) - 1) << f.offset for f in r.fields)),
-                                 init.eq(_reset_word(r))]
+                    m.d.comb += [mask.eq(r.read_mask), init.eq(r.reset)]
         with m.If(pend):
             m.d.sync += [bus.rvalid.eq(1), bus.rresp.eq(Resp.OKAY),
                          bus.rdata.eq(Mux(p_written, rp.data & mask, init))]
-
-
-def _reset_word(r):
-    """Register ``r``'s reset value as a word (its fields' reset values in place)."""
-    return sum(f.reset << f.offset for f in r.fields)
 
 
 #: the access types whose bits the bank stores from a write, a byte lane at a time

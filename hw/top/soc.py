@@ -55,7 +55,7 @@ class SocConfig:
                                   # writes (for the ECP5's clock); False on the UP5K, where
                                   # their flip-flops do not fit
     bank_mirror: bool = True      # the blocks' register banks read their configuration back
-                                  # from a block RAM, not through a multiplexer over registers
+                                  # from a memory, not through a multiplexer over registers
                                   # all over the block (hw.bus.regbank; docs/board.md)
     clk_hz: int = 25_000_000
     baud: int = 115_200
@@ -142,7 +142,7 @@ class Soc(wiring.Component):
         if c.lut:
             lut = m.submodules.lut = LutUnit(lanes=c.lut_lanes, flavor="sdp", serial=c.lut_serial,
                                              bank_mirror=c.bank_mirror)
-            # (the port's bank has four configuration registers: too few for a block RAM)
+            # (the port's bank has four configuration registers: too few for a memory copy)
             port = m.submodules.lut_port = LutPort(data_width=c.data_width, lean=c.lut_serial)
             connect_members(m, dec.lut, lut.s_axil)
             connect_members(m, dec.lut_port, port.s_axil)
