@@ -52,7 +52,8 @@ class DmaEngine(wiring.Component):
     32-bit addresses); ``id_width``; ``max_burst`` beats (power of two, 2 to 256);
     ``read_fifo`` beats of read data buffered (bounds the reads in flight); ``tile_beats``
     (beats per row of a transpose tile; default 128 bytes' worth); ``bank_mirror`` (the register
-    bank reads the configuration back from a block-RAM copy: :class:`~hw.bus.regbank.RegisterBank`).
+    bank reads the configuration back from a copy in a memory:
+    :class:`~hw.bus.regbank.RegisterBank`).
 
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 

@@ -114,7 +114,7 @@ class LutUnit(wiring.Component):
         about 60 cycles a sample (:mod:`hw.lut.serial`); for small FPGAs such as the iCE40
         UP5K. The registers, tables, counters and run control are the same.
     bank_mirror : bool
-        The register bank reads the configuration back from a block-RAM copy
+        The register bank reads the configuration back from a copy in a memory
         (:class:`~hw.bus.regbank.RegisterBank`'s ``mirror``). Default False.
     """
 
