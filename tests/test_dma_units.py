@@ -6,11 +6,13 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.dma.elements import ElementPath
+from hw.dma.frontend import FrontEnd
 from hw.dma.rows import RowCopier
 from hw.dma.tile import TileTransposer
 from hw.dma.walker import Walker
-from model.dma.descriptor import Descriptor, Dim
+from model.dma.descriptor import MAX_DIMS, Descriptor, Dim, Error
 from model.dma.executor import execute
+from model.registers.dma import DMA, program
 
 
 def walk_model(extents, valids, ss, ds, sb, db):
@@ -425,3 +427,188 @@ def test_element_path_matches_the_executor(bb, seed):
         got, counts = run_mover(ElementPath(data_width=8 * bb, addr_width=16, queue=8), desc,
                                 bb, seed, memory)
         check_against_executor(desc, memory, got, counts)
+
+
+# -- the front end's checks ---------------------------------------------------------------------
+
+def _random_descriptor(rng):
+    """Descriptors that break each rule now and then: counts small, a few bits or full width
+    (the check's products take a step per two bits of a count), strides and addresses likewise."""
+    def number(low=0):
+        kind = rng.integers(4)
+        if kind == 0:
+            return int(rng.integers(max(low, 1), 9))
+        if kind == 1:
+            return int(rng.integers(low, 1 << int(rng.integers(1, 33))))
+        if kind == 2:
+            return int(rng.integers(low, 1 << 32))
+        return (1 << 32) - 1 - int(rng.integers(0, 4))
+    eb = int(rng.choice([1, 2, 4, 8]))
+    dims = []
+    for _ in range(int(rng.integers(0, MAX_DIMS + 1))):
+        e = number()
+        v = e if rng.random() < 0.6 else min(number(), (1 << 32) - 1)
+        s, d = (number() & ~(eb - 1) if rng.random() < 0.9 else number() for _ in range(2))
+        dims.append(Dim(e, s, d, v))
+    src, dst = (int(rng.integers(0, 1 << 32)) & ~(eb - 1) if rng.random() < 0.5 else
+                int(rng.integers(0, 1 << 20)) * 8 for _ in range(2))
+    return Descriptor(src, dst, eb, tuple(dims))
+
+
+def _edge_descriptor(rng, side, over):
+    """A descriptor at the edge of a rule that only the exact products decide: ``side`` "dst"
+    ends the destination at the top of the address space (nothing read), "src" puts the
+    destination right after the source; ``over`` moves it one element further (RANGE) or back
+    (OVERLAP)."""
+    eb = int(rng.choice([1, 2, 4, 8]))
+    n = int(rng.integers(1, MAX_DIMS + 1))
+    top = 1 << 32
+    if side == "dst":
+        # nesting destination strides, counts of any width up to the address space
+        dims, span = [], 0
+        for _ in range(n):
+            d = min(span + eb * (1 + int(rng.integers(0, 1 << int(rng.integers(0, 12))))),
+                    top - eb)
+            room = (top - eb - span) // d
+            c = int(rng.integers(0, min(room, 1 << int(rng.integers(1, 33))) + 1))
+            dims.append(Dim(c + 1, eb, d, c + 1))
+            span += c * d
+        k = int(rng.integers(len(dims)))
+        dims[k] = Dim(dims[k].extent, eb, dims[k].dst_stride, 0)       # nothing is read
+        dst = top - span - eb + (eb if over else 0)
+        return Descriptor(0, dst % top, eb, tuple(dims))
+    # a dense destination of at most 2**20 elements, source strides of any size that fit
+    counts = [int(rng.integers(0, 1 << int(rng.integers(1, 20 // n + 1)))) for _ in range(n)]
+    dst_bytes = eb * int(np.prod([c + 1 for c in counts]))
+    budget = (top - dst_bytes - 2 * eb) // (n * eb)
+    dims, d, src_span = [], eb, 0
+    for c in counts:
+        sst = eb * int(rng.integers(0, budget // max(c, 1) + 1))
+        dims.append(Dim(c + 1, sst, d))
+        d *= c + 1
+        src_span += c * sst
+    dst = src_span + eb - (eb if over else 0)
+    return Descriptor(0, dst, eb, tuple(dims))
+
+
+def run_front_end(descs):
+    """Each descriptor through a front end whose mid and back end are always done and idle:
+    the job's error code and cycle count, as software reads them."""
+    dut = FrontEnd(data_width=64, addr_width=32)
+    bus = dut.s_axil
+    got = []
+
+    async def write(ctx, addr, data):
+        ctx.set(bus.awaddr, addr)
+        ctx.set(bus.wdata, data)
+        ctx.set(bus.wstrb, 0xF)
+        ctx.set(bus.awvalid, 1)
+        ctx.set(bus.wvalid, 1)
+        aw = w = False
+        for _ in range(20):
+            aw_now, w_now = ctx.get(bus.awready), ctx.get(bus.wready)
+            await ctx.tick()
+            if aw_now:
+                aw = True
+                ctx.set(bus.awvalid, 0)
+            if w_now:
+                w = True
+                ctx.set(bus.wvalid, 0)
+            if aw and w:
+                return
+        raise AssertionError(f"the register write at 0x{addr:02x} was not taken")
+
+    async def read(ctx, name):
+        ctx.set(bus.araddr, DMA[name].offset)
+        ctx.set(bus.arvalid, 1)
+        for _ in range(20):
+            taken = ctx.get(bus.arready)
+            await ctx.tick()
+            if taken:
+                break
+        ctx.set(bus.arvalid, 0)
+        for _ in range(20):
+            if ctx.get(bus.rvalid):
+                word = ctx.get(bus.rdata)
+                await ctx.tick()
+                return DMA[name].decode(word)
+            await ctx.tick()
+        raise AssertionError(f"no read data from {name}")
+
+    async def bench(ctx):
+        ctx.set(dut.idle, 1)
+        ctx.set(dut.drained, 1)
+        ctx.set(bus.bready, 1)
+        ctx.set(bus.rready, 1)
+        for d in descs:
+            await write(ctx, DMA["status"].offset, DMA["status"].encode({"done": 1, "error": 1}))
+            for name, values in program(d):
+                await write(ctx, DMA[name].offset, DMA[name].encode(values))
+            for _ in range(400):
+                if (await read(ctx, "status"))["done"]:
+                    break
+            else:
+                raise AssertionError(f"{d}: the job did not end")
+            got.append(((await read(ctx, "error"))["code"], (await read(ctx, "cycles"))["value"]))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return got
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_front_end_checks_match_the_model(seed):
+    """Random descriptors, most of them breaking a rule, through the front end's checks: the
+    same error code as the model's, for extents, valid counts and strides up to 32 bits."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(4000 + seed)
+    descs = [_random_descriptor(rng) for _ in range(40)]
+    for d, (code, _) in zip(descs, run_front_end(descs), strict=True):
+        assert code == d.error(32), f"{d}: code {Error(code).name}, the model says " \
+                                    f"{d.error(32).name}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_front_end_products_decide_at_the_edge(seed):
+    """Destinations that end exactly at the top of the address space or one element past it,
+    and that start right after the source or one element inside it: a product off by any
+    amount flips the verdict."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(5000 + seed)
+    cases = [(side, over) for side in ("dst", "src") for over in (False, True)] * 8
+    descs = [_edge_descriptor(rng, side, over) for side, over in cases]
+    for (side, over), d in zip(cases, descs, strict=True):
+        want = (Error.RANGE if side == "dst" else Error.OVERLAP) if over else Error.NONE
+        assert d.error(32) == want, f"{d}: the case is not at the edge ({d.error(32).name})"
+    for d, (code, _) in zip(descs, run_front_end(descs), strict=True):
+        assert code == d.error(32), f"{d}: code {Error(code).name}, the model says " \
+                                    f"{d.error(32).name}"
+
+
+def test_front_end_products_of_64_bits():
+    """Products with bit 63 set whose lower 63 bits alone would fit the address space: the
+    check keeps every bit of them."""
+    big = (1 << 31) + 2                   # (big - 1) x (2**32 - 1) = 2**63 + 2**31 - 1
+    cases = [Descriptor(0, 0, 1, (Dim(big, 1, (1 << 32) - 1, 0),)),
+             Descriptor(0, 0x7FFF_FFFE, 1, (Dim(big, (1 << 32) - 1, 1, big),))]
+    assert [d.error(32) for d in cases] == [Error.RANGE] * 2
+    assert [code for code, _ in run_front_end(cases)] == [Error.RANGE] * 2
+
+
+def test_front_end_check_takes_a_step_per_two_bits_of_a_count():
+    """The check's cycles grow with the larger of a dimension's two counts (extent - 1 and
+    valid - 1) by one per two bits beyond the first two, and not with the strides."""
+    def desc(e, v, stride):
+        return Descriptor(0, 0xF000_0000, 1, (Dim(4, 4, 1), Dim(e, stride, 4, v)))
+
+    cases = [desc(1, 1, 4), desc(4, 4, 4), desc(4, 4, 0x4000_0000), desc(5, 5, 4),
+             desc(17, 1, 4), desc(1 << 20, 0, 4), desc((1 << 20) + 1, 0, 4),
+             desc(2, 2, 1 << 31)]
+    got = run_front_end(cases)
+    assert [code for code, _ in got] == [Error.NONE] * len(cases)
+    base = got[0][1]
+    # the larger counts: 0, 3, 3, 4 (3 bits), 16 (5 bits), 2**20 - 1 (20 bits), 2**20
+    # (21 bits; a valid of 0 counts as 0), 1
+    assert [c - base for _, c in got] == [0, 0, 0, 1, 2, 9, 10, 0]

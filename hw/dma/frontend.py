@@ -4,7 +4,7 @@ sequence.
 A job runs the descriptor held in the registers (``ctrl.start``) or a chain in memory
 (``ctrl.start_chain``), whose 128-byte descriptors the back end fetches one burst at a time.
 Each descriptor is checked against the model's rules (:class:`model.dma.descriptor.Error`, in
-the same order, one dimension per cycle) before the mid end starts on it. A descriptor ends
+the same order, one dimension at a time) before the mid end starts on it. A descriptor ends
 when the mid end is done and the back end idle (its last write answered), so the next one sees
 its results. An error response *halts* the back end (it stops itself: see
 :mod:`hw.dma.backend`): the front end waits until what was issued has drained, then ends the
@@ -26,21 +26,43 @@ from model.registers.dma import DMA
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 
-# the check's phases per dimension (see "the checks" below)
-LAST_PHASE = 4
+
+class _SerialProduct:
+    """A 32 x 32-bit product by shift and add, two bits of the multiplier a step: ``acc`` is
+    the product once ``done`` (a register) is set, after one step per two bits of the
+    multiplier's highest set bit (one step for a multiplier of 0)."""
+
+    def __init__(self, name):
+        self.a = Signal(64, name=f"{name}_a")       # the multiplicand, two bits up a step
+        self.a3 = Signal(64, name=f"{name}_a3")     # three times it
+        self.b = Signal(32, name=f"{name}_b")       # the multiplier's bits not yet taken
+        self.acc = Signal(64, name=f"{name}_acc")
+        self.done = Signal(name=f"{name}_done")     # no set bit left in ``b``
+
+    def load(self, m, a, b):
+        m.d.sync += [self.a.eq(a), self.a3.eq(a + (a << 1)), self.b.eq(b), self.acc.eq(0),
+                     self.done.eq(0)]
+
+    def step(self, m):
+        a, a3, b = self.a, self.a3, self.b
+        # the multiple of the shifted multiplicand the two bits ask for: 0, 1, 2 or 3 times
+        digit = Mux(b[1], Mux(b[0], a3, a << 1), Mux(b[0], a, 0))
+        m.d.sync += [self.acc.eq(self.acc + digit[:64]), a.eq(a << 2), a3.eq(a3 << 2),
+                     b.eq(b >> 2), self.done.eq(b[2:] == 0)]
 
 
 class _State(enum.Enum, shape=4):
     IDLE = 0
     FETCH = 1        # reading a chain descriptor
-    CHECK = 2        # one dimension per cycle
+    CHECK = 2        # one dimension at a time
     VERDICT = 3
     RUN = 4
     DRAIN = 5        # stopped by an error: wait for what was issued to finish
     NEXT = 6
     SUMS = 7         # the checks' sums, registered for the verdict
     COMPARE = 8      # the verdict's range and overlap tests, registered
-    LOAD = 9         # the descriptor's fields load (from the registers or a fetched chain one)
+    LOAD = 9         # the descriptor's fields load (from the registers; a chain one's
+    #                  were written as its beats came), `cur` takes dimension 0's
 
 
 class FrontEnd(wiring.Component):
@@ -121,7 +143,7 @@ class FrontEnd(wiring.Component):
             m.d.comb += [self.ext[k].eq(ext[k]), self.val[k].eq(val[k]), self.sst[k].eq(sst[k]),
                          self.dstr[k].eq(dstr[k])]
 
-        # -- the checks: one dimension per cycle, then the verdict ------------------------------
+        # -- the checks: one dimension at a time, then the verdict ----------------------------
         # the alignment tests of the strides and addresses, in a register every cycle (the
         # descriptor is held still for the checks' cycles before SUMS reads it)
         mis_parts = Signal(MAX_DIMS + 1)
@@ -146,8 +168,8 @@ class FrontEnd(wiring.Component):
         cur_s = Signal(32)
         cur_d = Signal(32)
         # the dimension being checked, as registers: selected by k_chk a cycle ahead (k_chk
-        # steps a phase before a dimension's last, so they hold the next dimension's fields by
-        # its phase 0), and dimension 0's loaded with the descriptor in LOAD. So the check's
+        # steps in a dimension's phase 1, at least two cycles before the next one's phase 0),
+        # and dimension 0's loaded with the descriptor in LOAD. So the check's
         # first phase starts from registers, not from a selection by k_chk
         cur = (cur_e, cur_v, cur_s, cur_d)
         with m.Switch(k_chk):
@@ -158,14 +180,14 @@ class FrontEnd(wiring.Component):
             with m.Default():
                 m.d.sync += [r.eq(0) for r in cur]
         # each dimension's two products, (extent - 1) x destination stride and (valid - 1) x
-        # source stride, over four cycles: operands, 16-bit partial products (and the
-        # dimension's comparisons), the middle sums, the products; then the checks take them
-        phase = Signal(range(LAST_PHASE + 1))
-        ops = [Signal(32, name=f"op{i}") for i in range(4)]     # e - 1, d, v - 1, s
-        parts = [Signal(32, name=f"pp{i}") for i in range(8)]
-        mids = [Signal(33, name=f"mid{i}") for i in range(2)]
-        p_dst = Signal(64)
-        p_src = Signal(64)
+        # source stride, by shifts and adds in LUTs, two multiplier bits a step. The counts
+        # (extent - 1, valid - 1) are the multipliers, so a product takes a step per two bits
+        # of its count (three for a count below 64), and a dimension two cycles more than its
+        # longer product (the operands; the sums). No DSP slices: on the ECP5 the eight that
+        # 16-bit partial products took sat in one row of the die and drew the routing of the
+        # front end to them
+        phase = Signal(range(3))
+        prods = [_SerialProduct("p_dst"), _SerialProduct("p_src")]
         e_zero, v_over, e_many, v_zero, nests = (Signal(name=n) for n in (
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
         reg_e = Signal(32)
@@ -176,15 +198,6 @@ class FrontEnd(wiring.Component):
         src_eb = Signal(71)
         dim_left = Signal()                   # k_chk names a dimension of the descriptor
         m.d.sync += dim_left.eq((k_chk < ndims) & (k_chk < MAX_DIMS))
-
-        def partials(a, b):
-            lo, hi = slice(0, 16), slice(16, 32)
-            return [a[lo] * b[lo], a[lo] * b[hi], a[hi] * b[lo], a[hi] * b[hi]]
-
-        def total(pp, mid):
-            """a x b from its partials: the low and high products side by side, plus the
-            middle ones' sum (``mid``) 16 bits up."""
-            return Cat(pp[0], pp[3]) + (mid << 16)
 
         dp_reset = Signal()
         # the mid and back end are reset a cycle after the front end decides it, from a
@@ -227,7 +240,6 @@ class FrontEnd(wiring.Component):
         done_set = Signal()
         err_set = Signal()
         irq_set = Signal()
-        fetched = Signal(DESCRIPTOR_BYTES * 8)
         fetch_count = Signal(range(fetch_beats + 1))
         fetch_err = Signal()
 
@@ -235,59 +247,56 @@ class FrontEnd(wiring.Component):
             m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0)]
             m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
 
-        # The descriptor's ~900 registers load in a state of their own (LOAD), enabled by
-        # `load_now` alone and fed by a multiplexer whose select (`load_regs`) was set the cycle
-        # before: the decision to load (a start pulse, the last fetched beat) is not on the path
-        # into their enables
+        # A chain descriptor's beats pass a register, then each writes the fields it holds
+        # straight into the descriptor's registers (the fetch comes only between descriptors,
+        # once the last one is done). A descriptor from the register bank loads in a state of
+        # its own (LOAD), enabled by `load_now` and `load_regs`, set the cycle before: the
+        # decision to load (a start pulse) is not on the path into the ~900 registers' enables
         load_now = Signal()
-        load_regs = Signal()                  # load from the register bank, not `fetched`
+        load_regs = Signal()                  # LOAD takes the register bank's descriptor
         m.d.sync += load_now.eq(0)
 
         def to_load(from_regs):
             m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs)]
 
-        def fields(words):
-            """A descriptor's fields, (src, dst, next, pad, control, dims...), as a flat list of
-            values in the order of :data:`targets`."""
-            s_, d_, n_, p_, c_, dims = words
-            return [s_, d_, n_, p_, c_[0:2], Const(1, 4) << c_[0:2], c_[2:5], c_[8], c_[9],
-                    *(f for dim in dims for f in dim)]
-
-        targets = [src, dst, nxt, pad, elog, eb, ndims, last_desc, want_irq,
-                   *(r for k in range(MAX_DIMS) for r in (ext[k], val[k], sst[k], dstr[k]))]
-        f = fetched
-        from_fetched = fields((
-            f[0:64], f[64:128], f[128:192], f[192:256], f[256:288],
-            [(f[320 + 128 * k:352 + 128 * k], f[352 + 128 * k:384 + 128 * k],
-              f[384 + 128 * k:416 + 128 * k], f[416 + 128 * k:448 + 128 * k])
-             for k in range(MAX_DIMS)]))
-        from_bank = fields((
-            regs.src_addr.value.data, regs.dst_addr.value.data, 0,
-            Cat(regs.pad_lo.value.data, regs.pad_hi.value.data),
-            Cat(regs.control.element.data, regs.control.dims.data,
-                Const(0, 3), Const(1, 1), regs.control.irq.data),
-            [(getattr(regs, f"dim{k}_extent").value.data,
-              getattr(regs, f"dim{k}_valid").value.data,
-              getattr(regs, f"dim{k}_src_stride").value.data,
-              getattr(regs, f"dim{k}_dst_stride").value.data)
-             for k in range(MAX_DIMS)]))
+        dims = [(ext[k], val[k], sst[k], dstr[k]) for k in range(MAX_DIMS)]
+        # each register with where its bits lie in the descriptor's memory form (bit offset,
+        # width) and how its value is made from them
+        layout = [(src, 0, 64, None), (dst, 64, 64, None), (nxt, 128, 64, None),
+                  (pad, 192, 64, None), (elog, 256, 2, None),
+                  (eb, 256, 2, lambda c: Const(1, 4) << c), (ndims, 258, 3, None),
+                  (last_desc, 264, 1, None), (want_irq, 265, 1, None),
+                  *((r, 320 + 128 * k + 32 * i, 32, None)
+                    for k in range(MAX_DIMS) for i, r in enumerate(dims[k]))]
+        bank_elog = regs.control.element.data
+        from_bank = [regs.src_addr.value.data, regs.dst_addr.value.data, 0,
+                     Cat(regs.pad_lo.value.data, regs.pad_hi.value.data), bank_elog,
+                     Const(1, 4) << bank_elog, regs.control.dims.data, 1, regs.control.irq.data,
+                     *(getattr(regs, f"dim{k}_{n}").value.data for k in range(MAX_DIMS)
+                       for n in ("extent", "valid", "src_stride", "dst_stride"))]
         with m.If(load_now):
-            m.d.sync += [t.eq(Mux(load_regs, b, a))
-                         for t, a, b in zip(targets, from_fetched, from_bank, strict=True)]
             # dimension 0's fields, for the check's first phase (see `cur` above)
-            m.d.sync += [r.eq(Mux(load_regs, b, a)) for r, a, b in zip(
-                cur, from_fetched[-4 * MAX_DIMS:][:4], from_bank[-4 * MAX_DIMS:][:4],
-                strict=True)]
+            with m.If(load_regs):
+                m.d.sync += [t.eq(v) for (t, *_), v in zip(layout, from_bank, strict=True)]
+                m.d.sync += [r.eq(v) for r, v in zip(cur, from_bank[-4 * MAX_DIMS:][:4],
+                                                     strict=True)]
+            with m.Else():
+                m.d.sync += [r.eq(v) for r, v in zip(cur, dims[0], strict=True)]
 
-        # the fetched descriptor's beats pass a register, then shift into `fetched` whatever the
-        # state (beats come only when a fetch was asked for)
         beat = Signal.like(self.fetch_beat.payload)
         beat_valid = Signal()
         m.d.sync += [beat.eq(self.fetch_beat.payload), beat_valid.eq(self.fetch_beat.valid)]
         with m.If(beat_valid):
-            m.d.sync += [fetched.eq(Cat(fetched[W:], beat[:W])), fetch_count.eq(fetch_count + 1)]
+            m.d.sync += fetch_count.eq(fetch_count + 1)
             with m.If(beat[W]):
                 m.d.sync += fetch_err.eq(1)
+        for n in range(fetch_beats):
+            with m.If(beat_valid & (fetch_count == n)):
+                for t, lo, width, make in layout:
+                    if lo // W == n:
+                        assert (lo + width - 1) // W == n, "a field across two beats"
+                        v = beat[lo - n * W:lo - n * W + width]
+                        m.d.sync += t.eq(make(v) if make else v)
         # the descriptor's read is asked for once, from FETCH's first cycle after the back
         # end's reset, and only at a good address: `want_fetch` is set as FETCH is entered
         want_fetch = Signal()
@@ -323,37 +332,36 @@ class FrontEnd(wiring.Component):
                 m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), span.eq(0),
                              src_top.eq(0), no_src.eq(0), first_dim_err.eq(0), nest_err.eq(0)]
             with m.Case(_State.CHECK):
+                p_dst, p_src = prods
                 # phase 0 loads the dimension's operands whether or not there is one, while
-                # `dim_left` (a register) settles; the phases after it look at it
+                # `dim_left` (a register) settles; phase 1 looks at it
                 with m.If(phase == 0):
-                    m.d.sync += [phase.eq(1), ops[0].eq(cur_e - 1), ops[1].eq(cur_d),
-                                 ops[2].eq(cur_v - 1), ops[3].eq(cur_s),
-                                 reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb),
-                                 src_eb.eq(src_top + eb)]
-                with m.Elif(~dim_left):
-                    m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
-                with m.Elif(phase != LAST_PHASE):
-                    m.d.sync += phase.eq(phase + 1)
-                    with m.Switch(phase):
-                        with m.Case(1):
-                            # the dimension's comparisons, on its registered extent and valid
-                            m.d.sync += [e_zero.eq(reg_e == 0), v_over.eq(reg_v > reg_e),
-                                         e_many.eq(reg_e > 1), v_zero.eq(reg_v == 0)]
-                            m.d.sync += [r.eq(v) for r, v in zip(
-                                parts, partials(ops[0], ops[1]) + partials(ops[2], ops[3]),
-                                strict=True)]
-                            # the stride against a 71-bit sum: its high bits decide alone
-                            # when any is set, so the compare is 32 bits wide
-                            m.d.sync += nests.eq((span_eb[32:] != 0) | (ops[1] < span_eb[:32]))
-                        with m.Case(2):
-                            m.d.sync += [mids[0].eq(parts[1] + parts[2]),
-                                         mids[1].eq(parts[5] + parts[6])]
-                        with m.Case(LAST_PHASE - 1):
-                            m.d.sync += [p_dst.eq(total(parts[:4], mids[0])),
-                                         p_src.eq(total(parts[4:], mids[1]))]
-                            # the next dimension, a phase early: `cur` follows it a cycle
-                            # later, by its phase 0 (`dim_left` too, read from phase 1)
-                            m.d.sync += k_chk.eq(k_chk + 1)
+                    m.d.sync += [phase.eq(1), reg_e.eq(cur_e), reg_v.eq(cur_v),
+                                 span_eb.eq(span + eb), src_eb.eq(src_top + eb)]
+                    p_dst.load(m, cur_d, cur_e - 1)
+                    # (a valid of 0 reads nothing: its product is not used)
+                    p_src.load(m, cur_s, Mux(cur_v == 0, 0, cur_v - 1))
+                with m.Elif(phase == 1):
+                    with m.If(~dim_left):
+                        m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
+                    with m.Else():
+                        # the dimension's comparisons on its registered extent and valid, and
+                        # the nesting test on the destination stride before its first shift.
+                        # The stride against a 71-bit sum: its high bits decide alone when
+                        # any is set, so the compare is 32 bits wide
+                        m.d.sync += [e_zero.eq(reg_e == 0), v_over.eq(reg_v > reg_e),
+                                     e_many.eq(reg_e > 1), v_zero.eq(reg_v == 0),
+                                     nests.eq((span_eb[32:] != 0) |
+                                              (p_dst.a[:32] < span_eb[:32])),
+                                     phase.eq(2)]
+                        # the next dimension, now: `cur` follows it a cycle later, before
+                        # the next phase 0 (`dim_left` too, read in the next phase 1)
+                        m.d.sync += k_chk.eq(k_chk + 1)
+                        p_dst.step(m)
+                        p_src.step(m)
+                with m.Elif(~p_dst.done | ~p_src.done):
+                    p_dst.step(m)
+                    p_src.step(m)
                 with m.Else():
                     m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
@@ -364,11 +372,11 @@ class FrontEnd(wiring.Component):
                     with m.If(e_many & nests):
                         m.d.sync += nest_err.eq(1)
                     with m.If(e_many):
-                        m.d.sync += span.eq(span + p_dst)
+                        m.d.sync += span.eq(span + p_dst.acc)
                     with m.If(v_zero):
                         m.d.sync += no_src.eq(1)
                     with m.Else():
-                        m.d.sync += src_top.eq(src_top + p_src)
+                        m.d.sync += src_top.eq(src_top + p_src.acc)
             with m.Case(_State.SUMS):
                 m.d.sync += [misaligned.eq(mis_parts.any()), s_end.eq(src + src_eb),
                              d_end.eq(dst + span_eb), state.eq(_State.COMPARE)]
