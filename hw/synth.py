@@ -21,11 +21,14 @@ nextpnr's log and its JSON report, which :func:`read_report` parses.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,14 +187,37 @@ def have_tools(*names: str) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _sigterm_raises():
+    """While a tool runs, SIGTERM to this process raises SystemExit, as Ctrl-C raises
+    KeyboardInterrupt, so :func:`_run` kills the tool on the way out instead of leaving it
+    running on its own (Python's default for SIGTERM ends the process at once). Signal
+    handlers belong to the main thread, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def _run(cmd: list[str], log: Path, watch=None) -> str | None:
     """Run a tool in the log's folder: YoWASP tools see the files below their working folder
     only, so every path in ``cmd`` is relative to it. ``watch``, if given, sees each line of
     the tool's output as it comes and may stop the tool by returning why (a string), which
-    :func:`_run` then returns; otherwise it returns None, and raises if the tool failed."""
+    :func:`_run` then returns; otherwise it returns None, and raises if the tool failed. The
+    tool is killed if this process is interrupted (Ctrl-C) or terminated (SIGTERM)."""
     cmd = [_tool(cmd[0]), *cmd[1:]]
-    with open(log, "w", buffering=1) as f:        # line by line: a tail -f sees it as it comes
+    # the log line by line: a tail -f sees it as it comes
+    with open(log, "w", buffering=1) as f, _sigterm_raises():
         if watch is None:
+            # (run() kills the tool on any exception, SystemExit included)
             proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=log.parent)
         else:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -207,7 +233,7 @@ def _run(cmd: list[str], log: Path, watch=None) -> str | None:
                 else:
                     ended = True
             finally:
-                if not ended:               # stopped, or interrupted (Ctrl-C): no orphan
+                if not ended:               # stopped, interrupted or terminated
                     proc.kill()
                 proc.stdout.close()
                 proc.wait()

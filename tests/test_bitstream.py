@@ -3,9 +3,14 @@ progress and stops router2 when it diverges (:class:`hw.bitstream.RouteWatch`), 
 stops a tool on the watch's word (:func:`hw.synth._run`), and the build's retries with new
 placement seeds. The real builds are in tests/test_board.py (iCEBreaker) and docs/board.md."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,6 +146,44 @@ def test_run_stops_the_tool_on_the_watchs_word(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="failed .*\n.*boom"):
         synth._run(["python", "-c", "print('boom'); raise SystemExit(3)"], log,
                    lambda line: None)
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_run_kills_the_tool_when_the_build_is_terminated(tmp_path, watched):
+    """SIGTERM to the build (a CI job cancelled, `kill`) ends the tool it runs too, with or
+    without a watch on the tool's output: no nextpnr left running on its own."""
+    pid_file = tmp_path / "tool.pid"
+    tool = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); " \
+           f"print('started', flush=True); time.sleep(120)"
+    build = (f"import sys; sys.path.insert(0, {str(Path(synth.__file__).parents[1])!r})\n"
+             f"from pathlib import Path\nfrom hw import synth\n"
+             f"synth._tool = lambda name: sys.executable\n"
+             f"synth._run(['python', '-c', {tool!r}], Path({str(tmp_path / 'tool.log')!r}), "
+             f"{'lambda line: None' if watched else 'None'})\n")
+    parent = subprocess.Popen([sys.executable, "-c", build])
+    child = None
+    try:
+        for _ in range(300):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+        for _ in range(100):                      # killed and waited for by the build
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                child = None
+                break
+            time.sleep(0.1)
+        assert child is None, "the tool outlived the terminated build"
+    finally:
+        parent.kill()
+        parent.wait()
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
 
 
 class FakeTools:
