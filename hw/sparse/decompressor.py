@@ -271,9 +271,9 @@ class SparseDecompressor(wiring.Component):
         # queue as markers, behind the segments before them, and the decoder raises them in turn.
         s_pos = Signal(range(A))               # the next segment's first position in the atom
         room = Signal(range(A + 1), init=A)    # A - s_pos
-        grp_left = Signal(32)                  # elements left in the group
-        seg = Signal(range(A + 1))             # min(grp_left, room)
-        s_ends = Signal()                      # seg == grp_left: the segment ends the group
+        rest = Signal(32)                      # the group's elements after this segment
+        seg = Signal(range(A + 1))             # the group's elements left, at most room
+        s_ends = Signal()                      # the segment ends the group (rest is not used)
         s_completes = Signal()                 # seg == room: it completes the atom
         g_active = Signal()                    # a group's WGS word and size are loaded
         g_first = Signal()                     # the group's first segment is next
@@ -291,7 +291,7 @@ class SparseDecompressor(wiring.Component):
 
         seg_layout = data.StructLayout({
             "err": 4, "raw": len(maskbuf.data), "off": MASK_LATE, "pos": range(A),
-            "seg": range(A + 1), "keep": A, "ends": 1,
+            "end": range(A + 1), "keep": A, "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
         # R1: the decided segment (or marker), in a register slice. Its ready is a register
         # (the slice's second entry is free), so the decision does not wait on the stages after
@@ -369,31 +369,31 @@ class SparseDecompressor(wiring.Component):
         # would merge the two sets of comparisons and put the decision in front of them)
         # A 32-bit count against room (at most A) is a zero test of its high bits and a compare
         # of its low ones: a full-width compare maps to a long chain of LUTs.
-        # After a segment the count is grp_left - seg, whose full subtraction stays off the
-        # next segment's path (seg feeds back into itself): its low bits are a short
-        # subtraction, and whether the high bits are zero a short compare, or certainly not
-        # when g_hi (a register: grp_left >= 2H) says so.
+        # After a segment taken the group goes on only if that segment filled its atom, so the
+        # next one has the whole atom (A) and is min(rest, A), and the one after that starts
+        # from rest - A: both from the register rest, so seg is not in its own loop (seg, its
+        # subtraction from the count left and their compares back into seg was the 128-bit
+        # build's critical path).
         ls = len(seg)
-        H = 1 << ls                            # seg <= A < H
 
-        def segment(lo, small, rm):
+        def segment(count, rm):
+            small = count[ls:] == 0              # count < 2**ls, and then it is its low bits
+            lo = count[:ls]
             v = Signal(len(seg) + 2)
             m.d.comb += v.eq(Cat(Mux(small & (lo < rm), lo, rm), small & (lo <= rm),
                                  ~small | (rm <= lo)))
             return v
 
-        g_hi = Signal()
-        left_after = Signal(32)
         room_after = Signal(range(A + 1))
-        m.d.comb += [left_after.eq(grp_left - seg),
-                     room_after.eq(Mux(s_completes, A, room - seg))]
-        lo_after = (grp_left[:ls] - seg)[:ls]
-        small_after = ~g_hi & (grp_left[:ls + 1] < seg + H)
-        g_hi_after = (grp_left[ls + 2:] != 0) | (grp_left[:ls + 2] >= seg + 2 * H)
-        at_setup = segment(next_elems[:ls], next_elems[ls:] == 0, room)
-        # (after a take the next segment comes from here only if the group goes on, and then
-        # the segment completed the atom: the room is A, a constant, not room_after)
-        after_take = segment(lo_after, small_after, Const(A, len(room)))
+        m.d.comb += room_after.eq(Mux(s_completes, A, room - seg))
+        at_setup = segment(next_elems, room)
+        after_take = segment(rest, Const(A, len(room)))
+        # rest at a group's start is next_elems - room when the segment leaves any (rest is
+        # only read when it does), and after a take rest - A for the same reason
+        m.d.sync += rest.eq(
+            ((next_elems - room)[:32] & setup.replicate(32)) |
+            ((rest - A)[:32] & take_seg.replicate(32)) |
+            (rest & (~(setup | take_seg)).replicate(32)))
         seg_regs = Cat(seg, s_ends, s_completes)
         m.d.sync += seg_regs.eq(
             (at_setup & setup.replicate(len(seg_regs))) |
@@ -410,7 +410,11 @@ class SparseDecompressor(wiring.Component):
             # the segment's bits, as a compare of seg with each constant position (a few
             # gates each; ``(1 << seg) - 1`` maps to a shifter and a carry chain)
             r1_in.keep.eq(Cat(seg > k for k in range(A))),
-            r1_in.pos.eq(s_pos), r1_in.seg.eq(seg), r1_in.ends.eq(s_ends),
+            # the segment's end (pos + seg <= A: a segment stays in its atom) made from
+            # registers here, so R2's compares with each position read a register (the add
+            # between R1 and R2's in_seg was the 128-bit build's critical path at 82.0 MHz)
+            r1_in.pos.eq(s_pos), r1_in.end.eq(s_pos + seg),
+            r1_in.ends.eq(s_ends),
             r1_in.completes.eq(s_completes), r1_in.first.eq(g_first), r1_in.wgs.eq(g_wgs),
             r1_in.last_group.eq(g_last)]
         with m.If(setup & setup_overflow):
@@ -419,15 +423,14 @@ class SparseDecompressor(wiring.Component):
             m.d.comb += wgsbuf.take_en.eq(1)
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
                          s_all.eq(last_next), groups_set.eq(groups_set + 1),
-                         wgs_total.eq(new_total), grp_left.eq(next_elems),
-                         g_hi.eq(next_elems[ls + 1:] != 0),
+                         wgs_total.eq(new_total),
                          kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += s_halt.eq(1)
         with m.Elif(take_seg):
             m.d.sync += [
                 wmb_left.eq(wmb_left - seg), wmb_plenty.eq(plenty_after),
-                g_first.eq(0), grp_left.eq(left_after), g_hi.eq(g_hi_after),
+                g_first.eq(0),
                 s_pos.eq(Mux(s_completes, 0, s_pos + seg)), room.eq(room_after),
             ]
             with m.If(s_ends):
@@ -458,7 +461,7 @@ class SparseDecompressor(wiring.Component):
                 r2.wgs.eq(r1.wgs), r2.last_group.eq(r1.last_group)]
             for k in range(A):
                 at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
-                m.d.sync += r2.in_seg[k].eq(at_or_after & (k < r1.pos + r1.seg))
+                m.d.sync += r2.in_seg[k].eq(at_or_after & (k < r1.end))
 
         # the queue's entry also carries the first levels of the prefix sums of the clear bits
         # the expansion needs (finished from the queue's head into X's registers)
@@ -705,15 +708,36 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += stalls.eq(stalls + 1)
 
         # -- job control -------------------------------------------------------------------------
-        reads_done = Signal()
-        m.d.sync += reads_done.eq((state == _State.RUN) & ((raise_error != 0) | finished))
+        # the reads stop a cycle after an error or the end (a read issued in that cycle is
+        # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
+        # burst issued in the error's cycle carries atoms decoded before it (a failing
+        # segment never leaves X, and the writer refuses a burst past the address space
+        # itself), and the error's checks stay off the writer's issue logic. The reader's stop
+        # is a register: high unless the last cycle was in RUN without an error and not
+        # finished. That equals the state's decode OR a registered "reads done" flag but for
+        # RUN's first cycle, when the streams' just-loaded lengths are stale and no burst can
+        # go anyway; and the state's decode is no longer in front of the reader's grant (the
+        # full SoC's 61.1 MHz path ran from the state register through the stop into the
+        # reader's address enables, across the die)
+        reads_stop = Signal(init=1)
+        m.d.sync += reads_stop.eq(~((state == _State.RUN) & (raise_error == 0) & ~finished))
+        # the streams' addresses and lengths load in RUN's first cycle, from a register set as
+        # CHECK passes (the reads are stopped in that cycle, above): the state's decode and the
+        # checks' flags stay off the enables of the reader's address and length registers
+        reader_load = Signal()
+        wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
+        m.d.sync += reader_load.eq(0)
         m.d.comb += [
-            # the reads stop a cycle after an error or the end (a read issued in that cycle is
-            # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
-            # burst issued in the error's cycle carries atoms decoded before it (a failing
-            # segment never leaves X, and the writer refuses a burst past the address space
-            # itself), and the error's checks stay off the writer's issue logic
-            reader.stop.eq((state != _State.RUN) | reads_done),
+            reader.load.eq(reader_load.replicate(3)),
+            reader.addr[WGS_STREAM].eq(r.wgs_addr.value.data),
+            reader.beats[WGS_STREAM].eq(wgs_beats),
+            reader.addr[WMB_STREAM].eq(r.wmb_addr.value.data),
+            reader.beats[WMB_STREAM].eq(r.wmb_bytes.value.data >> dw_log2),
+            reader.addr[WEIGHT_STREAM].eq(r.weight_addr.value.data),
+            reader.beats[WEIGHT_STREAM].eq(weight_bytes >> dw_log2),
+        ]
+        m.d.comb += [
+            reader.stop.eq(reads_stop),
             writer.stop.eq(state != _State.RUN),
             writer.finish.eq(finished & ~out_pending & gearbox.empty),
         ]
@@ -742,19 +766,10 @@ class SparseDecompressor(wiring.Component):
                 with m.Elif(check_bad):
                     m.d.sync += state.eq(_State.FINISH)
                 with m.Else():
-                    wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
-                    m.d.comb += [
-                        reader.load.eq(0b111),
-                        reader.addr[WGS_STREAM].eq(r.wgs_addr.value.data),
-                        reader.beats[WGS_STREAM].eq(wgs_beats),
-                        reader.addr[WMB_STREAM].eq(r.wmb_addr.value.data),
-                        reader.beats[WMB_STREAM].eq(r.wmb_bytes.value.data >> dw_log2),
-                        reader.addr[WEIGHT_STREAM].eq(r.weight_addr.value.data),
-                        reader.beats[WEIGHT_STREAM].eq(weight_bytes >> dw_log2),
-                        writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
-                    ]
+                    m.d.comb += [writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data)]
                     m.d.sync += [
-                        state.eq(_State.RUN), s_pos.eq(0), room.eq(A), g_active.eq(0),
+                        reader_load.eq(1), state.eq(_State.RUN), s_pos.eq(0), room.eq(A),
+                        g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
