@@ -12,8 +12,8 @@ turn. The slot at the read pointer goes out from its low end:
 Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
 ``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
 combinational path runs from the bus back into the decoder. Each bit of a slot is a flip-flop
-with a two-way choice (a new atom or the bit a beat above), where a shift buffer that takes any
-number of bytes would need a barrel shifter on both sides.
+with a two-way choice (the input while the slot is empty, or the bit a beat above), where a
+shift buffer that takes any number of bytes would need a barrel shifter on both sides.
 
 Ports
 -----
@@ -93,8 +93,12 @@ class AtomGearbox(wiring.Component):
             m.d.comb += fills.eq(Const(1, n) << wr)
             m.d.sync += wr.eq(wr + 1)
         m.d.sync += full.eq((full & ~frees) | fills)
+        # An empty slot takes the input every cycle; the handshake that fills it only sets its
+        # `full` flag, and from then on it holds. So the slots' enables come from their flags
+        # and the beat taken, never from the input's valid (on the full ULX3S SoC that path
+        # crossed the die from the decompressor's control into a slot's ~1,000 enables)
         for k, s in enumerate(slots):
-            with m.If(fills[k]):
+            with m.If(~full[k]):
                 m.d.sync += s.eq(self.i_data)
             with m.Elif(take & whole & (rd == k)):
                 m.d.sync += s.eq(s[8 * DB:])
