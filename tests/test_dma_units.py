@@ -15,6 +15,14 @@ from model.dma.executor import execute
 from model.registers.dma import DMA, program
 
 
+def simulate(dut, bench):
+    """Run the testbench ``bench`` against ``dut`` on a 100 MHz clock until it returns."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def walk_model(extents, valids, ss, ds, sb, db):
     """Every step of the nested loops, level 0 innermost: (src, dst, has_src, first, last)."""
     steps = []
@@ -64,10 +72,7 @@ def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2):
             assert not ctx.get(dut.busy)
             got.append(steps)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return got
 
 
@@ -103,10 +108,7 @@ def test_walker_single_step_and_stop():
         ctx.set(dut.stop, 0)
         assert not ctx.get(dut.busy) and not ctx.get(dut.o.valid)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
 
 
 def test_walker_levels_rejected(rejected):
@@ -217,10 +219,7 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
             await ctx.tick()
         assert not pending
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return mem, out
 
 
@@ -551,10 +550,7 @@ def run_front_end(descs):
                 raise AssertionError(f"{d}: the job did not end")
             got.append(((await read(ctx, "error"))["code"], (await read(ctx, "cycles"))["value"]))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return got
 
 
