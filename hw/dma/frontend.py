@@ -169,8 +169,8 @@ class FrontEnd(wiring.Component):
         cur_d = Signal(32)
         # the dimension being checked, as registers: selected by k_chk a cycle ahead (k_chk
         # steps in a dimension's phase 1, at least two cycles before the next one's phase 0),
-        # and dimension 0's loaded with the descriptor in LOAD. So the check's
-        # first phase starts from registers, not from a selection by k_chk
+        # and dimension 0's loaded with the descriptor in LOAD. So the check's first phase
+        # starts from registers, not from a selection by k_chk
         cur = (cur_e, cur_v, cur_s, cur_d)
         with m.Switch(k_chk):
             for k in range(MAX_DIMS):
