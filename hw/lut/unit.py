@@ -50,6 +50,7 @@ from model.registers.lut import lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
+from ..fabric import global_buffer
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
@@ -254,7 +255,7 @@ class LutUnit(wiring.Component):
         o = self.o_stream
         datapath = self._serial if self.serial else self._pipelined
         counted, count = datapath(m, regs, busy, closing, cfg, (prio_u, prio_h, prio_o), mems,
-                                  W, FB, OW)
+                                  W, FB, OW, platform=platform)
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics ----------------------------------------------------------------------------
@@ -301,19 +302,23 @@ class LutUnit(wiring.Component):
                Mux((le_st == UFLOW) & (lo_st == UFLOW), prio_u,
                Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h))))
 
-    def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
+    def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform=None):
         from .serial import serial_datapath
         return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
 
-    def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
+    def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform=None):
         """The twelve-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
         per lane (LE state, LO state, chosen, lane present), and when they count."""
         lanes = self.lanes
         i, o = self.i_stream, self.o_stream
-        advance = Signal()
-        m.d.comb += advance.eq(~o.valid | o.ready)
+        go = Signal()
+        m.d.comb += go.eq(~o.valid | o.ready)
+        # every stage register's enable: on a platform with global buffers (a board top on the
+        # ECP5: hw.fabric) it reaches them on a global network (on the full ULX3S SoC, as one
+        # net of general routing, it took 14 ns to spread over the unit)
+        advance = global_buffer(platform, m, go, "lut_advance")
         accept = Signal()
-        m.d.comb += [i.ready.eq(advance & busy & ~closing), accept.eq(i.valid & i.ready)]
+        m.d.comb += [i.ready.eq(go & busy & ~closing), accept.eq(i.valid & i.ready)]
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
