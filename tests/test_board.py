@@ -203,9 +203,10 @@ def test_board_tops_elaborate_with_their_pins():
     assert BOARDS["ulx3s"].soc.divisor == 217 and BOARDS["icebreaker"].soc.divisor == 104
 
 
-def test_ecp5_board_puts_resets_on_global_buffers():
-    """On the ECP5 the board reset and the DMA's datapath reset go through a DCCA each; with
-    no platform (simulation, the blocks' own builds, the iCE40) there is none."""
+def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
+    """On the ECP5 the board reset, the DMA's datapath reset and the LUT unit's stage enable go
+    through a DCCA each; with no platform (simulation, the blocks' own builds, the iCE40) there
+    is none."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform
@@ -213,7 +214,8 @@ def test_ecp5_board_puts_resets_on_global_buffers():
     b = BOARDS["ulx3s"]
     with_globals = rtlil.convert(BoardTop(b), name="top", platform=board_platform(b))
     cells = re.findall(r"cell \\DCCA \\(\S+)", with_globals)
-    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == ["dp_reset_dcca", "rst_dcca"], cells
+    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == ["dp_reset_dcca", "lut_advance_dcca",
+                                                           "rst_dcca"], cells
     assert board_platform(BOARDS["icebreaker"]) is None
     assert "DCCA" not in rtlil.convert(BoardTop(b), name="top")
 

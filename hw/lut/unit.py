@@ -27,7 +27,8 @@ One transfer per cycle in and out (initiation interval 1) for every lane count; 
 register, twelve stages (P1 to P12, each about one subtract, shift, multiply or add deep, for the
 clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
-stalls the whole pipeline and nothing is dropped.
+stalls the whole pipeline and nothing is dropped. On a platform with global buffers (the ECP5
+board tops: :mod:`hw.fabric`) that one enable reaches the stages on a global network.
 
 A run starts with ``ctrl.start`` (counters cleared, ``status.busy`` set). Samples are accepted
 only while busy; once the transfer marked ``last`` is accepted, input stops until it has left the
