@@ -490,22 +490,31 @@ def _edge_descriptor(rng, side, over):
     return Descriptor(0, dst, eb, tuple(dims))
 
 
-def run_front_end(descs):
+def run_front_end(descs, seed=0):
     """Each descriptor through a front end whose mid and back end are always done and idle:
-    the job's error code and cycle count, as software reads them."""
+    the job's error code and cycle count, as software reads them. The register bus sees
+    random idle cycles before each access and random backpressure on B and R."""
     dut = FrontEnd(data_width=64, addr_width=32)
     bus = dut.s_axil
+    rng = np.random.default_rng(seed)
     got = []
 
+    async def idle(ctx):
+        await ctx.tick().repeat(int(rng.integers(0, 3)) + 1)
+
     async def write(ctx, addr, data):
+        await idle(ctx)
         ctx.set(bus.awaddr, addr)
         ctx.set(bus.wdata, data)
         ctx.set(bus.wstrb, 0xF)
         ctx.set(bus.awvalid, 1)
         ctx.set(bus.wvalid, 1)
-        aw = w = False
-        for _ in range(20):
+        aw = w = b = False
+        for _ in range(40):
+            ready = int(rng.random() < 0.5)
+            ctx.set(bus.bready, ready)
             aw_now, w_now = ctx.get(bus.awready), ctx.get(bus.wready)
+            b_now = ready and ctx.get(bus.bvalid)
             await ctx.tick()
             if aw_now:
                 aw = True
@@ -513,11 +522,14 @@ def run_front_end(descs):
             if w_now:
                 w = True
                 ctx.set(bus.wvalid, 0)
-            if aw and w:
+            b = b or b_now
+            if aw and w and b:
+                ctx.set(bus.bready, 0)
                 return
-        raise AssertionError(f"the register write at 0x{addr:02x} was not taken")
+        raise AssertionError(f"the register write at 0x{addr:02x} was not answered")
 
     async def read(ctx, name):
+        await idle(ctx)
         ctx.set(bus.araddr, DMA[name].offset)
         ctx.set(bus.arvalid, 1)
         for _ in range(20):
@@ -526,10 +538,13 @@ def run_front_end(descs):
             if taken:
                 break
         ctx.set(bus.arvalid, 0)
-        for _ in range(20):
-            if ctx.get(bus.rvalid):
+        for _ in range(40):
+            ready = int(rng.random() < 0.5)
+            ctx.set(bus.rready, ready)
+            if ready and ctx.get(bus.rvalid):
                 word = ctx.get(bus.rdata)
                 await ctx.tick()
+                ctx.set(bus.rready, 0)
                 return DMA[name].decode(word)
             await ctx.tick()
         raise AssertionError(f"no read data from {name}")
@@ -537,8 +552,6 @@ def run_front_end(descs):
     async def bench(ctx):
         ctx.set(dut.idle, 1)
         ctx.set(dut.drained, 1)
-        ctx.set(bus.bready, 1)
-        ctx.set(bus.rready, 1)
         for d in descs:
             await write(ctx, DMA["status"].offset, DMA["status"].encode({"done": 1, "error": 1}))
             for name, values in program(d):
@@ -561,7 +574,7 @@ def test_front_end_checks_match_the_model(seed):
     print(f"seed {seed}")
     rng = np.random.default_rng(4000 + seed)
     descs = [_random_descriptor(rng) for _ in range(40)]
-    for d, (code, _) in zip(descs, run_front_end(descs), strict=True):
+    for d, (code, _) in zip(descs, run_front_end(descs, seed), strict=True):
         assert code == d.error(32), f"{d}: code {Error(code).name}, the model says " \
                                     f"{d.error(32).name}"
 
@@ -578,7 +591,7 @@ def test_front_end_products_decide_at_the_edge(seed):
     for (side, over), d in zip(cases, descs, strict=True):
         want = (Error.RANGE if side == "dst" else Error.OVERLAP) if over else Error.NONE
         assert d.error(32) == want, f"{d}: the case is not at the edge ({d.error(32).name})"
-    for d, (code, _) in zip(descs, run_front_end(descs), strict=True):
+    for d, (code, _) in zip(descs, run_front_end(descs, seed), strict=True):
         assert code == d.error(32), f"{d}: code {Error(code).name}, the model says " \
                                     f"{d.error(32).name}"
 
