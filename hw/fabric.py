@@ -3,9 +3,9 @@ with. Simulation and the blocks' own builds elaborate with no platform, and ever
 falls back to plain logic; a board top is elaborated with its family's platform
 (:func:`hw.top.board.board_platform`)."""
 
-from amaranth import Const, Instance, Signal
+from amaranth import ClockSignal, Const, Instance, Module, ResetSignal, Signal
 
-__all__ = ["Ecp5Globals", "global_buffer"]
+__all__ = ["Ecp5Globals", "global_buffer", "register_copies"]
 
 
 class Ecp5Globals:
@@ -22,8 +22,36 @@ class Ecp5Globals:
                                                 o_CLKO=out)
         return out
 
+    def register_copies(self, m, value, count, name, reset):
+        # one TRELLIS_FF each: Yosys merges flip-flops with the same input (a keep attribute on
+        # their wires does not stop it), but not instances of a library cell
+        copies = []
+        for k in range(count):
+            q = Signal(name=f"{name}{k}")
+            m.submodules[f"{name}{k}_ff"] = Instance(
+                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
+                p_SRMODE="LSR_OVER_CE", p_REGSET="SET" if reset else "RESET",
+                i_CLK=ClockSignal(), i_LSR=ResetSignal(), i_CE=Const(1), i_DI=value, o_Q=q)
+            copies.append(q)
+        return copies
+
 
 def global_buffer(platform, m, signal, name):
     """``signal`` through the platform's global buffer if it has one, else ``signal``."""
     buffer = getattr(platform, "global_buffer", None)
     return signal if buffer is None else buffer(m, signal, name)
+
+
+def register_copies(platform, m: Module, value, count: int, name: str, reset: int = 0):
+    """``count`` registers that each hold ``value`` (one bit) as it was a cycle before (``reset``
+    after a reset): copies of one flip-flop, for an enable that would otherwise spread from
+    one register to hundreds of flip-flops across the die. Each copy drives a share of them,
+    and the placer can put it beside them. On a platform that offers it (the ECP5 board tops)
+    the copies stay apart in the netlist; elsewhere (simulation, the blocks' own builds) they
+    are one register, as Yosys would merge them anyway."""
+    copy = getattr(platform, "register_copies", None)
+    if copy is not None:
+        return copy(m, value, count, name, reset)
+    q = Signal(name=name, reset=reset)
+    m.d.sync += q.eq(value)
+    return [q] * count

@@ -205,8 +205,9 @@ def test_board_tops_elaborate_with_their_pins():
 
 def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset and the LUT unit's stage enable go
-    through a DCCA each; with no platform (simulation, the blocks' own builds, the iCE40) there
-    is none."""
+    through a DCCA each, and the decompressor's expansion-stage enables are registered copies,
+    one per four elements, as TRELLIS_FF instances (so Yosys cannot merge them); with no
+    platform (simulation, the blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform
@@ -216,8 +217,14 @@ def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     cells = re.findall(r"cell \\DCCA \\(\S+)", with_globals)
     assert sorted(c.rsplit(".", 1)[-1] for c in cells) == ["dp_reset_dcca", "lut_advance_dcca",
                                                            "rst_dcca"], cells
+    groups = b.soc.sparse_atom_elements // 4
+    cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
+    names = sorted(c.rsplit(".", 1)[-1] for c in cells)
+    assert names == sorted(f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r")
+                           for k in range(groups)), names
     assert board_platform(BOARDS["icebreaker"]) is None
-    assert "DCCA" not in rtlil.convert(BoardTop(b), name="top")
+    plain = rtlil.convert(BoardTop(b), name="top")
+    assert "DCCA" not in plain and "TRELLIS_FF" not in plain
 
 
 def test_soc_config_rules():

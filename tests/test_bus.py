@@ -149,11 +149,13 @@ def _fifo_order_rate_and_level(q, seed):
     ``q`` passes a word every cycle."""
     rng = random.Random(seed)
     sent = list(range(1, 601))
-    seen = {"out": [], "level_errors": 0, "idle_pops": 0}
+    seen = {"out": [], "level_errors": 0, "idle_pops": 0, "next_errors": 0}
+    told = hasattr(q, "w_rdy_next")    # the skid buffer says its next w_rdy
 
     async def bench(ctx):
         queue = []                     # words pushed and not yet popped
         i = 0
+        said = None
         for cycle in range(1000):
             steady = cycle >= 400      # both sides always willing from here on
             push = i < len(sent) and (steady or rng.random() < 0.6)
@@ -165,6 +167,9 @@ def _fifo_order_rate_and_level(q, seed):
             seen["level_errors"] += ctx.get(q.level) != len(queue)
             seen["level_errors"] += ctx.get(q.nonempty) != (len(queue) != 0)
             w, r = ctx.get(q.w_rdy), ctx.get(q.r_rdy)
+            if told:
+                seen["next_errors"] += said is not None and w != said
+                said = ctx.get(q.w_rdy_next)
             if r and pop:
                 seen["out"].append(ctx.get(q.r_data))
                 queue.pop(0)
@@ -181,6 +186,7 @@ def _fifo_order_rate_and_level(q, seed):
     sim.run()
     assert seen["out"] == sent
     assert seen["level_errors"] == 0
+    assert seen["next_errors"] == 0, "w_rdy_next did not foretell w_rdy"
     assert seen["idle_pops"] == 0, "it did not pass a word a cycle"
 
 

@@ -115,6 +115,10 @@ class SkidBuffer(Elaboratable):
         self.level = Signal(range(3))
         #: whether an entry is held: the output entry's valid (the second fills only behind it)
         self.nonempty = self.r_rdy
+        #: what ``w_rdy`` will be in the next cycle (a reset inserted around the buffer aside),
+        #: for a user that keeps copies of a decision made from it
+        #: (:func:`hw.fabric.register_copies`)
+        self.w_rdy_next = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -125,7 +129,10 @@ class SkidBuffer(Elaboratable):
         out_d = Signal(self.width, reset_less=True)
         take = self.w_en & ~skid_v
         m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v),
-                     self.r_data.eq(out_d)]
+                     self.r_data.eq(out_d),
+                     # the second entry is empty next cycle if the output entry is free now
+                     # (it moves up) or if it is empty now and takes nothing
+                     self.w_rdy_next.eq(~self.r_rdy | self.r_en | ~(skid_v | take))]
         with m.If(~self.r_rdy | self.r_en):        # the output entry is free this cycle
             with m.If(skid_v):
                 m.d.sync += [out_d.eq(skid_d), self.r_rdy.eq(1), skid_v.eq(0)]

@@ -72,6 +72,7 @@ from model.registers.sparse import SPARSE, Error
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
+from ..fabric import register_copies
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import AtomGearbox
 from .ringbuf import RingBuffer
@@ -89,6 +90,8 @@ MASK_LATE = 2
 #: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
 #: rest run from the queue's head into X's registers)
 SUM_LEVELS = 3
+#: elements per copy of the expansion stages' enables (each reaches about 90 flip-flops)
+ENABLE_LANES = 4
 
 
 class _State(enum.Enum):
@@ -617,15 +620,43 @@ class SparseDecompressor(wiring.Component):
         with m.Elif(tail_step):
             m.d.sync += [emitted.eq(emitted + atom_bytes), d_open.eq(0)]
 
-        def hand_on(dst, src, free, done, *more):
-            """Stage ``dst`` loads ``src``'s common fields (and ``more``) whenever it is free;
-            it holds a segment if ``src`` handed one on (``done``)."""
-            with m.If(free):
-                m.d.sync += [*(dst[f].eq(src[f]) for f in common if f != "valid"),
-                             dst.valid.eq(done), *more]
+        # P's and Q's enables (each stage is free) and the slots' (Q hands on) each reach
+        # about 20 flip-flops per element, spread over the die: from one signal, that net was
+        # the SoC's critical path (10 ns to spread). So each is worked out a cycle ahead, from
+        # the flags' next values, into a register per group of ENABLE_LANES elements, which
+        # the placer can put beside its group (on the ECP5 board tops; elsewhere they are one
+        # register). The flags themselves follow the same next values.
+        pq_clear = Signal()                 # the control empties P and Q (set below)
+        p_valid_nx = Signal()
+        q_valid_nx = Signal()
+        q_comp_nx = Signal()
+        m.d.comb += [p_valid_nx.eq(~pq_clear & Mux(p_free, x_done, p.valid)),
+                     q_valid_nx.eq(~pq_clear & Mux(q_free, p_done, q.valid)),
+                     q_comp_nx.eq(Mux(q_free, p.completes, q.completes))]
+        m.d.sync += [p.valid.eq(p_valid_nx), q.valid.eq(q_valid_nx)]
+        # the output queue's ready next cycle: a flush empties it
+        emit_nx = flush | atomq.w_rdy_next
+        q_free_nx = ~q_valid_nx | ~q_comp_nx | emit_nx
+        n_copies = max(1, A // ENABLE_LANES)
+        p_en = register_copies(platform, m, ~p_valid_nx | q_free_nx, n_copies, "p_free_r", 1)
+        q_en = register_copies(platform, m, q_free_nx, n_copies, "q_free_r", 1)
+        q_done_en = register_copies(platform, m, q_valid_nx & (~q_comp_nx | emit_nx), n_copies,
+                                    "q_done_r", 0)
 
-        hand_on(p, x, p_free, x_done, p.lanes.eq(lanes),
-                *(pm.eq(mv) for pm, mv in zip(p_moves, moves, strict=True)))
+        def hand_on(dst, src, enables, lane_values, moves_dst, moves_src):
+            """Stage ``dst`` loads ``src``'s fields (its own lanes from ``lane_values``, its move
+            masks from ``moves_src``) whenever it is free: ``enables``, one per group of
+            elements (the valid flag is set above)."""
+            with m.If(enables[0]):
+                m.d.sync += [dst.completes.eq(src.completes), dst.last.eq(src.last)]
+            for k in range(A):
+                with m.If(enables[k * n_copies // A]):
+                    m.d.sync += [dst.placed[k].eq(src.placed[k]), dst.in_seg[k].eq(src.in_seg[k]),
+                                 dst.lanes[k].eq(lane_values[k]),
+                                 *(d[k].eq(v[k]) for d, v in zip(moves_dst, moves_src,
+                                                                strict=True))]
+
+        hand_on(p, x, p_en, [lanes[k] for k in range(A)], p_moves, moves)
 
         # the new atom values for the segment's positions: the window's first elements, spread
         # over the positions whose bits are set (the data half of the expansion: its control
@@ -634,8 +665,7 @@ class SparseDecompressor(wiring.Component):
         qs = min(len(p_moves), 2)
         half = _expand_lanes(m, p_moves[qs:], [p.lanes[k] for k in range(A)], low=qs)
         q_moves = [Signal(A, name=f"q_moves{i}") for i in range(qs)]
-        hand_on(q, p, q_free, p_done, *(q.lanes[k].eq(half[k]) for k in range(A)),
-                *(qm.eq(pm) for qm, pm in zip(q_moves, p_moves[:qs], strict=True)))
+        hand_on(q, p, q_en, half, q_moves, p_moves[:qs])
         spread = _expand_lanes(m, q_moves, [q.lanes[k] for k in range(A)])
         new_slots = Signal(data.ArrayLayout(16, A))
         for i in range(A):
@@ -644,11 +674,9 @@ class SparseDecompressor(wiring.Component):
 
         m.d.comb += [aq_push.eq(q_done & q.completes),
                      aq_in.slots.eq(new_slots), aq_in.last.eq(q.last)]
-        with m.If(q_done):
-            with m.If(q.completes):
-                m.d.sync += slots.eq(0)
-            with m.Else():
-                m.d.sync += slots.eq(new_slots)
+        for k in range(A):
+            with m.If(q_done_en[k * n_copies // A]):
+                m.d.sync += slots[k].eq(Mux(q.completes, 0, new_slots[k]))
 
         # -- errors, in the order the checks apply -----------------------------------------------
         check_align = Signal()
@@ -774,8 +802,8 @@ class SparseDecompressor(wiring.Component):
                         kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), slots.eq(0), mis_seen.eq(0),
-                        p.valid.eq(0), q.valid.eq(0),
                     ]
+                    m.d.comb += pq_clear.eq(1)
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
                     m.d.sync += state.eq(_State.ABORT)
@@ -785,9 +813,10 @@ class SparseDecompressor(wiring.Component):
                 with m.If(reader.idle & writer.idle):
                     m.d.sync += state.eq(_State.FINISH)
             with m.Case(_State.FINISH):
-                m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0)]
+                m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0),
+                             pq_clear.eq(1)]
                 m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             p.valid.eq(0), q.valid.eq(0), r2_valid.eq(0)]
+                             r2_valid.eq(0)]
         return m
 
 
