@@ -267,6 +267,56 @@ def test_gearbox_keeps_the_bytes_in_order(atom_elements, beat_bytes, two, seed):
     assert not follows
 
 
+@pytest.mark.parametrize("atom_elements, beat_bytes, two", [(32, 8, 1), (64, 64, 0), (32, 64, 0)])
+def test_gearbox_flush_drops_what_it_holds(atom_elements, beat_bytes, two):
+    """A flush with both slots full and a beat of one already sent drops them: the atoms
+    pushed after it come out alone, whole and in order."""
+    dut = AtomGearbox(atom_elements=atom_elements, beat_bytes=beat_bytes)
+    rng = np.random.default_rng(5)
+    size = atom_elements * (2 if two else 1)
+    old, new = (rng.integers(0, 256, (4, size), dtype=np.uint8) for _ in range(2))
+    got = bytearray()
+
+    async def push(ctx, atoms, o_ready):
+        i = 0
+        for _ in range(40):
+            ctx.set(dut.i_valid, int(i < len(atoms)))
+            ctx.set(dut.i_data, int.from_bytes(atoms[min(i, len(atoms) - 1)].tobytes(),
+                                               "little"))
+            ctx.set(dut.o_ready, o_ready)
+            await ctx.delay(1e-9)
+            if ctx.get(dut.i_valid) and ctx.get(dut.i_ready):
+                i += 1
+            if o_ready and ctx.get(dut.o_valid):
+                got.extend(ctx.get(dut.o_data).to_bytes(beat_bytes, "little"))
+            await ctx.tick()
+        return i
+
+    async def bench(ctx):
+        ctx.set(dut.two, two)
+        ctx.set(dut.i_valid, 1)                     # the first atom in
+        ctx.set(dut.i_data, int.from_bytes(old[0].tobytes(), "little"))
+        await ctx.tick()
+        ctx.set(dut.i_valid, 0)                     # its first beat out (a whole beat)
+        ctx.set(dut.o_ready, 1)
+        await ctx.tick()
+        await push(ctx, old[1:], 0)                 # the slots fill; nothing leaves
+        assert not ctx.get(dut.i_ready)
+        ctx.set(dut.flush, 1)
+        await ctx.tick()
+        ctx.set(dut.flush, 0)
+        await ctx.delay(1e-9)
+        assert ctx.get(dut.empty) and ctx.get(dut.i_ready) and not ctx.get(dut.o_valid)
+        got.clear()
+        assert await push(ctx, new, 1) == len(new)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert bytes(got) == new.tobytes()
+
+
 @pytest.mark.parametrize("atom_elements, beat_bytes, two, cycles_per_atom", [
     (64, 64, 0, 1), (32, 64, 1, 1), (32, 64, 0, 0.5), (32, 16, 0, 2), (64, 8, 1, 16),
 ])

@@ -4,16 +4,18 @@ An atom is ``atom_bytes`` bytes (a job constant: ``atom_elements`` or twice that
 beat ``beat_bytes``. Atoms land in *slots*, registers as wide as the largest atom, filled in
 turn. The slot at the read pointer goes out from its low end:
 
-- an atom of one or more beats (``atom_bytes >= beat_bytes``) goes out a beat per cycle, the slot
-  shifting down a beat after each, and frees its slot with its last beat;
+- an atom of one or more beats (``atom_bytes >= beat_bytes``) goes out a beat per cycle, the
+  beat chosen by a count of the beats sent, and frees its slot with its last beat;
 - an atom of half a beat (32 one-byte elements on a 512-bit bus, the only such case) goes out
   with the next one: a beat is two slots' low halves, and both slots free together.
 
 Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
 ``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
-combinational path runs from the bus back into the decoder. Each bit of a slot is a flip-flop
-with a two-way choice (the input while the slot is empty, or the bit a beat above), where a
-shift buffer that takes any number of bytes would need a barrel shifter on both sides.
+combinational path runs from the bus back into the decoder. A slot's bits load the input
+whenever the slot is empty and hold while it is full, so their enables wait on no handshake:
+they are registers, worked out a cycle ahead, one copy per few elements
+(:func:`hw.fabric.register_copies`). The beat out is chosen from the slots by the read pointer
+and the count of beats sent, both registers.
 
 Ports
 -----
@@ -27,7 +29,12 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..fabric import register_copies
+
 __all__ = ["AtomGearbox"]
+
+#: elements per copy of a slot's load enable
+ELEMENTS_PER_COPY = 4
 
 
 class AtomGearbox(wiring.Component):
@@ -69,12 +76,17 @@ class AtomGearbox(wiring.Component):
             pair = [Cat(low[k][:4 * DB], low[(k + 1) % n][:4 * DB]) for k in range(n)]
             both = Signal()
             m.d.comb += both.eq(full.bit_select(rd, 1) & full.bit_select(nxt, 1))
-            m.d.comb += [
-                self.o_valid.eq(Mux(whole, full.bit_select(rd, 1), both)),
-                self.o_data.eq(Mux(whole, Array(low)[rd], Array(pair)[rd])),
-            ]
+            m.d.comb += self.o_valid.eq(Mux(whole, full.bit_select(rd, 1), both))
         else:
-            m.d.comb += [self.o_valid.eq(full.bit_select(rd, 1)), self.o_data.eq(Array(low)[rd])]
+            m.d.comb += self.o_valid.eq(full.bit_select(rd, 1))
+        # the beat ``sent`` of the read slot (a slot's bits above its atom are never chosen)
+        beats = max(2 * A // DB, 1)
+        chosen = Array(Array(s[8 * DB * j:8 * DB * (j + 1)] for j in range(beats))
+                       for s in slots)[rd][sent]
+        if self.half:
+            m.d.comb += self.o_data.eq(Mux(whole, chosen, Array(pair)[rd]))
+        else:
+            m.d.comb += self.o_data.eq(chosen)
 
         take = self.o_valid & self.o_ready
         load = self.i_valid & self.i_ready
@@ -92,17 +104,22 @@ class AtomGearbox(wiring.Component):
         with m.If(load):
             m.d.comb += fills.eq(Const(1, n) << wr)
             m.d.sync += wr.eq(wr + 1)
-        m.d.sync += full.eq((full & ~frees) | fills)
+        full_nx = Signal(n)
+        m.d.comb += full_nx.eq(Mux(self.flush, 0, (full & ~frees) | fills))
+        m.d.sync += full.eq(full_nx)
         # An empty slot takes the input every cycle; the handshake that fills it only sets its
-        # `full` flag, and from then on it holds. So the slots' enables come from their flags
-        # and the beat taken, never from the input's valid (on the full ULX3S SoC that path
-        # crossed the die from the decompressor's control into a slot's ~1,000 enables)
+        # `full` flag, and from then on it holds. So a slot's enable is its flag (on the full
+        # ULX3S SoC the input's valid, crossing the die from the decompressor's control into a
+        # slot's ~1,000 enables, was the critical path), in copies made from the flag's next
+        # value, each for ELEMENTS_PER_COPY elements' bits
+        copies = max(1, A // ELEMENTS_PER_COPY)
         for k, s in enumerate(slots):
-            with m.If(~full[k]):
-                m.d.sync += s.eq(self.i_data)
-            with m.Elif(take & whole & (rd == k)):
-                m.d.sync += s.eq(s[8 * DB:])
+            empty = register_copies(platform, m, ~full_nx[k], copies, f"slot{k}_empty", 1)
+            for g in range(copies):
+                lo, hi = g * len(s) // copies, (g + 1) * len(s) // copies
+                with m.If(empty[g]):
+                    m.d.sync += s[lo:hi].eq(self.i_data[lo:hi])
         with m.If(self.flush):
-            m.d.sync += [full.eq(0), wr.eq(0), rd.eq(0), sent.eq(0)]
+            m.d.sync += [wr.eq(0), rd.eq(0), sent.eq(0)]
         return m
 
