@@ -36,12 +36,15 @@ def walk_model(extents, valids, ss, ds, sb, db):
     return steps
 
 
-def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2):
+def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2, scramble=False):
+    """The walks' steps. ``scramble``: before each walk, other configurations for a few idle
+    cycles, and the walk's own set only in the cycle of ``start`` (the latest the walker's
+    contract allows)."""
     dut = Walker(levels=levels)
     rng = np.random.default_rng(seed)
     got = []
 
-    async def bench(ctx):
+    def configure(ctx, extents, valids, ss, ds, sb, db):
         for k in range(levels):
             ctx.set(dut.extent[k], extents[k])
             ctx.set(dut.valid[k], valids[k])
@@ -49,7 +52,17 @@ def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2):
             ctx.set(dut.dst_stride[k], ds[k])
         ctx.set(dut.src_base, sb)
         ctx.set(dut.dst_base, db)
+
+    async def bench(ctx):
         for _ in range(walks):
+            if scramble:
+                for _ in range(3):
+                    e = [int(v) for v in rng.integers(1, 9, levels)]
+                    configure(ctx, e, [int(rng.integers(0, v + 1)) for v in e],
+                              *(rng.integers(0, 1 << 20, (2, levels)).tolist()),
+                              *(int(v) for v in rng.integers(0, 1 << 32, 2)))
+                    await ctx.tick()
+            configure(ctx, extents, valids, ss, ds, sb, db)
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
@@ -87,6 +100,8 @@ def test_walker_matches_the_nested_loops(seed):
     sb, db = int(rng.integers(0, 1 << 32)), int(rng.integers(0, 1 << 32))   # addresses wrap
     want = walk_model(extents, valids, ss, ds, sb, db)
     for steps in run_walker(levels, extents, valids, ss, ds, sb, db, seed):
+        assert steps == want
+    for steps in run_walker(levels, extents, valids, ss, ds, sb, db, seed, scramble=True):
         assert steps == want
 
 
