@@ -25,12 +25,16 @@ from model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
+from ..fabric import register_copies
 
 
 class _SerialProduct:
     """A 32 x 32-bit product by shift and add, two bits of the multiplier a step: ``acc`` is
     the product once ``done`` (a register) is set, after one step per two bits of the
-    multiplier's highest set bit (one step for a multiplier of 0)."""
+    multiplier's highest set bit (one step for a multiplier of 0).
+
+    It steps in every cycle it does not load (a product whose ``b`` is 0 keeps its ``acc``),
+    so its ~220 flip-flops' only choice is the load, a register (:meth:`run`)."""
 
     def __init__(self, name):
         self.a = Signal(64, name=f"{name}_a")       # the multiplicand, two bits up a step
@@ -39,16 +43,21 @@ class _SerialProduct:
         self.acc = Signal(64, name=f"{name}_acc")
         self.done = Signal(name=f"{name}_done")     # no set bit left in ``b``
 
-    def load(self, m, a, b):
-        m.d.sync += [self.a.eq(a), self.a3.eq(a + (a << 1)), self.b.eq(b), self.acc.eq(0),
-                     self.done.eq(0)]
-
-    def step(self, m):
-        a, a3, b = self.a, self.a3, self.b
+    def run(self, m, loads, a, b):
+        """Load ``a`` and ``b`` in the cycles ``loads`` (two copies of one flag: the
+        multiplicand's registers follow the first, the rest the second) is set, else step."""
+        a_r, a3, b_r = self.a, self.a3, self.b
         # the multiple of the shifted multiplicand the two bits ask for: 0, 1, 2 or 3 times
-        digit = Mux(b[1], Mux(b[0], a3, a << 1), Mux(b[0], a, 0))
-        m.d.sync += [self.acc.eq(self.acc + digit[:64]), a.eq(a << 2), a3.eq(a3 << 2),
-                     b.eq(b >> 2), self.done.eq(b[2:] == 0)]
+        digit = Mux(b_r[1], Mux(b_r[0], a3, a_r << 1), Mux(b_r[0], a_r, 0))
+        with m.If(loads[0]):
+            m.d.sync += [a_r.eq(a), a3.eq(a + (a << 1))]
+        with m.Else():
+            m.d.sync += [a_r.eq(a_r << 2), a3.eq(a3 << 2)]
+        with m.If(loads[1]):
+            m.d.sync += [b_r.eq(b), self.acc.eq(0), self.done.eq(0)]
+        with m.Else():
+            m.d.sync += [self.acc.eq(self.acc + digit[:64]), b_r.eq(b_r >> 2),
+                         self.done.eq(b_r[2:] == 0)]
 
 
 class _State(enum.Enum, shape=4):
@@ -198,6 +207,15 @@ class FrontEnd(wiring.Component):
         src_eb = Signal(71)
         dim_left = Signal()                   # k_chk names a dimension of the descriptor
         m.d.sync += dim_left.eq((k_chk < ndims) & (k_chk < MAX_DIMS))
+        # the products load in each phase 0 of CHECK: set a cycle ahead (from LOAD, or a
+        # dimension's phase 2 once both are done), in two copies per product
+        p_dst, p_src = prods
+        load_next = ((state == _State.LOAD) |
+                     ((state == _State.CHECK) & (phase == 2) & p_dst.done & p_src.done))
+        loads = register_copies(platform, m, load_next, 4, "prod_load")
+        p_dst.run(m, loads[0:2], cur_d, cur_e - 1)
+        # (a valid of 0 reads nothing: its product is not used)
+        p_src.run(m, loads[2:4], cur_s, Mux(cur_v == 0, 0, cur_v - 1))
 
         dp_reset = Signal()
         # the mid and back end are reset a cycle after the front end decides it, from a
@@ -332,15 +350,11 @@ class FrontEnd(wiring.Component):
                 m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), span.eq(0),
                              src_top.eq(0), no_src.eq(0), first_dim_err.eq(0), nest_err.eq(0)]
             with m.Case(_State.CHECK):
-                p_dst, p_src = prods
                 # phase 0 loads the dimension's operands whether or not there is one, while
                 # `dim_left` (a register) settles; phase 1 looks at it
-                with m.If(phase == 0):
+                with m.If(phase == 0):                 # the products load (`loads`)
                     m.d.sync += [phase.eq(1), reg_e.eq(cur_e), reg_v.eq(cur_v),
                                  span_eb.eq(span + eb), src_eb.eq(src_top + eb)]
-                    p_dst.load(m, cur_d, cur_e - 1)
-                    # (a valid of 0 reads nothing: its product is not used)
-                    p_src.load(m, cur_s, Mux(cur_v == 0, 0, cur_v - 1))
                 with m.Elif(phase == 1):
                     with m.If(~dim_left):
                         m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
@@ -357,11 +371,8 @@ class FrontEnd(wiring.Component):
                         # the next dimension, now: `cur` follows it a cycle later, before
                         # the next phase 0 (`dim_left` too, read in the next phase 1)
                         m.d.sync += k_chk.eq(k_chk + 1)
-                        p_dst.step(m)
-                        p_src.step(m)
                 with m.Elif(~p_dst.done | ~p_src.done):
-                    p_dst.step(m)
-                    p_src.step(m)
+                    pass                               # the products step (`run`)
                 with m.Else():
                     m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
