@@ -1,7 +1,10 @@
 """What a block may ask of the FPGA it is built for, through the ``platform`` it is elaborated
 with. Simulation and the blocks' own builds elaborate with no platform, and every request then
 falls back to plain logic; a board top is elaborated with its family's platform
-(:func:`hw.top.board.board_platform`)."""
+(:func:`hw.top.board.board_platform`).
+
+Two requests: :func:`global_buffer` (a signal of large fan-out on a global network) and
+:func:`register_copies` (a register in several copies that the synthesis keeps apart)."""
 
 from amaranth import ClockSignal, Const, Instance, Module, ResetSignal, Signal
 
@@ -14,7 +17,9 @@ class Ecp5Globals:
     fan-out (a reset) on one of the eight global networks that reach logic inputs, through a
     DCCA. Such a signal then takes no general routing to its thousands of flip-flops, and
     reaches them all with about the same delay. Blocks call it through :func:`global_buffer`,
-    which leaves the signal as it is on any other platform (and in simulation)."""
+    which leaves the signal as it is on any other platform (and in simulation). It also offers
+    :meth:`register_copies`, through :func:`register_copies`: flip-flops as ``TRELLIS_FF``
+    instances."""
 
     def global_buffer(self, m, signal, name):
         out = Signal(name=f"{name}_global")
