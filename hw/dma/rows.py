@@ -135,7 +135,7 @@ class RowCopier(wiring.Component):
         r = stream.Signature(summed).create()
         sums_slice = register_slice(m, "sums", valid=sums.valid, ready=sums.ready,
                                     payload=sums.payload, out_valid=r.valid, out_ready=r.ready,
-                                    out_payload=r.payload, copies=2)
+                                    out_payload=r.payload)
         run = r.payload
         nout = (run.run_end + BB - 1) >> LB
         # a queued run: what the realigner needs of it, worked out here, with the tests of its

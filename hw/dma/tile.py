@@ -150,7 +150,7 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     runs_out = stream.Signature(run).create(path=(f"{name}_out",))
     runs = register_slice(m, name, valid=runs_in.valid, ready=runs_in.ready,
                           payload=runs_in.payload, out_valid=runs_out.valid,
-                          out_ready=runs_out.ready, out_payload=runs_out.payload, copies=2)
+                          out_ready=runs_out.ready, out_payload=runs_out.payload)
     active = Signal(name=f"{name}_active")
     addr = Signal(aw, name=f"{name}_addr")
     left = Signal(count_width, name=f"{name}_left")

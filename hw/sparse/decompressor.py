@@ -491,8 +491,7 @@ class SparseDecompressor(wiring.Component):
         h_valid = Signal()
         h_take = Signal()
         register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
-                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
-                       copies=2)
+                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
         grp_bytes = Signal(32)                 # WGS bytes left in the group
