@@ -211,61 +211,6 @@ def test_skid_buffer_order_rate_and_level(seed):
     _fifo_order_rate_and_level(SkidBuffer(width=16), seed)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("copies", [1, 3, 16])
-def test_ring_slice_order_rate_and_level(seed, copies):
-    """The wide register slice: two entries in a ring, its enables in copies (3 copies split
-    16 bits unevenly)."""
-    from hw.bus.fifo import RingSlice
-
-    _fifo_order_rate_and_level(RingSlice(width=16, copies=copies), seed)
-    with pytest.raises(ValueError, match="copies must be at least 1, not 0"):
-        RingSlice(width=8, copies=0)
-
-
-def test_ring_slice_reset_empties_it():
-    """``reset`` empties the ring the cycle after, whatever it held, and it then passes words
-    in order again."""
-    from hw.bus.fifo import RingSlice
-
-    rst = Signal()
-    q = RingSlice(width=8, copies=2, reset=rst)
-    out = []
-
-    async def bench(ctx):
-        for v in (1, 2):                          # fill both entries, read nothing
-            ctx.set(q.w_en, 1)
-            ctx.set(q.w_data, v)
-            await ctx.tick()
-        assert ctx.get(q.level) == 2 and not ctx.get(q.w_rdy)
-        ctx.set(q.w_en, 0)
-        ctx.set(rst, 1)
-        await ctx.tick()
-        ctx.set(rst, 0)
-        await ctx.delay(1e-9)
-        assert (ctx.get(q.level), ctx.get(q.w_rdy), ctx.get(q.r_rdy)) == (0, 1, 0)
-        ctx.set(q.r_en, 1)
-        for v in (7, 8, 9):
-            ctx.set(q.w_en, 1)
-            ctx.set(q.w_data, v)
-            await ctx.delay(1e-9)
-            if ctx.get(q.r_rdy):
-                out.append(ctx.get(q.r_data))
-            await ctx.tick()
-        ctx.set(q.w_en, 0)
-        for _ in range(3):
-            await ctx.delay(1e-9)
-            if ctx.get(q.r_rdy):
-                out.append(ctx.get(q.r_data))
-            await ctx.tick()
-
-    sim = Simulator(q)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert out == [7, 8, 9]
-
-
 @pytest.mark.parametrize("size", [4096, 65536])
 def test_axi_ram_burst_check(size):
     """The on-chip memory's response to a burst (hw.top.memory.AxiRam._span, then _check)

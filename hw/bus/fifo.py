@@ -7,13 +7,11 @@ queue kept in block RAM should feed registers only. :class:`RegisteredQueue` is
 still a transfer a cycle.
 """
 
-from amaranth import Cat, Const, Elaboratable, Module, Mux, Signal, Value
+from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from ..fabric import register_copies
-
-__all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue", "RingSlice"]
+__all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"]
 
 
 def registered(m, value, name, shape=None):
@@ -69,7 +67,7 @@ def holds_entries(m, name, fifo):
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
-                   reset=None, domain=None, bypass=False, copies=None):
+                   reset=None, domain=None, bypass=False):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
@@ -78,20 +76,13 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     empty.
 
     ``bypass=True`` connects the two sides with wires instead and returns None: for builds
-    where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
-
-    ``copies=N`` makes it a :class:`RingSlice` with its enables in N registered copies: for a
-    wide payload whose reader's handshake comes late in the cycle (a skid buffer's output
-    entry loads on the reader's ready, a net that then spreads to every bit)."""
+    where the slice's flip-flops cost more than the clock rate it buys (a small iCE40)."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
-    if copies is not None:
-        buf = RingSlice(width=width, copies=copies, reset=reset)
-    else:
-        buf = SkidBuffer(width=width)
-    if reset is not None and copies is None:
+    buf = SkidBuffer(width=width)
+    if reset is not None:
         buf = ResetInserter(reset)(buf)
     if domain is not None:
         buf = DomainRenamer(domain)(buf)
@@ -153,66 +144,6 @@ class SkidBuffer(Elaboratable):
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):
             m.d.sync += skid_d.eq(self.w_data)
-        return m
-
-
-class RingSlice(Elaboratable):
-    """Two entries in a ring, with the ports of ``SyncFIFOBuffered`` (``w_data``, ``w_en``,
-    ``w_rdy``, ``r_data``, ``r_en``, ``r_rdy``, ``level``): a register slice like
-    :class:`SkidBuffer` (``w_rdy`` and ``r_rdy`` registers, a transfer a cycle), for wide
-    payloads. No data flip-flop's enable waits on a handshake: an empty entry takes the input
-    every cycle and the write only marks it full, and the output is the entry at the read
-    pointer. The entries' enables and the output's select are registers, in ``copies``
-    copies, each for a share of the bits (:func:`hw.fabric.register_copies`), worked out a
-    cycle ahead from the handshakes. A skid buffer's output entry instead loads when the
-    reader takes it, and that late net reaches every bit.
-
-    ``reset`` (a signal) empties it; it is part of the copies' next values, so the ring is not
-    wrapped in a ``ResetInserter``. The output costs a two-way choice per bit."""
-
-    def __init__(self, *, width, copies=1, reset=None):
-        if copies < 1:
-            self._MustUse__silence = True     # never elaborated: no warning about it
-            raise ValueError(f"copies must be at least 1, not {copies}")
-        _fifo_ports(self, width)
-        self.w_rdy = Signal(init=1)         # a register: empty after a reset
-        self.copies = min(copies, max(width, 1))
-        self.reset = reset
-        self.level = Signal(range(3))
-        self.nonempty = self.r_rdy
-        #: what ``w_rdy`` will be in the next cycle (as :class:`SkidBuffer`'s, reset included)
-        self.w_rdy_next = Signal()
-
-    def elaborate(self, platform):
-        m = Module()
-        W, G = self.width, self.copies
-        rst = Const(0) if self.reset is None else self.reset
-        full = Signal(2)
-        wp = Signal()
-        rp = Signal()
-        entries = [Signal(W, name=f"entry{e}", reset_less=True) for e in range(2)]
-        push = self.w_en & self.w_rdy
-        pop = self.r_en & self.r_rdy
-        full_nx = Signal(2)
-        wp_nx = Signal()
-        rp_nx = Signal()
-        for e in range(2):
-            m.d.comb += full_nx[e].eq(~rst & ((full[e] & ~(pop & (rp == e))) |
-                                             (push & (wp == e))))
-        m.d.comb += [wp_nx.eq(~rst & (wp ^ push)), rp_nx.eq(~rst & (rp ^ pop)),
-                     self.level.eq(full[0] + full[1])]
-        m.d.comb += self.w_rdy_next.eq(~full_nx.bit_select(wp_nx, 1))
-        m.d.sync += [full.eq(full_nx), wp.eq(wp_nx), rp.eq(rp_nx), self.w_rdy.eq(self.w_rdy_next),
-                     self.r_rdy.eq(full_nx.bit_select(rp_nx, 1))]
-        load = [register_copies(platform, m, ~full_nx[e], G, f"load{e}_r", 1) for e in range(2)]
-        select = register_copies(platform, m, rp_nx, G, "rp_r", 0)
-        for g in range(G):
-            lo, hi = g * W // G, (g + 1) * W // G
-            for e in range(2):
-                with m.If(load[e][g]):
-                    m.d.sync += entries[e][lo:hi].eq(self.w_data[lo:hi])
-            m.d.comb += self.r_data[lo:hi].eq(Mux(select[g], entries[1][lo:hi],
-                                                  entries[0][lo:hi]))
         return m
 
 

@@ -155,7 +155,6 @@ class SparseDecompressor(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         A = self.atom_elements
-        n_copies = max(1, A // ENABLE_LANES)     # copies of an enable over A elements
         DW = self.data_width // 8
         dw_log2 = (DW - 1).bit_length()
         aw = self.addr_width
@@ -237,7 +236,7 @@ class SparseDecompressor(wiring.Component):
         out_pop = Signal()
         atomq = register_slice(m, "atomq", valid=aq_push, ready=can_emit, payload=aq_in,
                                out_valid=out_valid, out_ready=out_pop, out_payload=out,
-                               reset=flush, copies=n_copies)
+                               reset=flush)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
         m.d.comb += out_atom.eq(Mux(two, out.slots.as_value(),
@@ -538,12 +537,10 @@ class SparseDecompressor(wiring.Component):
         # on X's registers, into P's lanes
         # P runs the expansion's first (widest) moves and Q the rest with the slot merge, so
         # the moves and the merge into the output queue are not one cycle's path
-        # X is the output of a register slice (a ring of two entries): the decoder steps a
-        # segment in when an entry is free, a register, so the step does not wait on the
+        # X is the output of a register slice (a skid buffer): the decoder steps a segment in
+        # when the slice's second entry is free, a register, so the step does not wait on the
         # stages after X moving on. A segment that failed the WGS check (``bad``, the check
-        # made as it was stepped) stops in X. The ring's entries load whenever they are empty,
-        # so P taking X's segment (late in the cycle) reaches a few registers, not X's ~750
-        # bits; so does the output queue's (the atoms' 513 bits wait on the gearbox's take).
+        # made as it was stepped) stops in X.
         common = {"valid": 1, "placed": A, "in_seg": A, "completes": 1, "last": 1}
         xs_layout = data.StructLayout({
             **{f: w for f, w in common.items() if f != "valid"}, "bad": 1,
@@ -565,7 +562,7 @@ class SparseDecompressor(wiring.Component):
         x_done = Signal()
         m.d.comb += x_done.eq(x_valid & p_free & ~x.bad)
         register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in, out_valid=x_valid,
-                       out_ready=x_done, out_payload=x, reset=flush, copies=n_copies)
+                       out_ready=x_done, out_payload=x, reset=flush)
         step = Signal()
         # the WGS check does not hold the step back: a segment that fails it is stepped like
         # the others, and the failure (registered with its group) is raised in the next cycle,
@@ -640,6 +637,7 @@ class SparseDecompressor(wiring.Component):
         # the output queue's ready next cycle: a flush empties it
         emit_nx = flush | atomq.w_rdy_next
         q_free_nx = ~q_valid_nx | ~q_comp_nx | emit_nx
+        n_copies = max(1, A // ENABLE_LANES)
         p_en = register_copies(platform, m, ~p_valid_nx | q_free_nx, n_copies, "p_free_r", 1)
         q_en = register_copies(platform, m, q_free_nx, n_copies, "q_free_r", 1)
         q_done_en = register_copies(platform, m, q_valid_nx & (~q_comp_nx | emit_nx), n_copies,
