@@ -114,23 +114,23 @@ class Walker(wiring.Component):
         step = Signal()
         m.d.comb += step.eq(busy & ~prime & self.o.ready)
         # the restart values follow the configuration while idle (so their enable is one
-        # register), and hold from start on; so do the levels' counters, flags and addresses:
-        # the walk's first values are the ones taken in the cycle of start. So ``start`` (a
-        # decision of the mid end, late in the cycle) reaches three flags, not every level's
-        # ~130 flip-flops (on the full ULX3S SoC it was the critical path into them)
+        # register), and hold from start on
         with m.If(~busy):
             for k in range(n):
                 e, v = self.extent[k], self.valid[k]
                 m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2),
-                             any_valid[k].eq(v != 0), ok_two[k].eq(v > 1),
-                             rem[k].eq(e - 1), wrap[k].eq(e == 1), wrap_after[k].eq(e == 2),
-                             vleft[k].eq(v), ok[k].eq(v != 0), ok_after[k].eq(v > 1),
-                             sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
+                             any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
         with m.If(self.stop):
             m.d.sync += [busy.eq(0), prime.eq(0)]
         with m.Elif(~busy):
             with m.If(self.start):
                 m.d.sync += [busy.eq(1), first.eq(1), prime.eq(1)]
+                for k in range(n):
+                    e, v = self.extent[k], self.valid[k]
+                    m.d.sync += [rem[k].eq(e - 1), wrap[k].eq(e == 1),
+                                 wrap_after[k].eq(e == 2),
+                                 vleft[k].eq(v), ok[k].eq(v != 0), ok_after[k].eq(v > 1),
+                                 sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
         with m.Elif(prime):
             m.d.sync += [prime.eq(0), *(c.eq(f) for c, f in zip(cnt, first_count(wrap),
                                                                  strict=True))]
