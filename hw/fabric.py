@@ -57,6 +57,6 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     copy = getattr(platform, "register_copies", None)
     if copy is not None:
         return copy(m, value, count, name, reset)
-    q = Signal(name=name, reset=reset)
+    q = Signal(name=name, init=reset)
     m.d.sync += q.eq(value)
     return [q] * count
