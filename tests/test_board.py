@@ -205,9 +205,10 @@ def test_board_tops_elaborate_with_their_pins():
 
 def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset and the LUT unit's stage enable go
-    through a DCCA each, and the decompressor's expansion-stage enables are registered copies,
-    one per four elements, as TRELLIS_FF instances (so Yosys cannot merge them); with no
-    platform (simulation, the blocks' own builds, the iCE40) there are neither."""
+    through a DCCA each. The decompressor's expansion-stage enables and its gearbox's slot
+    enables (one per four elements) and the DMA check products' load flag (two per product) are
+    registered copies, as TRELLIS_FF instances so that Yosys cannot merge them. With no platform
+    (simulation, the blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform
@@ -220,8 +221,10 @@ def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     groups = b.soc.sparse_atom_elements // 4
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)
-    assert names == sorted(f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r")
-                           for k in range(groups)), names
+    want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slot0_empty",
+                                   "slot1_empty") for k in range(groups)]
+    want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
+    assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
     assert "DCCA" not in plain and "TRELLIS_FF" not in plain
