@@ -254,9 +254,12 @@ class LutUnit(wiring.Component):
 
         # -- the datapath, which fills the output register --------------------------------------
         o = self.o_stream
-        datapath = self._serial if self.serial else self._pipelined
-        counted, count = datapath(m, regs, busy, closing, cfg, (prio_u, prio_h, prio_o), mems,
-                                  W, FB, OW, platform=platform)
+        prio = (prio_u, prio_h, prio_o)
+        if self.serial:
+            counted, count = self._serial(m, regs, busy, closing, cfg, prio, mems, W, FB, OW)
+        else:
+            counted, count = self._pipelined(m, regs, busy, closing, cfg, prio, mems, W, FB, OW,
+                                             platform)
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics ----------------------------------------------------------------------------
@@ -303,11 +306,11 @@ class LutUnit(wiring.Component):
                Mux((le_st == UFLOW) & (lo_st == UFLOW), prio_u,
                Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h))))
 
-    def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform=None):
+    def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
         from .serial import serial_datapath
         return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
 
-    def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform=None):
+    def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform):
         """The twelve-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
         per lane (LE state, LO state, chosen, lane present), and when they count."""
         lanes = self.lanes

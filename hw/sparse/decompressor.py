@@ -74,7 +74,7 @@ from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies
 from .engines import StreamReader, StreamWriter, mount
-from .gearbox import AtomGearbox
+from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
 from .ringbuf import RingBuffer
 from .shiftbuf import ShiftBuffer
 
@@ -90,8 +90,6 @@ MASK_LATE = 2
 #: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
 #: rest run from the queue's head into X's registers)
 SUM_LEVELS = 3
-#: elements per copy of the expansion stages' enables (each reaches about 90 flip-flops)
-ENABLE_LANES = 4
 
 
 class _State(enum.Enum):
@@ -623,9 +621,9 @@ class SparseDecompressor(wiring.Component):
         # P's and Q's enables (each stage is free) and the slots' (Q hands on) each reach
         # about 20 flip-flops per element, spread over the die: from one signal, that net was
         # the SoC's critical path (10 ns to spread). So each is worked out a cycle ahead, from
-        # the flags' next values, into a register per group of ENABLE_LANES elements, which
-        # the placer can put beside its group (on the ECP5 board tops; elsewhere they are one
-        # register). The flags themselves follow the same next values.
+        # the flags' next values, into a register per ELEMENTS_PER_COPY elements (~90
+        # flip-flops), which the placer can put beside its group (on the ECP5 board tops;
+        # elsewhere they are one register). The flags themselves follow the same next values.
         pq_clear = Signal()                 # the control empties P and Q (set below)
         p_valid_nx = Signal()
         q_valid_nx = Signal()
@@ -637,7 +635,7 @@ class SparseDecompressor(wiring.Component):
         # the output queue's ready next cycle: a flush empties it
         emit_nx = flush | atomq.w_rdy_next
         q_free_nx = ~q_valid_nx | ~q_comp_nx | emit_nx
-        n_copies = max(1, A // ENABLE_LANES)
+        n_copies = max(1, A // ELEMENTS_PER_COPY)
         p_en = register_copies(platform, m, ~p_valid_nx | q_free_nx, n_copies, "p_free_r", 1)
         q_en = register_copies(platform, m, q_free_nx, n_copies, "q_free_r", 1)
         q_done_en = register_copies(platform, m, q_valid_nx & (~q_comp_nx | emit_nx), n_copies,

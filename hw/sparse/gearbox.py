@@ -33,7 +33,7 @@ from ..fabric import register_copies
 
 __all__ = ["AtomGearbox"]
 
-#: elements per copy of a slot's load enable
+#: elements per copy of a slot's load enable (the decompressor's stage enables use it too)
 ELEMENTS_PER_COPY = 4
 
 
@@ -71,9 +71,8 @@ class AtomGearbox(wiring.Component):
         m.d.comb += nxt.eq(rd + 1)
 
         m.d.comb += [self.i_ready.eq(~full.bit_select(wr, 1)), self.empty.eq(full == 0)]
-        low = [s[:8 * DB] for s in slots]
         if self.half:
-            pair = [Cat(low[k][:4 * DB], low[(k + 1) % n][:4 * DB]) for k in range(n)]
+            pair = [Cat(slots[k][:4 * DB], slots[(k + 1) % n][:4 * DB]) for k in range(n)]
             both = Signal()
             m.d.comb += both.eq(full.bit_select(rd, 1) & full.bit_select(nxt, 1))
             m.d.comb += self.o_valid.eq(Mux(whole, full.bit_select(rd, 1), both))
