@@ -221,7 +221,7 @@ def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     groups = b.soc.sparse_atom_elements // 4
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)
-    want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slot0_empty",
+    want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
                                    "slot1_empty") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     assert names == sorted(want), names
