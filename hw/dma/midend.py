@@ -29,13 +29,14 @@ from amaranth.lib.wiring import In, Out
 from model.dma.descriptor import MAX_DIMS
 
 from ..bus.fifo import register_slice, registered
+from ..fabric import register_copies
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
 
-# cycles from start until the configuration pipeline below holds the descriptor's values (10),
+# cycles from start until the configuration pipeline below holds the descriptor's values (11),
 # and then the tile path's own configuration registers
-SETTLE = 10 + TileTransposer.CONFIG_STAGES
+SETTLE = 11 + TileTransposer.CONFIG_STAGES
 
 
 class Path(enum.Enum, shape=2):
@@ -80,15 +81,20 @@ class MidEnd(wiring.Component):
         def reg(value, name):
             return registered(m, value, name)
 
+        # stage 0: whether each dimension is used, in registered copies (one per field). The
+        # front end's ndims decoded straight into stage 1's ~600 flip-flops (their LSR) was the
+        # full SoC's critical path at 3acaeb5: 16.9 ns, two long nets across the die
+        used = [register_copies(platform, m, k < self.ndims, 4, f"dim{k}_used")
+                for k in range(MAX_DIMS)]
         # stage 1: the descriptor as the paths see it (unused dimensions count once)
         ndims = reg(self.ndims, "r_ndims")
         elog = reg(self.elog, "r_elog")
         src_low = reg(self.src[:LB], "r_src_low")
-        n_ext = [reg(Mux(k < self.ndims, self.ext[k], 1), f"n_ext{k}") for k in range(MAX_DIMS)]
-        n_val = [reg(Mux(k < self.ndims, self.val[k], 1), f"n_val{k}") for k in range(MAX_DIMS)]
-        n_sst = [reg(Mux(k < self.ndims, self.sst[k][:aw], 0), f"n_sst{k}")
+        n_ext = [reg(Mux(used[k][0], self.ext[k], 1), f"n_ext{k}") for k in range(MAX_DIMS)]
+        n_val = [reg(Mux(used[k][1], self.val[k], 1), f"n_val{k}") for k in range(MAX_DIMS)]
+        n_sst = [reg(Mux(used[k][2], self.sst[k][:aw], 0), f"n_sst{k}")
                  for k in range(MAX_DIMS)]
-        n_dst = [reg(Mux(k < self.ndims, self.dstr[k][:aw], 0), f"n_dst{k}")
+        n_dst = [reg(Mux(used[k][3], self.dstr[k][:aw], 0), f"n_dst{k}")
                  for k in range(MAX_DIMS)]
         for u in (elements, rows, tile):
             m.d.comb += [u.src.eq(self.src), u.dst.eq(self.dst), u.elog.eq(self.elog),
@@ -232,7 +238,7 @@ class MidEnd(wiring.Component):
         with m.Elif(settle != 0):
             m.d.sync += settle.eq(settle - 1)
         # each path's start is a register, set from settle == 2 so that it is high in the cycle
-        # settle is 1 (the path register holds this descriptor's path from nine cycles after
+        # settle is 1 (the path register holds this descriptor's path from ten cycles after
         # start on, well before)
         m.d.comb += go.eq(settle == 2)
         starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}

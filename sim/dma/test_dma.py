@@ -16,7 +16,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles
 
 from model.dma.compile import dense_transpose, dmp, nvdla_feature, nvdla_weights, sophgo_local
-from model.dma.descriptor import Descriptor, Dim, Error, Program
+from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS, Descriptor, Dim, Error, Program
 from model.dma.executor import execute
 from model.dmp.layout import DmpLayout
 from model.nvdla.feature import FeatureFormat
@@ -40,6 +40,7 @@ GUARD = 0xA5
 DENSE = 0x1000
 IMAGE = 0x40000
 CHAIN = 0xF0000
+DIMS_AT = 40                  # the first dimension's offset in a descriptor's memory form
 
 
 class TB:
@@ -70,11 +71,18 @@ class TB:
         return await wait_job_done(self.dut, self.drv, {"done": 1, "error": 1, "desc_irq": 1},
                                    max_cycles)
 
-    async def run(self, descs, chain):
-        """Run descriptors; returns (error code, failing index, cycles) of the last job."""
+    async def run(self, descs, chain, garble=None):
+        """Run descriptors; returns (error code, failing index, cycles) of the last job. With
+        ``garble`` (a random.Random), the unused dimensions' fields get random words, in
+        memory or in the registers, where the engine must ignore them."""
         if chain:
-            raw = Program(list(descs)).chain(CHAIN)
-            self.mem.load(CHAIN, raw)
+            raw = bytearray(Program(list(descs)).chain(CHAIN))
+            if garble is not None:
+                for i, d in enumerate(descs):
+                    at = i * DESCRIPTOR_BYTES + DIMS_AT
+                    raw[at + 16 * len(d.dims):at + 16 * MAX_DIMS] = \
+                        garble.randbytes(16 * (MAX_DIMS - len(d.dims)))
+            self.mem.load(CHAIN, bytes(raw))
             self.mem.written[:] = False
             for name, fields in program_chain(CHAIN):
                 await self.drv.write(name, **fields)
@@ -84,6 +92,9 @@ class TB:
         cycles = 0
         for i, d in enumerate(descs):
             for name, fields in program(d):
+                unused = name.startswith("dim") and int(name[3]) >= len(d.dims)
+                if garble is not None and unused:
+                    fields = {"value": garble.getrandbits(32)}
                 await self.drv.write(name, **fields)
             await self.wait_done()
             err = await self.drv.error.read()
@@ -245,7 +256,8 @@ def random_descriptor(r, bb):
 
 @cocotb.test()
 async def test_random_descriptors(dut):
-    """Random descriptors (element sizes, strides, padding) against the executor."""
+    """Random descriptors (element sizes, strides, padding) against the executor, with random
+    words in the unused dimensions' fields."""
     tb = await TB.start(dut, salt=5)
     seed = tb.rng.getrandbits(32)
     dut._log.info("random descriptors: seed %d", seed)
@@ -257,7 +269,7 @@ async def test_random_descriptors(dut):
         tb.mem.load(DENSE, src)
         model = tb.mem.mem.copy()
         execute([d], model)
-        code, _, _ = await tb.run([d], chain=bool(i % 2))
+        code, _, _ = await tb.run([d], chain=bool(i % 2), garble=rr)
         assert code == 0, f"random descriptor {i}: error {Error(code).name}: {d}"
         if not (tb.mem.mem[:CHAIN] == model[:CHAIN]).all():
             bad = int(np.flatnonzero(tb.mem.mem[:CHAIN] != model[:CHAIN])[0])
