@@ -266,12 +266,13 @@ def test_board_placer_options_are_nextpnrs():
     the build after Yosys's minutes), each followed by a value."""
     import subprocess
 
+    from hw.synth import _tool
     from hw.top.board import BOARDS
 
     for b in BOARDS.values():
         if not b.placer:
             continue
-        helptext = subprocess.run([f"yowasp-nextpnr-{b.family}", "--help"], text=True,
+        helptext = subprocess.run([_tool(f"yowasp-nextpnr-{b.family}"), "--help"], text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
         flags, values = b.placer[::2], b.placer[1::2]
         assert len(flags) == len(values), b.name

@@ -39,7 +39,8 @@ class Board:
     tries: int = 1
     # nextpnr's placer settings beyond its defaults. On the full ULX3S SoC, HeAP with a
     # heavier timing weight (40, default 10) and a steeper criticality exponent (4, default
-    # 2) routed one netlist at 67.9 MHz against 59.3 MHz with the defaults (docs/board.md)
+    # 2) routed two netlists at 67.9 and 60.8 MHz, against 59.3 and 59.8 MHz with the
+    # defaults (docs/board.md)
     placer: tuple = ()
 
 
