@@ -40,6 +40,8 @@ _U32 = (1 << 32) - 1
 #: five dimensions of extent, valid, source stride, destination stride (u32 each); 8 reserved
 _HEAD = struct.Struct("<QQQQII")
 _DIM = struct.Struct("<IIII")
+DIMS_OFFSET = _HEAD.size      #: where dimension 0 starts in the memory form
+DIM_BYTES = _DIM.size         #: bytes per dimension in the memory form
 CONTROL_ELEMENT = 0x3         #: bits 1:0: log2 of the element size
 CONTROL_DIMS = 0x1C           #: bits 4:2: number of dimensions
 CONTROL_LAST = 0x100          #: bit 8: last descriptor of a chain
@@ -206,7 +208,7 @@ class Descriptor:
         src, dst, nxt, pad, control, _ = _HEAD.unpack_from(raw)
         n = (control & CONTROL_DIMS) >> 2
         dims = tuple(Dim(e, s, d, v) for e, v, s, d in
-                     (_DIM.unpack_from(raw, _HEAD.size + 16 * k) for k in range(n)))
+                     (_DIM.unpack_from(raw, DIMS_OFFSET + DIM_BYTES * k) for k in range(n)))
         return cls(src, dst, 1 << (control & CONTROL_ELEMENT), dims, pad,
                    bool(control & CONTROL_IRQ), nxt, bool(control & CONTROL_LAST))
 

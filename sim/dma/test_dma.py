@@ -16,7 +16,16 @@ import numpy as np
 from cocotb.triggers import ClockCycles
 
 from model.dma.compile import dense_transpose, dmp, nvdla_feature, nvdla_weights, sophgo_local
-from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS, Descriptor, Dim, Error, Program
+from model.dma.descriptor import (
+    DESCRIPTOR_BYTES,
+    DIM_BYTES,
+    DIMS_OFFSET,
+    MAX_DIMS,
+    Descriptor,
+    Dim,
+    Error,
+    Program,
+)
 from model.dma.executor import execute
 from model.dmp.layout import DmpLayout
 from model.nvdla.feature import FeatureFormat
@@ -40,7 +49,6 @@ GUARD = 0xA5
 DENSE = 0x1000
 IMAGE = 0x40000
 CHAIN = 0xF0000
-DIMS_AT = 40                  # the first dimension's offset in a descriptor's memory form
 
 
 class TB:
@@ -79,9 +87,9 @@ class TB:
             raw = bytearray(Program(list(descs)).chain(CHAIN))
             if garble is not None:
                 for i, d in enumerate(descs):
-                    at = i * DESCRIPTOR_BYTES + DIMS_AT
-                    raw[at + 16 * len(d.dims):at + 16 * MAX_DIMS] = \
-                        garble.randbytes(16 * (MAX_DIMS - len(d.dims)))
+                    at = i * DESCRIPTOR_BYTES + DIMS_OFFSET
+                    raw[at + DIM_BYTES * len(d.dims):at + DIM_BYTES * MAX_DIMS] = \
+                        garble.randbytes(DIM_BYTES * (MAX_DIMS - len(d.dims)))
             self.mem.load(CHAIN, bytes(raw))
             self.mem.written[:] = False
             for name, fields in program_chain(CHAIN):
