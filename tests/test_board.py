@@ -204,11 +204,12 @@ def test_board_tops_elaborate_with_their_pins():
 
 
 def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
-    """On the ECP5 the board reset, the DMA's datapath reset and the LUT unit's stage enable go
-    through a DCCA each. The decompressor's expansion-stage enables and its gearbox's slot
-    enables (one per four elements) and the DMA check products' load flag (two per product) are
-    registered copies, as TRELLIS_FF instances so that Yosys cannot merge them. With no platform
-    (simulation, the blocks' own builds, the iCE40) there are neither."""
+    """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
+    the DMA row path's run-queue load go through a DCCA each. The decompressor's expansion-stage
+    enables and its gearbox's slot enables (one per four elements) and the DMA check products'
+    load flag (two per product) are registered copies, as TRELLIS_FF instances so that Yosys
+    cannot merge them. With no platform (simulation, the blocks' own builds, the iCE40) there
+    are neither."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform
@@ -216,8 +217,8 @@ def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
     b = BOARDS["ulx3s"]
     with_globals = rtlil.convert(BoardTop(b), name="top", platform=board_platform(b))
     cells = re.findall(r"cell \\DCCA \\(\S+)", with_globals)
-    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == ["dp_reset_dcca", "lut_advance_dcca",
-                                                           "rst_dcca"], cells
+    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == ["dma_runs_load_dcca", "dp_reset_dcca",
+                                                           "lut_advance_dcca", "rst_dcca"], cells
     groups = b.soc.sparse_atom_elements // 4
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)

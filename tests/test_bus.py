@@ -192,23 +192,28 @@ def _fifo_order_rate_and_level(q, seed):
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("depth", [8, 40])
-def test_registered_queue_order_rate_and_level(seed, depth):
+@pytest.mark.parametrize("global_load", [None, "q_load"])
+def test_registered_queue_order_rate_and_level(seed, depth, global_load):
     """Both forms: the slice behind the FIFO, and (block RAM depths, ``PIPE_DEPTH`` on) a
-    register between them."""
+    register between them; each with its output slice's load as it is and as written for a
+    global network (the same logic with no platform)."""
     from hw.bus.fifo import RegisteredQueue
 
     assert (depth >= RegisteredQueue.PIPE_DEPTH) == (depth == 40)
-    _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=depth), seed)
+    _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=depth,
+                                               global_load=global_load), seed)
     with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
         RegisteredQueue(width=8, depth=1)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_skid_buffer_order_rate_and_level(seed):
-    """The register slices' buffer: two entries, ready from a register."""
+@pytest.mark.parametrize("global_load", [None, "load"])
+def test_skid_buffer_order_rate_and_level(seed, global_load):
+    """The register slices' buffer: two entries, ready from a register; its output entry's
+    load as it is or as written for a global network."""
     from hw.bus.fifo import SkidBuffer
 
-    _fifo_order_rate_and_level(SkidBuffer(width=16), seed)
+    _fifo_order_rate_and_level(SkidBuffer(width=16, global_load=global_load), seed)
 
 
 @pytest.mark.parametrize("size", [4096, 65536])

@@ -11,6 +11,8 @@ from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
+from ..fabric import global_buffer
+
 __all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"]
 
 
@@ -67,7 +69,7 @@ def holds_entries(m, name, fifo):
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
-                   reset=None, domain=None, bypass=False):
+                   reset=None, domain=None, bypass=False, global_load=None):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
@@ -76,12 +78,14 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     empty.
 
     ``bypass=True`` connects the two sides with wires instead and returns None: for builds
-    where the slice's flip-flops cost more than the clock rate it buys (a small iCE40)."""
+    where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
+    ``global_load`` (a name) puts the output entry's load enable on a global network where
+    the platform has them (:class:`SkidBuffer`)."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
-    buf = SkidBuffer(width=width)
+    buf = SkidBuffer(width=width, global_load=global_load)
     if reset is not None:
         buf = ResetInserter(reset)(buf)
     if domain is not None:
@@ -108,10 +112,17 @@ class SkidBuffer(Elaboratable):
     ``r_data``, ``r_en``, ``r_rdy``, ``level``): the output entry, and a second that catches
     the transfer taken in a cycle the output was not read. ``r_data``, ``r_rdy`` and ``w_rdy``
     (the second entry is empty) are registers, so neither side's handshake passes through
-    the other's logic; a write and a read a cycle pass one entry a cycle through."""
+    the other's logic; a write and a read a cycle pass one entry a cycle through.
 
-    def __init__(self, *, width):
+    The output entry loads when it is free (``~r_rdy | r_en``): the reader's handshake, late
+    in a cycle, reaches every one of its flip-flops. With ``global_load`` (a name) that load
+    enable goes through :func:`hw.fabric.global_buffer`, so on a platform with global networks
+    (the ECP5 board tops) it reaches a wide entry with no general routing; elsewhere nothing
+    changes. The valid flags keep the enable from general routing: they are few."""
+
+    def __init__(self, *, width, global_load=None):
         _fifo_ports(self, width)
+        self.global_load = global_load
         self.level = Signal(range(3))
         #: whether an entry is held: the output entry's valid (the second fills only behind it)
         self.nonempty = self.r_rdy
@@ -133,13 +144,24 @@ class SkidBuffer(Elaboratable):
                      # the second entry is empty next cycle if the output entry is free now
                      # (it moves up) or if it is empty now and takes nothing
                      self.w_rdy_next.eq(~self.r_rdy | self.r_en | ~(skid_v | take))]
-        with m.If(~self.r_rdy | self.r_en):        # the output entry is free this cycle
+        free = ~self.r_rdy | self.r_en             # the output entry is free this cycle
+        local = self.global_load is None            # its data loads under `free` as it is
+        with m.If(free):
             with m.If(skid_v):
-                m.d.sync += [out_d.eq(skid_d), self.r_rdy.eq(1), skid_v.eq(0)]
+                m.d.sync += [self.r_rdy.eq(1), skid_v.eq(0)]
+                if local:
+                    m.d.sync += out_d.eq(skid_d)
             with m.Else():
-                m.d.sync += [out_d.eq(self.w_data), self.r_rdy.eq(take)]
+                m.d.sync += self.r_rdy.eq(take)
+                if local:
+                    m.d.sync += out_d.eq(self.w_data)
         with m.Elif(take):
             m.d.sync += skid_v.eq(1)
+        if not local:
+            load = Signal(name="load")
+            m.d.comb += load.eq(free)
+            with m.If(global_buffer(platform, m, load, self.global_load)):
+                m.d.sync += out_d.eq(Mux(skid_v, skid_d, self.w_data))
         # the second entry follows the input while it is empty, so its enable is a register
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):
@@ -154,17 +176,19 @@ class RegisteredQueue(Elaboratable):
     ``r_rdy`` come from registers, and so does ``w_rdy`` when ``depth`` is 4 or more: it says
     whether two entries were free a cycle ago (a write a cycle takes at most one), so a writer's
     decision does not wait on the level's compare; the queue then holds at most ``depth - 1``
-    entries besides its output slice."""
+    entries besides its output slice. ``global_load`` (a name) puts the output slice's load
+    enable on a global network where the platform has them (:class:`SkidBuffer`)."""
 
     #: from this depth on the storage is taken to be block RAM, whose read data passes a
     #: register of its own before the output slice (an entry more, a cycle more of latency)
     PIPE_DEPTH = 32
 
-    def __init__(self, *, width, depth):
+    def __init__(self, *, width, depth, global_load=None):
         if depth < 2:
             self._MustUse__silence = True     # never elaborated: no warning about it
             raise ValueError(f"depth must be at least 2, not {depth!r}")
         self.depth = depth
+        self.global_load = global_load
         _fifo_ports(self, width)
         self.level = Signal(range(depth + 4))
         #: whether an entry is held, from a register (:func:`holds_entries`)
@@ -182,13 +206,14 @@ class RegisteredQueue(Elaboratable):
         if self.depth < self.PIPE_DEPTH:
             out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
                                  out_valid=self.r_rdy, out_ready=self.r_en,
-                                 out_payload=self.r_data)
+                                 out_payload=self.r_data, global_load=self.global_load)
             m.d.comb += self.level.eq(q.level + out.level)
             return m
         slice_rdy = Signal()
         p_valid, p_data = block_ram_output(m, "p", q, slice_rdy)
         out = register_slice(m, "out", valid=p_valid, ready=slice_rdy, payload=p_data,
-                             out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data)
+                             out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data,
+                             global_load=self.global_load)
         m.d.comb += self.level.eq(q.level + p_valid + out.level)
         return m
 

@@ -146,7 +146,11 @@ class RowCopier(wiring.Component):
                                    "sourced": 1, "last": 1,
                                    "takes": 1, "one": 1, "src_mask": BB, "strb": BB,
                                    "takes2": 1, "one2": 1, "src_mask2": BB, "strb2": BB})
-        runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue)
+        # the queue's head loads on the realigner's last beat of a run, a late decision that
+        # reaches all ~250 bits of the entry: on a global network where there is one (the
+        # ULX3S SoC's critical path at da307f7 was this enable, 8.3 ns on its one net)
+        runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue,
+                                                   global_load="dma_runs_load")
         # a run with a source hands its first beat and beat count to the beat generator, so
         # queueing the run does not wait on the read requests' ready
         gen_in, gen_busy = beat_requests(m, "gen", self.req, bus_bytes=BB, count_width=33)
