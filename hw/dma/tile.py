@@ -439,11 +439,19 @@ class TileTransposer(wiring.Component):
         # behind an adder (nextpnr's 96.2 MHz path: a_step through the add and that test into
         # row_adv)
         a_next = Signal(LB)
+        # and the rows of the tile from row a on (nrows - a) and those with a source (vclip -
+        # a), kept as a steps (nrows and vclip hold then) or restarts at 0 (they take their
+        # next values), so the row's source count below is compares of registers, not two
+        # subtracts and compares in series (nextpnr's 67.2 MHz path of the ULX3S SoC at 5db9491)
+        left_n = Signal(signed(LB + 2))
+        left_v = Signal(signed(LB + 2))
         with m.If(row_take & go_a):
             m.d.sync += [a_next.eq(a_next + a_step),
-                         row_adv.eq(row_advance((a_next & lo_mask) == lo_mask))]
+                         row_adv.eq(row_advance((a_next & lo_mask) == lo_mask)),
+                         left_n.eq(nrows - a_next), left_v.eq(vclip - a_next)]
         with m.Elif(row_take | init_all):
-            m.d.sync += [a_next.eq(a_step), row_adv.eq(adv_first)]
+            m.d.sync += [a_next.eq(a_step), row_adv.eq(adv_first),
+                         left_n.eq(t0["next"]["n"]), left_v.eq(tv["next"]["clip"])]
         with m.If(init_all):
             m.d.sync += [walking.eq(1), a.eq(0)]
             m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
@@ -480,12 +488,12 @@ class TileTransposer(wiring.Component):
         nout = (row_bytes + BB - 1) >> LB
         nbeats = (offset + row_bytes + BB - 1) >> LB
         # packed rows: how many of the beat's rows have a source
-        real = Signal(LB + 1)
-        with_src = Signal(signed(39))
+        # real = min(nrows - a, a_step), and nsrc the least of that and vclip - a: three
+        # compares side by side, then the choices
+        n_under = left_n < a_step
+        v_under = Mux(n_under, left_v < left_n, left_v < a_step)
         nsrc = Signal(LB + 1)
-        m.d.comb += [real.eq(Mux(nrows - a < a_step, nrows - a, a_step)),
-                     with_src.eq(vclip - a),
-                     nsrc.eq(Mux(~row_has, 0, Mux(with_src < real, with_src, real)))]
+        m.d.comb += nsrc.eq(Mux(~row_has, 0, Mux(v_under, left_v, Mux(n_under, left_n, a_step))))
         # a queued row, and a filled tile handed to the drain
         row_entry = data.StructLayout({
             "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
