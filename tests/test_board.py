@@ -203,7 +203,7 @@ def test_board_tops_elaborate_with_their_pins():
     assert BOARDS["ulx3s"].soc.divisor == 217 and BOARDS["icebreaker"].soc.divisor == 104
 
 
-def test_ecp5_board_puts_resets_and_the_lut_enable_on_global_buffers():
+def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
     the DMA row path's run-queue load go through a DCCA each. The decompressor's expansion-stage
     enables and its gearbox's slot enables (one per four elements) and the DMA check products'
