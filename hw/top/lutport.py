@@ -7,8 +7,9 @@ unit's run must already be started (its ``busy`` output is checked at start, so 
 start is an error, not a hang); the port marks the last beat, which ends the run. Each result
 word is the LUT's 32-bit output; its flags (hit, underflow, overflow, LO chosen) are not
 written, and the LUT unit's statistics counters count them. The start's checks, addresses and
-length go into registers with ``ctrl.start`` and take effect the cycle after (``status.busy`` is
-high from then on).
+length go into registers with ``ctrl.start``; the sums are checked the cycle after and the job
+starts (or is refused) the one after that (``status.busy`` is high from the cycle after the
+start on).
 
 A read or write error response does not stop the job: it runs to its end, inside the
 destination, so the LUT unit's run ends too, and then reports the error.
@@ -75,7 +76,8 @@ class LutPort(wiring.Component):
         src, dst = regs.src_addr.value.data, regs.dst_addr.value.data
         beats = regs.beats.value.data
         running = Signal()
-        pending = Signal()                   # a start being acted on (the cycle after it)
+        checking = Signal()                  # the cycle after a start: its sums are checked
+        pending = Signal()                   # a start being acted on (two cycles after it)
         in_left = Signal(24)
         out_left = Signal(24)
         in_more, in_last, out_more = Signal(), Signal(), Signal()
@@ -84,7 +86,7 @@ class LutPort(wiring.Component):
         finished = Signal()                  # a job that ran has ended; `code` holds its outcome
         cycles = Signal(32)
         m.d.comb += [
-            regs.status.busy.r_data.eq(running | pending),
+            regs.status.busy.r_data.eq(running | pending | checking),
             regs.error.code.r_data.eq(code),
             regs.hwinfo.data_bytes.r_data.eq(DB),
             regs.hwinfo.lanes.r_data.eq(self.lanes),
@@ -95,25 +97,31 @@ class LutPort(wiring.Component):
                          (regs.status.error.data & regs.irq_enable.error.data)).any()),
         ]
 
-        # start: every check before the first access
-        span = beats << beat_log2
-        start = regs.ctrl.start.pulse[0] & ~running & ~pending
-        check = Signal(3)
-        m.d.comb += check.eq(
-            Mux((src[:beat_log2] != 0) | (dst[:beat_log2] != 0), LutPortError.ALIGN,
-                Mux((beats == 0) | (src + span > (1 << aw)) | (dst + span > (1 << aw)),
-                    LutPortError.SIZE,
-                    Mux(~self.lut_busy, LutPortError.LUT_IDLE, LutPortError.NONE))))
-        # the checks' outcome and the job's addresses and length go into registers at the start
-        # and are acted on the cycle after, so no path runs from the bank's registers through
-        # the checks into the reader's and writer's loads
-        checked = Signal(3)
+        # start: every check before the first access, over two cycles. The start's cycle
+        # takes the job's addresses and length into registers, with the checks that need no
+        # arithmetic (alignment, a zero length, the LUT unit's run); the cycle after adds the
+        # length to the addresses from those registers and records the outcome; the one after
+        # that acts on it. So no path runs from the bank's registers (far off, by the bus)
+        # through an add and the checks, nor from an add into the reader's and writer's loads
+        # (the first was the ULX3S SoC's critical path at b5058fc, 13.2 ns)
+        start = regs.ctrl.start.pulse[0] & ~running & ~pending & ~checking
         job_src = Signal.like(src)
         job_dst = Signal.like(dst)
         job_beats = Signal.like(beats)
+        misaligned, empty, idle = Signal(), Signal(), Signal()
         with m.If(start):
-            m.d.sync += [pending.eq(1), checked.eq(check), job_src.eq(src), job_dst.eq(dst),
-                         job_beats.eq(beats)]
+            m.d.sync += [checking.eq(1), job_src.eq(src), job_dst.eq(dst), job_beats.eq(beats),
+                         misaligned.eq((src[:beat_log2] != 0) | (dst[:beat_log2] != 0)),
+                         empty.eq(beats == 0), idle.eq(~self.lut_busy)]
+        span = job_beats << beat_log2
+        past_end = (job_src + span > (1 << aw)) | (job_dst + span > (1 << aw))
+        checked = Signal(3)
+        with m.If(checking):
+            m.d.sync += [checking.eq(0), pending.eq(1),
+                         checked.eq(Mux(misaligned, LutPortError.ALIGN,
+                                        Mux(empty | past_end, LutPortError.SIZE,
+                                            Mux(idle, LutPortError.LUT_IDLE,
+                                                LutPortError.NONE))))]
         m.d.comb += [reader.addr[0].eq(job_src), reader.beats[0].eq(job_beats),
                      writer.addr.eq(job_dst)]
         with m.If(pending):
@@ -165,7 +173,7 @@ class LutPort(wiring.Component):
         # writer are flushed then too, from that register: flushing in the ending cycle itself
         # ran a path from the writer's FIFO through its `done` into the FIFO's own reset (the
         # LUT-only SoC's limit at 94.6 MHz). Nothing moves in between (the job has ended), and
-        # a new job loads two cycles after its start at the earliest
+        # a new job loads three cycles after its start at the earliest
         m.d.sync += finished.eq(running & quiet)
         m.d.comb += [reader.flush.eq(finished), writer.flush.eq(finished)]
         return m

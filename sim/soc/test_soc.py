@@ -179,7 +179,8 @@ async def test_host_check(dut):
 @cocotb.test(skip=_needs("lut"), **TIMEOUT)
 async def test_lut(dut):
     """The fitted sigmoid on random samples and on the table edges, through the LUT port; and
-    the port's errors (the LUT unit not started, a misaligned address) end in error codes."""
+    the port's errors (the LUT unit not started, a misaligned address, no beats, a source past
+    the end of the address space) end in error codes."""
     from sim.lut.test_lut import fitted_config
 
     line, r = await start(dut, 5)
@@ -212,13 +213,22 @@ async def test_lut(dut):
         b.lut_port.ctrl.write(start=1)
         st = b.wait(b.lut_port, "misaligned")
         align = (st.error, b.lut_port.error.read().code)
+        # no beats, then a source that runs past the end of the address space
+        sizes = []
+        for addr, beats in ((src, 0), ((1 << 32) - 8, 4)):
+            b.lut_port.src_addr.write(value=addr)
+            b.lut_port.beats.write(value=beats)
+            b.lut_port.ctrl.write(start=1)
+            st = b.wait(b.lut_port, "oversize")
+            sizes.append((st.error, b.lut_port.error.read().code))
         untouched = b.read_bytes(refused, 64)
-        return res, idle, align, untouched
+        return res, idle, align, sizes, untouched
 
-    res, idle, align, untouched = await host()
+    res, idle, align, sizes, untouched = await host()
     assert res.match, f"{res.what}: byte {res.first_diff} differs from the model"
     assert idle == (1, LutPortError.LUT_IDLE), idle
     assert align == (1, LutPortError.ALIGN), align
+    assert sizes == [(1, LutPortError.SIZE)] * 2, sizes
     assert untouched == fill, "a refused job wrote to its destination"
     dut._log.info("%s: %d samples, %d cycles", res.what, x.size, res.cycles)
 
