@@ -99,7 +99,8 @@ class Walker(wiring.Component):
         ok_after = [_held(f"ok_after{k}") for k in range(n)]
         two = [_held(f"two{k}") for k in range(n)]            # extent == 2
         ok_two = [_held(f"ok_two{k}") for k in range(n)]      # valid >= 2
-        # a cycle after start: cnt from the loaded wraps (no step leaves in it)
+        # prime: the cycle after start, in which the levels load their first index and cnt
+        # its first value (no step leaves in it)
         prime = Signal()
         m.d.comb += self.o.valid.eq(busy & ~prime)
         restarts = [_any(cnt[j + 1:]) for j in range(n)]      # a level above j counts
@@ -120,20 +121,23 @@ class Walker(wiring.Component):
                 e, v = self.extent[k], self.valid[k]
                 m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2),
                              any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
+        # sel[j]: the next step loads level j (it counts, or a level above it does), a register
+        # set with cnt
+        sel = [_held(f"sel{k}") for k in range(n)]
+
+        def set_cnt(wraps):
+            counts = first_count(wraps)
+            return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
+                    *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
+
         with m.If(self.stop):
             m.d.sync += [busy.eq(0), prime.eq(0)]
         with m.Elif(~busy):
             with m.If(self.start):
                 m.d.sync += [busy.eq(1), first.eq(1), prime.eq(1)]
-                for k in range(n):
-                    e, v = self.extent[k], self.valid[k]
-                    m.d.sync += [rem[k].eq(e - 1), wrap[k].eq(e == 1),
-                                 wrap_after[k].eq(e == 2),
-                                 vleft[k].eq(v), ok[k].eq(v != 0), ok_after[k].eq(v > 1),
-                                 sa[k].eq(self.src_base), da[k].eq(self.dst_base)]
         with m.Elif(prime):
-            m.d.sync += [prime.eq(0), *(c.eq(f) for c, f in zip(cnt, first_count(wrap),
-                                                                 strict=True))]
+            # every level starts as it restarts, so the wraps are the restart values'
+            m.d.sync += [prime.eq(0), *set_cnt(one)]
         with m.Elif(step):
             m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
@@ -141,21 +145,31 @@ class Walker(wiring.Component):
             # the wraps after this step, and the level the next step counts
             wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
                          (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
-            m.d.sync += [c.eq(f) for c, f in zip(cnt, first_count(wrap_next), strict=True)]
-            for j in range(n):
-                with m.If(cnt[j]):                          # this level counts up
+            m.d.sync += set_cnt(wrap_next)
+        # each level's counters, flags and addresses load under one enable of their own: in
+        # the prime cycle (the first index, from the restart values and the bases) or on a
+        # step that counts or restarts the level. So `start`, a late decision of the mid end,
+        # reaches the three flags above and none of these, and the output's ready reaches
+        # each level's ~130 flip-flops through one LUT of registers (a shared enable over all
+        # levels, ~800 flip-flops, was the ULX3S SoC's critical path at b5058fc, 15.9 ns)
+        for j in range(n):
+            load = Signal(name=f"load{j}")
+            m.d.comb += load.eq(prime | (busy & self.o.ready & sel[j]))
+            with m.If(load):
+                with m.If(prime | ~cnt[j]):                  # restarts (or starts)
+                    m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
+                                 wrap_after[j].eq(two[j]),
+                                 vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
+                                 ok_after[j].eq(ok_two[j]),
+                                 sa[j].eq(Mux(prime, self.src_base, pick(up_s, j))),
+                                 da[j].eq(Mux(prime, self.dst_base, pick(up_d, j)))]
+                with m.Else():                              # counts up
                     m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(wrap_after[j]),
                                  wrap_after[j].eq(rem[j] == 2),
                                  vleft[j].eq(vleft[j] - ok[j]), ok[j].eq(ok_after[j]),
                                  ok_after[j].eq(ok_after[j] & Mux(ok[j], vleft[j] != 2,
                                                                   vleft[j] != 1)),
                                  sa[j].eq(up_s[j]), da[j].eq(up_d[j])]
-                with m.Elif(restarts[j]):                   # this level restarts
-                    m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
-                                 wrap_after[j].eq(two[j]),
-                                 vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
-                                 ok_after[j].eq(ok_two[j]),
-                                 sa[j].eq(pick(up_s, j)), da[j].eq(pick(up_d, j))]
         return m
 
 
