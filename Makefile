@@ -15,8 +15,10 @@
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
 #                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
 #                  ROUTER=router1|router2 override the board's own choices; TRIES=n: how
-#                  many placements to try when router2 diverges, 3 on the ULX3S; the full
-#                  ULX3S SoC takes 20 to 30 minutes a try)
+#                  many placements to try when router2 diverges, 3 on the ULX3S;
+#                  PNR_SEED=n: the first placement's nextpnr seed, 0 for nextpnr's own;
+#                  SWEEP=n: place with n seeds and keep the fastest; the full ULX3S SoC
+#                  takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -63,7 +65,8 @@ BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
 	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
 	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
-	  $(if $(TRIES),--tries $(TRIES))
+	  $(if $(TRIES),--tries $(TRIES)) $(if $(PNR_SEED),--seed $(PNR_SEED)) \
+	  $(if $(SWEEP),--sweep $(SWEEP))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -135,13 +135,16 @@ class RouteWatch:
 
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
           router: str | None = None, tries: int | None = None, seed: int | None = None,
-          **soc_changes) -> tuple[Result, Path]:
+          sweep: int = 1, **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
     ``tries``: placements to try when router2 diverges or router1 stalls (:class:`RouteWatch`);
     ``seed``: the first try's placement seed (0: nextpnr's own), each further try taking the
     next (after nextpnr's own: 2, 3 and so on). All four default to the board's own
-    (:data:`hw.top.board.BOARDS`)."""
+    (:data:`hw.top.board.BOARDS`). ``sweep``: place and route with this many seeds (those
+    the tries would take, each tried once; none is retried) and keep the one with the highest
+    Fmax: its logs, report and bitstream take the usual names, and each seed's log and
+    report stay in ``sweep-<seed>/``; ``tries`` does not apply."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -157,6 +160,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         raise ValueError(f"tries must be at least 1, not {tries}")
     if seed < 0:
         raise ValueError(f"seed must be 0 (nextpnr's own) or more, not {seed}")
+    if sweep < 1:
+        raise ValueError(f"sweep must be at least 1 (seeds to place with), not {sweep}")
     fam = FAMILIES[b.family]
     top = f"atomcube_{b.name}"
     script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
@@ -185,13 +190,18 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         pnr += ["--pcf", b.constraints, "--freq", f"{b.clk_hz / 1e6:g}", "--asc", f"{top}.asc"]
     ffs = _netlist_ffs(out / f"{top}.json") if not fam["ff"] else None
     report = out / "nextpnr.json"
-    failed = []
-    for attempt in range(1, tries + 1):
+    placed = f"{top}.config" if b.family == "ecp5" else f"{top}.asc"
+    outputs = ("nextpnr.json", "nextpnr.log", "nextpnr.stdout", placed)
+    failed, swept = [], []               # swept: (seed's name, its folder, its Fmax)
+    placements = sweep if sweep > 1 else tries
+    for attempt in range(1, placements + 1):
         report.unlink(missing_ok=True)
         k = seed + attempt - 1 if seed else attempt      # this try's seed
         own = not seed and attempt == 1
         named = "nextpnr's own seed" if own else f"--seed {k}"
-        if attempt > 1:
+        if sweep > 1:
+            log(f"      seed {attempt} of {sweep}: nextpnr {named}")
+        elif attempt > 1:
             log(f"      placing again with nextpnr {named} (try {attempt} of {tries})")
         try:
             stopped = _run(pnr + ([] if own else ["--seed", str(k)]), out / "nextpnr.stdout",
@@ -204,23 +214,41 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                 raise RuntimeError(f"{b.name}: the design does not fit the device "
                                    f"({over})") from e
             raise
-        if not stopped:
+        if stopped:
+            failed.append(f"{named}: {stopped}")
+            log(f"      {stopped}; stopped")
+            (out / "nextpnr.stdout").replace(out / f"nextpnr-try{attempt}.stdout")
+            continue
+        if sweep == 1:
             break
-        failed.append(f"{named}: {stopped}")
-        log(f"      {stopped}; stopped")
-        (out / "nextpnr.stdout").replace(out / f"nextpnr-try{attempt}.stdout")
-    else:
-        raise RuntimeError(f"{b.name}: no placement routed in {tries} "
-                           f"{'try' if tries == 1 else 'tries'} ("
+        fmax = read_report(json.loads(report.read_text()), b.family, ffs)["fmax_mhz"] or 0.0
+        keep = out / f"sweep-{0 if own else k}"
+        keep.mkdir(exist_ok=True)
+        for name in outputs:
+            if (out / name).exists():
+                (out / name).replace(keep / name)
+        swept.append((named, keep, fmax))
+        log(f"      {named}: {fmax:.2f} MHz")
+    if sweep > 1 and swept:
+        named, keep, fmax = max(swept, key=lambda s: s[2])
+        for name in outputs:
+            if (keep / name).exists():
+                shutil.copy(keep / name, out / name)
+        log(f"      kept {named}: {fmax:.2f} MHz (" + ", ".join(
+            f"{n.removeprefix('--')}: {f:.2f}" for n, _, f in swept) + ")")
+    elif len(failed) == placements:
+        more = ("More seeds: --sweep (make bitstream SWEEP=...)" if sweep > 1 else
+                "More tries: --tries (make bitstream TRIES=...)")
+        raise RuntimeError(f"{b.name}: no placement routed in {placements} "
+                           f"{'try' if placements == 1 else 'tries'} ("
                            + "; ".join(failed) + "). Logs: " + str(out)
-                           + "/nextpnr-try*.stdout. More tries: --tries (make bitstream "
-                           "TRIES=...); docs/board.md has what was tried on this SoC")
+                           + f"/nextpnr-try*.stdout. {more}; docs/board.md has what was "
+                           "tried on this SoC")
     figures = read_report(json.loads(report.read_text()), b.family, ffs)
     tool, ext = PACK[b.family]
     bitstream = out / f"{top}{ext}"
     log(f"[4/4] {b.name}: {tool.removeprefix('yowasp-')} -> {bitstream.name}")
-    src = f"{top}.config" if b.family == "ecp5" else f"{top}.asc"
-    _run([tool, src, bitstream.name], out / "pack.stdout")
+    _run([tool, placed, bitstream.name], out / "pack.stdout")
     return Result(b.name, b.family, seconds=time.monotonic() - t0, mapper=mapper,
                   commit=commit, **figures), bitstream
 
@@ -249,7 +277,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, metavar="N",
                     help="the first try's nextpnr seed, 0 for nextpnr's own (default: the "
                          "board's own: nextpnr's for ulx3s, 3 for icebreaker)")
+    ap.add_argument("--sweep", type=int, metavar="N", default=1,
+                    help="place and route with N seeds (the first as --seed gives, then the "
+                         "next ones), each once, and keep the fastest; each seed's log and "
+                         "report stay in sweep-<seed>/ (default: 1, no sweep; not with --tries)")
     args = ap.parse_args(argv)
+    if args.sweep > 1 and args.tries is not None:
+        ap.error("--tries and --sweep: give one (a sweep tries each seed once)")
     changes = {}
     if args.blocks is not None:
         chosen = set() if args.blocks == "none" else set(args.blocks.split(","))
@@ -259,7 +293,7 @@ def main(argv=None) -> int:
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
         result, path = build(args.board, mapper=args.mapper, router=args.router,
-                             tries=args.tries, seed=args.seed, **changes)
+                             tries=args.tries, seed=args.seed, sweep=args.sweep, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1

@@ -239,10 +239,12 @@ def test_run_kills_the_tool_when_the_build_is_terminated(tmp_path, watched):
 class FakeTools:
     """Stands in for Yosys, nextpnr and ecppack in :func:`hw.bitstream.build`: nextpnr's router2
     (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
-    own)."""
+    own). ``fmax``: the Fmax each seed routes at (120.5 MHz where not given); the placed
+    design it writes names its seed, and ecppack's bitstream names the design it packed."""
 
-    def __init__(self, diverge, router1=False):
+    def __init__(self, diverge, router1=False, fmax=None):
         self.diverge, self.router1 = diverge, router1
+        self.fmax = fmax or {}
         self.seeds = []
 
     def __call__(self, cmd, log, watch=None):
@@ -261,10 +263,13 @@ class FakeTools:
                 if why:
                     return why
             report = {"utilization": {"TRELLIS_COMB": {"used": 900, "available": 83640}},
-                      "fmax": {"clk": {"achieved": 120.5, "constraint": 25.0}}}
+                      "fmax": {"clk": {"achieved": self.fmax.get(seed, 120.5),
+                                       "constraint": 25.0}}}
             (log.parent / "nextpnr.json").write_text(json.dumps(report))
+            (log.parent / cmd[cmd.index("--textcfg") + 1]).write_text(f"seed {seed}")
         elif tool.endswith("ecppack"):
-            (log.parent / cmd[2]).write_bytes(b"bitstream")
+            placed = (log.parent / cmd[1]).read_text()
+            (log.parent / cmd[2]).write_bytes(f"bitstream of {placed}".encode())
         return None
 
 
@@ -275,7 +280,7 @@ def test_build_places_again_when_router2_diverges(tmp_path, monkeypatch):
     r, bit = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, dma=False,
                              sparse=False, lut=False)
     assert tools.seeds == [None, 2, 3]
-    assert r.fmax_mhz == 120.5 and r.luts == 900 and bit.read_bytes() == b"bitstream"
+    assert r.fmax_mhz == 120.5 and r.luts == 900 and bit.read_bytes() == b"bitstream of seed 3"
     assert all((tmp_path / f"nextpnr-try{k}.stdout").exists() for k in (1, 2))
     assert any("placing again with nextpnr --seed 3 (try 3 of 3)" in s for s in said), said
 
@@ -310,3 +315,35 @@ def test_build_gives_up_after_its_tries(tmp_path, monkeypatch):
     assert "--tries (make bitstream TRIES=...)" in msg
     with pytest.raises(ValueError, match="tries must be at least 1, not 0"):
         bitstream.build("ulx3s", outdir=tmp_path, tries=0)
+
+
+def test_sweep_keeps_the_fastest_seed(tmp_path, monkeypatch):
+    tools = FakeTools(diverge={3}, fmax={None: 63.0, 2: 75.5, 4: 70.25})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    said = []
+    r, bit = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, sweep=4, dma=False,
+                             sparse=False, lut=False)
+    assert tools.seeds == [None, 2, 3, 4]
+    assert r.fmax_mhz == 75.5 and bit.read_bytes() == b"bitstream of seed 2"
+    assert (tmp_path / "atomcube_ulx3s.config").read_text() == "seed 2"
+    for k, seed in ((0, None), (2, 2), (4, 4)):        # each routed seed's own files stay
+        assert (tmp_path / f"sweep-{k}" / "atomcube_ulx3s.config").read_text() == f"seed {seed}"
+        assert (tmp_path / f"sweep-{k}" / "nextpnr.json").exists()
+    assert not (tmp_path / "sweep-3").exists() and (tmp_path / "nextpnr-try3.stdout").exists()
+    assert "      kept --seed 2: 75.50 MHz (nextpnr's own seed: 63.00, seed 2: 75.50, " \
+           "seed 4: 70.25)" in said, said
+    assert any("seed 3 of 4: nextpnr --seed 3" in s for s in said), said
+
+
+def test_sweep_fails_only_when_no_seed_routes(tmp_path, monkeypatch):
+    tools = FakeTools(diverge={5, 6})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    with pytest.raises(RuntimeError, match=r"no placement routed in 2 tries .*--sweep "
+                                           r"\(make bitstream SWEEP=\.\.\.\)"):
+        bitstream.build("ulx3s", outdir=tmp_path, log=lambda *_: None, sweep=2, seed=5,
+                        dma=False, sparse=False, lut=False)
+    assert tools.seeds == [5, 6]
+    with pytest.raises(ValueError, match="sweep must be at least 1 .seeds to place with., not 0"):
+        bitstream.build("ulx3s", outdir=tmp_path, sweep=0)
+    with pytest.raises(SystemExit):
+        bitstream.main(["--tries", "2", "--sweep", "3"])
