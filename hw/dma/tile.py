@@ -210,6 +210,14 @@ class TileTransposer(wiring.Component):
         L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
         T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
         lgl = reg(LB - elog, "lgl", range(LB + 1))                  # log2 L
+        # the walk's datapath takes the element size from the tile's own register (lgl), not
+        # from the descriptor's elog, which comes from the front end across the die: from
+        # there through the row's byte count into the runs slice was the ULX3S SoC's critical
+        # path at 23555e3 (14.6 ns, 7.4 of it on that one net). The configuration registers
+        # below still take the descriptor's value, a cycle earlier. (A register of elog here
+        # would be the mid end's r_elog: Yosys merges flip-flops with the same input.)
+        elog = Signal(2, name="elog_t")
+        m.d.comb += elog.eq(LB - lgl)
 
         # grouped rows: dimension 0 (a power of two, less than L) with its next dimension make
         # the rows; grouped columns likewise. In a tile, row a is (a mod E0, a div E0) and
@@ -245,7 +253,7 @@ class TileTransposer(wiring.Component):
         # f(a) = (a >> lgp) + (a mod P) * 2**lgc, so the P rows of a beat take disjoint banks.
         pack = self.pack_rows
         lgp = reg(lgl - lgc, "lgp", range(LB + 1))
-        lgce = reg(lgc + elog, "lgce", range(LB + KB + 4))     # log2 of a packed row's bytes
+        lgce = reg(lgc + self.elog, "lgce", range(LB + KB + 4))     # log2 of a packed row's bytes
         # (from lgl and lgc, not lgp: a stage earlier, for the tests on it below)
         lgp_early = (lgl - lgc)[:len(lgl)]
         a_step = reg(Mux(pack, Const(1, LB + 1) << lgp_early, 1), "a_step", LB + 1)
@@ -685,7 +693,7 @@ class TileTransposer(wiring.Component):
         # queue was nextpnr's 96.1 MHz path
         col_out = Signal(W)
         m.d.comb += col_out.eq(col_rot)
-        pack_sel = reg(Mux(pack, Cat(lgp, elog), 0), "pack_sel", len(lgp) + 2)
+        pack_sel = reg(Mux(pack, Cat(lgp, self.elog), 0), "pack_sel", len(lgp) + 2)
         with m.Switch(pack_sel):
             for e in range(4):
                 n_el = BB >> e
