@@ -11,7 +11,7 @@ from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from ..fabric import global_buffer
+from ..fabric import global_buffer, register_copies
 
 __all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"]
 
@@ -69,7 +69,7 @@ def holds_entries(m, name, fifo):
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
-                   reset=None, domain=None, bypass=False, global_load=None):
+                   reset=None, domain=None, bypass=False, global_load=None, select_bits=None):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
@@ -80,12 +80,13 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     ``bypass=True`` connects the two sides with wires instead and returns None: for builds
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
     ``global_load`` (a name) puts the output entry's load enable on a global network where
-    the platform has them (:class:`SkidBuffer`)."""
+    the platform has them; ``select_bits`` gives the output entry's data select one copy per
+    that many bits (both :class:`SkidBuffer`)."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
-    buf = SkidBuffer(width=width, global_load=global_load)
+    buf = SkidBuffer(width=width, global_load=global_load, select_bits=select_bits, clear=reset)
     if reset is not None:
         buf = ResetInserter(reset)(buf)
     if domain is not None:
@@ -118,11 +119,23 @@ class SkidBuffer(Elaboratable):
     in a cycle, reaches every one of its flip-flops. With ``global_load`` (a name) that load
     enable goes through :func:`hw.fabric.global_buffer`, so on a platform with global networks
     (the ECP5 board tops) it reaches a wide entry with no general routing; elsewhere nothing
-    changes. The valid flags keep the enable from general routing: they are few."""
+    changes. The valid flags keep the enable from general routing: they are few.
 
-    def __init__(self, *, width, global_load=None):
+    The output entry loads from the second entry or from the input, as the second entry's
+    valid flag says: on a wide buffer that one flag selects hundreds of bits. ``select_bits``
+    gives each share of that many bits its own copy of the flag (:func:`hw.fabric.register_copies`,
+    which the placer can put beside its share). A buffer emptied by a reset inserted around it
+    must then be told that reset as ``clear``: the copies, one flip-flop each on the ECP5 board
+    tops, are not under the inserted reset, and must clear with the flag."""
+
+    def __init__(self, *, width, global_load=None, select_bits=None, clear=None):
+        if select_bits is not None and select_bits < 1:
+            self._MustUse__silence = True
+            raise ValueError(f"select_bits must be at least 1, not {select_bits!r}")
         _fifo_ports(self, width)
         self.global_load = global_load
+        self.select_bits = select_bits
+        self.clear = clear
         self.level = Signal(range(3))
         #: whether an entry is held: the output entry's valid (the second fills only behind it)
         self.nonempty = self.r_rdy
@@ -145,23 +158,34 @@ class SkidBuffer(Elaboratable):
                      # (it moves up) or if it is empty now and takes nothing
                      self.w_rdy_next.eq(~self.r_rdy | self.r_en | ~(skid_v | take))]
         free = ~self.r_rdy | self.r_en             # the output entry is free this cycle
-        local = self.global_load is None            # its data loads under `free` as it is
         with m.If(free):
             with m.If(skid_v):
                 m.d.sync += [self.r_rdy.eq(1), skid_v.eq(0)]
-                if local:
-                    m.d.sync += out_d.eq(skid_d)
             with m.Else():
                 m.d.sync += self.r_rdy.eq(take)
-                if local:
-                    m.d.sync += out_d.eq(self.w_data)
         with m.Elif(take):
             m.d.sync += skid_v.eq(1)
-        if not local:
+        # the output entry's data: from the second entry if it holds one, else from the input
+        if self.select_bits is None:
+            shares = [(0, self.width, skid_v)]
+        else:
+            # copies of skid_v: it is clear after a cycle the output entry was free, set after one
+            # that took a transfer, and clear after the inserted reset (`clear`)
+            skid_nx = ~free & (skid_v | take)
+            if self.clear is not None:
+                skid_nx = skid_nx & ~self.clear
+            n = -(-self.width // self.select_bits)
+            sel = register_copies(platform, m, skid_nx, n, "skid_sel")
+            shares = [(k * self.select_bits, min(self.width, (k + 1) * self.select_bits), sel[k])
+                      for k in range(n)]
+        load = free
+        if self.global_load is not None:
             load = Signal(name="load")
             m.d.comb += load.eq(free)
-            with m.If(global_buffer(platform, m, load, self.global_load)):
-                m.d.sync += out_d.eq(Mux(skid_v, skid_d, self.w_data))
+            load = global_buffer(platform, m, load, self.global_load)
+        with m.If(load):
+            for lo, hi, s in shares:
+                m.d.sync += out_d[lo:hi].eq(Mux(s, skid_d[lo:hi], self.w_data[lo:hi]))
         # the second entry follows the input while it is empty, so its enable is a register
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):

@@ -90,6 +90,8 @@ MASK_LATE = 2
 #: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
 #: rest run from the queue's head into X's registers)
 SUM_LEVELS = 3
+#: bits of the X slice's output entry per copy of its select (:class:`~..bus.fifo.SkidBuffer`)
+SELECT_BITS = 64
 
 
 class _State(enum.Enum):
@@ -559,8 +561,10 @@ class SparseDecompressor(wiring.Component):
         p_free = ~p.valid | p_done
         x_done = Signal()
         m.d.comb += x_done.eq(x_valid & p_free & ~x.bad)
+        # X is hundreds of bits wide: its select (second entry or input) in copies, one per
+        # SELECT_BITS (a single flag's net was the ULX3S SoC's critical path at 78fbc02)
         register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in, out_valid=x_valid,
-                       out_ready=x_done, out_payload=x, reset=flush)
+                       out_ready=x_done, out_payload=x, reset=flush, select_bits=SELECT_BITS)
         step = Signal()
         # the WGS check does not hold the step back: a segment that fails it is stepped like
         # the others, and the failure (registered with its group) is raised in the next cycle,
