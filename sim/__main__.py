@@ -20,7 +20,7 @@ from . import benches, runner
 def _run(bench_name, case_name, simulator, seed):
     bench = benches.find(bench_name)
     case = next(c for c in bench.cases if c.name == case_name)
-    return runner.run(bench, case, simulator, seed=seed)
+    return runner.run(bench, case, simulator, seed=seed, testcase=case.tests)
 
 
 def _fmt_params(params: dict) -> str:

@@ -180,7 +180,8 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
         cocotb's random seed (default: the ``SEED`` environment variable, else a new one, which
         the result and the summary print).
     testcase : str, optional
-        Run only the cocotb tests whose name matches this regular expression.
+        Run only these cocotb tests (names, comma-separated; cocotb matches each as the end of
+        a test's full name).
 
     Raises
     ------

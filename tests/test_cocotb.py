@@ -21,7 +21,7 @@ NODES = benches.nodes(regression_only=True)[::-1]
                          ids=[f"{b.name}-{c.name}-{s}" for b, c, s in NODES])
 def test_cocotb(bench, case, simulator):
     try:
-        result = runner.run(bench, case, simulator)
+        result = runner.run(bench, case, simulator, testcase=case.tests)
     except runner.SimulatorMissing as e:
         if simulator == "icarus":
             pytest.skip(str(e))
