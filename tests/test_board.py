@@ -207,7 +207,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
     the DMA row path's run-queue load go through a DCCA each. The decompressor's expansion-stage
     enables and its gearbox's slot enables (one per four elements) and the DMA check products'
-    load flag (two per product) are registered copies, as TRELLIS_FF instances so that Yosys
+    load flag (two per product) and the decompressor's X slice select are registered copies, as
+    TRELLIS_FF instances so that Yosys
     cannot merge them. With no platform (simulation, the blocks' own builds, the iCE40) there
     are neither."""
     from amaranth.back import rtlil
@@ -226,6 +227,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
                                    "slot1_empty") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
+    # the decompressor's X slice: its select, one copy per 64 of its several hundred bits
+    n_sel = sum(n.startswith("skid_sel") for n in names)
+    assert n_sel >= 8, names
+    want += [f"skid_sel{k}_ff" for k in range(n_sel)]
     assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
