@@ -497,15 +497,16 @@ class SparseDecompressor(wiring.Component):
         d_open = Signal()                      # the atom in the slots has had a segment
         d_all = Signal()                       # the last group's last segment has been decoded
         group_idx = Signal(24)
-        # the segment in X failed the WGS check: the check of the queue's head and whether it
-        # was stepped, both registered every cycle (so the step reaches one register, not the
-        # check's logic), and a flag that holds it once seen
+        # the queue's head failed the WGS check a cycle ago: the check registered every cycle
+        # (so the step reaches one register, not the check's logic), and a flag that holds it
+        # once seen. A head fails it whether or not it was stepped: a head with more mask bits
+        # than its group's WGS may want bytes past the end of the weight surface, and waits
+        # for them forever (the job hung so before 2026-11-27)
         chk_r = Signal()
-        stepped_r = Signal()
         mis_seen = Signal()
         mis_r = Signal()
         mis_group = Signal.like(group_idx)     # the group of the queue's head a cycle ago
-        m.d.comb += mis_r.eq((stepped_r & chk_r) | mis_seen)
+        m.d.comb += mis_r.eq(chk_r | mis_seen)
         grp_big = Signal()                     # grp_bytes is beyond any segment's need
         avail = Signal(32)
         m.d.comb += avail.eq(Mux(head.first, head.wgs, grp_bytes))
@@ -595,7 +596,7 @@ class SparseDecompressor(wiring.Component):
         moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
-        m.d.sync += [chk_r.eq(mismatch), stepped_r.eq(step), mis_group.eq(group_idx),
+        m.d.sync += [chk_r.eq(mismatch), mis_group.eq(group_idx),
                      mis_seen.eq(mis_r)]
         # X's entry, from the head or the tail (as d_all says); the stages after it load their
         # registers whenever they are free and only their valid bits wait on the stage
@@ -728,7 +729,7 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += raise_error.eq(Error.WRITE_ERROR)
             with m.Elif(writer.range_error):
                 m.d.comb += raise_error.eq(Error.DST_RANGE)
-            with m.Elif(mis_r):                      # the segment stepped before the head
+            with m.Elif(mis_r):                      # the head a cycle ago, stepped or not
                 m.d.comb += raise_error.eq(Error.WGS_MISMATCH)
             with m.Elif(marker):                     # WGS_OVERFLOW or WMB_SHORT
                 m.d.comb += raise_error.eq(head.err)

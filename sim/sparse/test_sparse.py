@@ -247,6 +247,7 @@ async def test_errors(dut):
     spec = WeightSpec("dc", "int8", (64, 16, 3, 3))      # two groups, 9 KiB: quick on Icarus
     after = WeightSpec("dc", "int16", (20, 7, 1, 3))
     packed = compress(spec.layout(tb.kernels(spec, 0.5)))
+    full = compress(spec.layout(_fill_weight_surface(tb.kernels(spec, 0.5))))
     cases = [
         ("misaligned WMB address", lambda job, mem: _Raw(job, wmb_addr=job.wmb_addr + 0x80),
          Error.ALIGN),
@@ -263,6 +264,10 @@ async def test_errors(dut):
          Error.WGS_MISMATCH, 1),
         ("popcount below WGS (a mask bit cleared)", _flip_mask_bit(0, set_bit=False),
          Error.WGS_MISMATCH, 0),
+        # the extra bit asks for a byte past the weight surface, which has no padding to
+        # supply it: the check must not wait for that byte (it hung so, seed 1795745239)
+        ("popcount above WGS in the last group of an unpadded weight surface",
+         _flip_mask_bit(1, set_bit=True), Error.WGS_MISMATCH, 1, full),
         ("WGS total beyond the weight surface", _inflate_wgs, Error.WGS_OVERFLOW),
         ("WMB surface too short", lambda job, mem: _Raw(job, wmb_bytes=128), Error.WMB_SHORT),
         ("read error on the packed weights", _read_error, Error.READ_ERROR),
@@ -270,9 +275,11 @@ async def test_errors(dut):
         ("destination past the address space",
          lambda job, mem: _Raw(job, dst_addr=0xFFFF_F000), Error.DST_RANGE),
     ]
-    for what, corrupt, code, *group in cases:          # the group, where the test knows it
+    for what, corrupt, code, *rest in cases:   # the group, where the test knows it; the image
+        group = rest[0] if rest else None
+        image = rest[1] if len(rest) > 1 else packed
         tb.mem.read_errors, tb.mem.write_errors = [], []
-        await _expect_error(tb, packed, corrupt, code, what, *group)
+        await _expect_error(tb, image, corrupt, code, what, group)
         tb.mem.read_errors, tb.mem.write_errors = [], []
         await tb.check(after, tb.kernels(after, 0.4), f"job after '{what}'")
 
@@ -289,6 +296,15 @@ def _expand(mem, job, spec):
     idx = np.flatnonzero(mask)[:values.size]
     dense[idx] = values[:idx.size]
     return dense.view(np.uint8).tobytes()
+
+
+def _fill_weight_surface(w):
+    """``w`` with its first non-zeros (all in group 0) cleared until the packed non-zeros fill
+    whole 128-byte lines: a weight surface with no padding after its last byte (int8)."""
+    flat = w.reshape(-1)                            # kernel-major: the first kernel first
+    flat[np.flatnonzero(flat)[:np.count_nonzero(w) % 128]] = 0
+    assert np.count_nonzero(w) % 128 == 0
+    return w
 
 
 class _Raw(dict):
