@@ -205,11 +205,13 @@ class AxiArbiter(wiring.Component):
 
     Each manager's IDs are widened with its index in the top bits, and responses go back by
     those bits, so managers may keep several transactions in flight. AR and AW are each granted
-    round-robin; once a manager's address is presented it stays until taken. The granted
-    addresses go out through register slices (a cycle of latency, a transfer a cycle). Write data
-    follows the order in which write addresses were granted (a FIFO of ``write_depth`` grants),
-    and may reach the port before its address does, as AXI4 allows. ``slices=False`` leaves
-    the address slices out (the grant drives the port directly; for small, slow builds)."""
+    round-robin; once a manager's address is presented it stays until taken. Each manager's
+    addresses come in through register slices, and the granted ones go out through another
+    (two cycles of latency, a transfer a cycle): no combinational path runs from one manager
+    to another's ready, nor from a manager to the port. Write data follows the order in which
+    write addresses were granted (a FIFO of ``write_depth`` grants), and may reach the port
+    before its address does, as AXI4 allows. ``slices=False`` leaves the address slices out
+    (the grant drives the port directly; for small, slow builds)."""
 
     def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8,
                  slices=True):
@@ -265,8 +267,23 @@ class AxiArbiter(wiring.Component):
         order = m.submodules.order = SyncFIFOBuffered(width=sb, depth=self.write_depth)
 
         for ch in ("ar", "aw"):
+            # each manager's address through a register slice of its own, so that its ready
+            # is a register and not the grant's choice among every manager's valid (at
+            # c0c4971 the full ULX3S SoC's critical path, 14.2 ns: the sparse writer's AWVALID
+            # through the grant into the DMA back end's burst count)
+            mv = [Signal(name=f"{ch}{i}_valid") for i in range(n)]
+            mr = [Signal(name=f"{ch}{i}_ready") for i in range(n)]
+            mf = []
+            for i, p in enumerate(ins):
+                src = [getattr(p, f"{ch}{f}") for f in chans[ch]]
+                mf.append([Signal.like(d, name=f"{ch}{i}_{f}")
+                           for f, d in zip(chans[ch], src, strict=True)])
+                register_slice(m, f"{ch}{i}", valid=getattr(p, f"{ch}valid"),
+                               ready=getattr(p, f"{ch}ready"), payload=Cat(src),
+                               out_valid=mv[i], out_ready=mr[i], out_payload=Cat(mf[i]),
+                               bypass=not self.slices)
             valids = Signal(n, name=f"{ch}_valids")
-            m.d.comb += valids.eq(Cat(getattr(p, f"{ch}valid") for p in ins))
+            m.d.comb += valids.eq(Cat(mv))
             # the granted address goes out through a register slice, so that no combinational
             # path runs from a manager through the grant to the memory's ready and back
             g_valid, g_ready = Signal(name=f"{ch}_g_valid"), Signal(name=f"{ch}_g_ready")
@@ -276,12 +293,11 @@ class AxiArbiter(wiring.Component):
             gate = order.w_rdy if ch == "aw" else 1
             sel, go = self._grant(m, ch, valids, g_ready & gate)
             m.d.comb += g_valid.eq(go & gate)
-            for i, p in enumerate(ins):
+            for i in range(n):
                 with m.If(sel == i):
-                    for f, dst in zip(chans[ch], g_fields, strict=True):
-                        src = getattr(p, f"{ch}{f}")
+                    for f, dst, src in zip(chans[ch], g_fields, mf[i], strict=True):
                         m.d.comb += dst.eq(Cat(src, Const(i, sb)) if f == "id" else src)
-                    m.d.comb += getattr(p, f"{ch}ready").eq(g_ready & gate)
+                    m.d.comb += mr[i].eq(g_ready & gate)
             register_slice(m, ch, valid=g_valid, ready=g_ready, payload=Cat(g_fields),
                            out_valid=getattr(o, f"{ch}valid"), out_ready=getattr(o, f"{ch}ready"),
                            out_payload=Cat(outs), bypass=not self.slices)
