@@ -314,14 +314,31 @@ class SparseDecompressor(wiring.Component):
         # a register (its compare in front took the rest of the cycle); next_ok comes two
         # cycles after the kernels left change
         kg = Signal(6)
+        kg_part = Signal()                     # the next group is a set's partial one
         kg_ok = Signal()
         # the kernels left after the next group and whether it is the job's last, registered
         # from the same registers (steady by the time next_ok is set), so a group's start
         # loads registers and its compare and subtract stay off the start's path
         kl_next = Signal(24)
         last_next = Signal()
-        m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_ok.eq(1),
-                     next_elems.eq(kg * kernel_elems), next_ok.eq(kg_ok),
+        # a group's elements take two values in a job: kpg kernels' (a shift), or a set's
+        # partial group's, kernels mod kpg (the only kern_left below kpg). The second's
+        # multiply runs between registers that load every cycle from the job's registers:
+        # ke_r and km_r at start + 2, the product at start + 3, part_elems at start + 4, the
+        # cycle RUN first reads it (next_elems, one cycle after kg_ok; RUN starts at start +
+        # 3). (kg * kernel_elems per group put the multiplier between registers across the
+        # die: the full ULX3S SoC's critical path at 9e131b6, 14.4 ns, 10 of it routing)
+        ke_r = Signal.like(kernel_elems)
+        km_r = Signal(5)
+        part_p = Signal(32)
+        part_elems = Signal(32)
+        full_elems = Signal(32)
+        m.d.sync += [ke_r.eq(kernel_elems), km_r.eq(kernels[:5] & Mux(two, 15, 31)),
+                     part_p.eq(km_r * ke_r), part_elems.eq(part_p),
+                     full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
+        m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_part.eq(kern_left < kpg),
+                     kg_ok.eq(1),
+                     next_elems.eq(Mux(kg_part, part_elems, full_elems)), next_ok.eq(kg_ok),
                      kl_next.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
                      last_next.eq(groups_set + 1 == groups)]
         wgs_word = wgsbuf.data[:32]
