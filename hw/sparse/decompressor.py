@@ -324,17 +324,23 @@ class SparseDecompressor(wiring.Component):
         # a group's elements take two values in a job: kpg kernels' (a shift), or a set's
         # partial group's, kernels mod kpg (the only kern_left below kpg). The second's
         # multiply runs between registers that load every cycle from the job's registers:
-        # ke_r and km_r at start + 2, the product at start + 3, part_elems at start + 4, the
-        # cycle RUN first reads it (next_elems, one cycle after kg_ok; RUN starts at start +
-        # 3). (kg * kernel_elems per group put the multiplier between registers across the
-        # die: the full ULX3S SoC's critical path at 9e131b6, 14.4 ns, 10 of it routing)
+        # ke_r and km_r at start + 2, the two 12-bit halves' products (a multiplier block
+        # each) at start + 3, their sum at start + 4. next_elems follows it every cycle, and
+        # the first group's start waits for the first WGS word, read from memory once RUN
+        # has begun (start + 3): start + 7 at the earliest. (A sum a cycle later still
+        # passes the bench, as this predicts; nothing sooner reads it.) (kg * kernel_elems
+        # per group put the multiplier between registers across the die: the full ULX3S
+        # SoC's critical path at 9e131b6, 14.4 ns, 10 of it routing; the 24-bit product in
+        # one cycle, split by Yosys into two multipliers and an add, the block's alone)
         ke_r = Signal.like(kernel_elems)
         km_r = Signal(5)
-        part_p = Signal(32)
+        part_lo = Signal(17)
+        part_hi = Signal(17)
         part_elems = Signal(32)
         full_elems = Signal(32)
         m.d.sync += [ke_r.eq(kernel_elems), km_r.eq(kernels[:5] & Mux(two, 15, 31)),
-                     part_p.eq(km_r * ke_r), part_elems.eq(part_p),
+                     part_lo.eq(km_r * ke_r[:12]), part_hi.eq(km_r * ke_r[12:]),
+                     part_elems.eq(part_lo + (part_hi << 12)),
                      full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
         m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_part.eq(kern_left < kpg),
                      kg_ok.eq(1),
