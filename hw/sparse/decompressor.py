@@ -342,8 +342,8 @@ class SparseDecompressor(wiring.Component):
                      part_lo.eq(km_r * ke_r[:12]), part_hi.eq(km_r * ke_r[12:]),
                      part_elems.eq(part_lo + (part_hi << 12)),
                      full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
-        m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_part.eq(kern_left < kpg),
-                     kg_ok.eq(1),
+        partial = kern_left < kpg
+        m.d.sync += [kg.eq(Mux(partial, kern_left, kpg)), kg_part.eq(partial), kg_ok.eq(1),
                      next_elems.eq(Mux(kg_part, part_elems, full_elems)), next_ok.eq(kg_ok),
                      kl_next.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
                      last_next.eq(groups_set + 1 == groups)]
