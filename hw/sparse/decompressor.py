@@ -239,8 +239,18 @@ class SparseDecompressor(wiring.Component):
                                reset=flush)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
-        m.d.comb += out_atom.eq(Mux(two, out.slots.as_value(),
-                                    Cat(*(out.slots[i][:8] for i in range(A)))))
+        # the packing's choice comes from copies of ``two``, one per ELEMENTS_PER_COPY elements:
+        # from ``two`` alone, it was one net to 16 x A multiplexers across the die (the ULX3S
+        # SoC's critical path at 8f5b866: 14.1 ns of routing). A copy follows ``two`` a cycle
+        # late, long before the job's first atom leaves the queue (its reads come first)
+        n_two = max(1, A // ELEMENTS_PER_COPY)
+        two_c = register_copies(platform, m, two, n_two, "two_c")
+        wide = out.slots.as_value()
+        packed = Cat(*(out.slots[i][:8] for i in range(A)), Const(0, 8 * A))
+        chunk = 16 * A // n_two
+        m.d.comb += out_atom.eq(Cat(*(Mux(two_c[k], wide[k * chunk:(k + 1) * chunk],
+                                          packed[k * chunk:(k + 1) * chunk])
+                                      for k in range(n_two))))
         sent_stream = Signal()
         sent_write = Signal()
         owe_stream = stream_en & ~sent_stream
