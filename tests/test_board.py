@@ -207,7 +207,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
     the DMA row path's run-queue load go through a DCCA each. These are registered copies, as
     TRELLIS_FF instances so that Yosys cannot merge them: the decompressor's expansion-stage
-    enables, its gearbox's slot enables (one per four elements) and its X slice's select, and
+    enables, its gearbox's slot enables and its one-byte packing's choice (one per four
+    elements) and its X slice's select, and
     the DMA check products' load flag (two per product). With no platform (simulation, the
     blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
@@ -223,7 +224,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
-                                   "slot1_empty") for k in range(groups)]
+                                   "slot1_empty", "two_c") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
     # the decompressor's X slice: its select, one copy per 64 of its several hundred bits
