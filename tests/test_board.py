@@ -208,7 +208,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     the DMA row path's run-queue load go through a DCCA each. These are registered copies, as
     TRELLIS_FF instances so that Yosys cannot merge them: the decompressor's expansion-stage
     enables, its gearbox's slot enables and its one-byte packing's choice (one per four
-    elements) and its X slice's select, and
+    elements), its X slice's select and its rings' read pointers, and
     the DMA check products' load flag (two per product). With no platform (simulation, the
     blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
@@ -231,6 +231,11 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     n_sel = sum(n.startswith("skid_sel") for n in names)
     assert n_sel >= 8, names
     want += [f"skid_sel{k}_ff" for k in range(n_sel)]
+    # the mask and data rings' read pointers: per bit, one copy per 64 bits of its rotation
+    # stage (the data ring's top stage, 8 x (64 + 63) bits: 16 copies; the mask ring's: 2)
+    ring = [n for n in names if re.fullmatch(r"rd\d+_c\d+_ff", n)]
+    assert sum(n.startswith("rd6_") for n in ring) == 16 + 2, ring
+    want += ring
     assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
