@@ -72,7 +72,7 @@ from model.registers.sparse import SPARSE, Error
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
-from ..fabric import register_copies
+from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
 from .ringbuf import RingBuffer
@@ -245,12 +245,8 @@ class SparseDecompressor(wiring.Component):
         # late, long before the job's first atom leaves the queue (its reads come first)
         n_two = max(1, A // ELEMENTS_PER_COPY)
         two_c = register_copies(platform, m, two, n_two, "two_c")
-        wide = out.slots.as_value()
         packed = Cat(*(out.slots[i][:8] for i in range(A)), Const(0, 8 * A))
-        chunk = 16 * A // n_two
-        m.d.comb += out_atom.eq(Cat(*(Mux(two_c[k], wide[k * chunk:(k + 1) * chunk],
-                                          packed[k * chunk:(k + 1) * chunk])
-                                      for k in range(n_two))))
+        m.d.comb += out_atom.eq(shared_select(two_c, out.slots.as_value(), packed))
         sent_stream = Signal()
         sent_write = Signal()
         owe_stream = stream_en & ~sent_stream

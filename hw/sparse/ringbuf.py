@@ -40,7 +40,7 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..fabric import register_copies
+from ..fabric import register_copies, shared_select
 
 #: multiplexer bits a copy of a read-pointer bit selects for (see :class:`RingBuffer`)
 SELECT_BITS = 64
@@ -186,10 +186,6 @@ def _rotate(m, cur, amount, unit, out_units, bits, name):
         width = unit * (out_units + sh - 1)
         nxt = Signal(width, name=f"{name}{b}")
         sel = amount[b] if isinstance(amount, dict) else [amount[b]]
-        step = -(-width // len(sel))
-        starts = range(0, width, step)
-        m.d.comb += nxt.eq(Cat(*(Mux(s, cur[unit * sh + lo:unit * sh + min(lo + step, width)],
-                                     cur[lo:min(lo + step, width)])
-                                 for s, lo in zip(sel[:len(starts)], starts, strict=True))))
+        m.d.comb += nxt.eq(shared_select(sel, cur[unit * sh:unit * sh + width], cur[:width]))
         cur = nxt
     return cur
