@@ -209,7 +209,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     TRELLIS_FF instances so that Yosys cannot merge them: the decompressor's expansion-stage
     enables, its gearbox's slot enables and its one-byte packing's choice (one per four
     elements), its X slice's select and its rings' read pointers, and
-    the DMA check products' load flag (two per product). With no platform (simulation, the
+    the DMA check products' load flag (two per product), the DMA row path's write-slice ready
+    (one per share of the realigner's state). With no platform (simulation, the
     blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
@@ -227,6 +228,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
                                    "slot1_empty", "two_c") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
+    # the DMA row path's write-slice ready: one copy for the handshakes, one per share of the
+    # realigner's state (u, v, sr, er, then the address and the tests: 5 at 64 bits) and one
+    # for its held source beat (64 bits)
+    want += [f"wr_rdy{k}_ff" for k in range(1 + 5 + 1)]
     # the decompressor's X slice: its select, one copy per 64 of its several hundred bits
     n_sel = sum(n.startswith("skid_sel") for n in names)
     assert n_sel >= 8, names
