@@ -15,7 +15,7 @@
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
 #                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
 #                  ROUTER=router1|router2 override the board's own choices; TRIES=n: how
-#                  many placements to try when router2 diverges, 3 on the ULX3S;
+#                  many placements to try when routing or placing fails, 3;
 #                  PNR_SEED=n: the first placement's nextpnr seed, 0 for nextpnr's own;
 #                  SWEEP=n: place with n seeds and keep the fastest; the full ULX3S SoC
 #                  takes 20 to 30 minutes a placement)

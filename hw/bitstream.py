@@ -69,6 +69,8 @@ ROUTER1_FLOOR = 1_000
 
 _PHASES = ("Running main analytical placer", "Running simulated annealing placer",
            "Running router2", "Routing..", "Routing complete", "Max frequency for clock")
+#: how nextpnr's placers (HeAP's legaliser, the annealer) say they could not place every cell
+_UNPLACED = "Unable to find legal placement"
 _ROUTER2 = re.compile(r"iter=(\d+) wires=\d+ overused=(\d+)")
 _ROUTER1 = re.compile(r"^Info:\s+(\d+) \|.*\|\s+(\d+)\|\s+[\d.]+\s+[\d.]+\|\s*$")
 
@@ -77,7 +79,9 @@ class RouteWatch:
     """Follows nextpnr's output as it comes (:func:`hw.synth._run`'s ``watch``): reports the
     phases and the routers' progress through ``log`` (router2 every tenth iteration, router1
     at most once every ``every`` seconds), and with ``stop_diverging`` stops router2 once it
-    has diverged, or router1 once it has stalled, by the rules above, returning why."""
+    has diverged, or router1 once it has stalled, by the rules above, returning why. A placer
+    that cannot legalise its placement is reported the same way (with or without
+    ``stop_diverging``: nextpnr stops there anyway), so the build tries another seed."""
 
     def __init__(self, log=print, *, stop_diverging=True, every=60.0, clock=time.monotonic):
         self.log, self.stop_diverging, self.every, self.clock = log, stop_diverging, every, clock
@@ -106,6 +110,11 @@ class RouteWatch:
     def __call__(self, line: str) -> str | None:
         if any(p in line for p in _PHASES):
             self._say(line.removeprefix("Info:").strip())
+        if _UNPLACED in line:
+            # nextpnr ends with an error here whatever the watch says. Near a device's limit
+            # whether the legaliser succeeds depends on the placement, so the build tries the
+            # next seed, as for a stalled router
+            return f"placement not legal: {line.removeprefix('ERROR:').strip()}"
         if m := _ROUTER1.match(line):
             it, left = int(m[1]), int(m[2])
             if self.clock() - self.last >= self.every:
@@ -138,7 +147,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
           sweep: int = 1, **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
-    ``tries``: placements to try when router2 diverges or router1 stalls (:class:`RouteWatch`);
+    ``tries``: placements to try when the placer cannot legalise, router2 diverges or router1
+    stalls (:class:`RouteWatch`);
     ``seed``: the first try's placement seed (0: nextpnr's own), each further try taking the
     next (after nextpnr's own: 2, 3 and so on). All four default to the board's own
     (:data:`hw.top.board.BOARDS`). ``sweep``: place and route with this many seeds (those
@@ -273,7 +283,8 @@ def main(argv=None) -> int:
                          "router1 for icebreaker; docs/board.md)")
     ap.add_argument("--tries", type=int, metavar="N",
                     help="placements to try, each with the next nextpnr seed, when router2 "
-                         "diverges or router1 stalls (default: the board's own: 3 for each)")
+                         "diverges, router1 stalls or the placer cannot legalise (default: the "
+                         "board's own: 3 for each)")
     ap.add_argument("--seed", type=int, metavar="N",
                     help="the first try's nextpnr seed, 0 for nextpnr's own (default: the "
                          "board's own: nextpnr's for ulx3s, 3 for icebreaker)")

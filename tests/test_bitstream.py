@@ -239,11 +239,12 @@ def test_run_kills_the_tool_when_the_build_is_terminated(tmp_path, watched):
 class FakeTools:
     """Stands in for Yosys, nextpnr and ecppack in :func:`hw.bitstream.build`: nextpnr's router2
     (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
-    own). ``fmax``: the Fmax each seed routes at (120.5 MHz where not given); the placed
-    design it writes names its seed, and ecppack's bitstream names the design it packed."""
+    own), and its placer gives up at those in ``unplaced``. ``fmax``: the Fmax each seed routes
+    at (120.5 MHz where not given); the placed design it writes names its seed, and ecppack's
+    bitstream names the design it packed."""
 
-    def __init__(self, diverge, router1=False, fmax=None):
-        self.diverge, self.router1 = diverge, router1
+    def __init__(self, diverge, router1=False, fmax=None, unplaced=()):
+        self.diverge, self.router1, self.unplaced = diverge, router1, unplaced
         self.fmax = fmax or {}
         self.seeds = []
 
@@ -252,7 +253,12 @@ class FakeTools:
         if tool.startswith("yowasp-nextpnr"):
             seed = int(cmd[cmd.index("--seed") + 1]) if "--seed" in cmd else None
             self.seeds.append(seed)
-            if self.router1:
+            if seed in self.unplaced:
+                lines = ["Info: Running main analytical placer, max placement attempts per "
+                         "cell = 2000.\n",
+                         "ERROR: Unable to find legal placement for all cells, design is "
+                         "probably at utilisation limit.\n"]
+            elif self.router1:
                 lines = router1_lines(STALLED1 if seed in self.diverge else ROUTED1, 4000)
             else:
                 counts = DIVERGED + [5000] * 100 if seed in self.diverge else [900, 50, 0]
@@ -299,6 +305,24 @@ def test_build_places_again_when_router1_stalls_from_the_boards_seed(tmp_path, m
     assert BOARDS["icebreaker"].seed == 3 and BOARDS["ulx3s"].seed == 0
     with pytest.raises(ValueError, match="seed must be 0 .nextpnr's own. or more, not -1"):
         bitstream.build("ulx3s", outdir=tmp_path, seed=-1)
+
+
+def test_build_places_again_when_the_placer_cannot_legalise(tmp_path, monkeypatch):
+    tools = FakeTools(diverge=set(), router1=True, unplaced={3})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    said = []
+    r, bit = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, router="router1", seed=3,
+                             dma=False, sparse=False, lut=False)
+    assert tools.seeds == [3, 4] and bit.read_bytes() == b"bitstream of seed 4"
+    assert any("placement not legal: Unable to find legal placement for all cells, design is "
+               "probably at utilisation limit.; stopped" in s for s in said), said
+    assert (tmp_path / "nextpnr-try1.stdout").exists()
+    tools = FakeTools(diverge=set(), unplaced={None, 2})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    with pytest.raises(RuntimeError, match=r"no placement routed in 2 tries \(nextpnr's own "
+                                           r"seed: placement not legal: Unable to find"):
+        bitstream.build("ulx3s", outdir=tmp_path, log=lambda *_: None, tries=2, dma=False,
+                        sparse=False, lut=False)
 
 
 def test_build_gives_up_after_its_tries(tmp_path, monkeypatch):

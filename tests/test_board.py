@@ -205,12 +205,11 @@ def test_board_tops_elaborate_with_their_pins():
 
 def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
-    the DMA row path's run-queue load go through a DCCA each. The decompressor's expansion-stage
-    enables and its gearbox's slot enables (one per four elements) and the DMA check products'
-    load flag (two per product) and the decompressor's X slice select are registered copies, as
-    TRELLIS_FF instances so that Yosys
-    cannot merge them. With no platform (simulation, the blocks' own builds, the iCE40) there
-    are neither."""
+    the DMA row path's run-queue load go through a DCCA each. These are registered copies, as
+    TRELLIS_FF instances so that Yosys cannot merge them: the decompressor's expansion-stage
+    enables, its gearbox's slot enables (one per four elements) and its X slice's select, and
+    the DMA check products' load flag (two per product). With no platform (simulation, the
+    blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform

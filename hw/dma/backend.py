@@ -280,9 +280,15 @@ class BackEnd(wiring.Component):
         with m.If(w_sent):
             m.d.sync += [w_count.eq(Mux(w_lastbeat, 0, w_count + 1)), w_first.eq(w_lastbeat),
                          w_last_reg.eq(w_count + 1 == wlens.r_data[:9])]
-        bursts_next = Signal.like(issued_bursts)
-        m.d.comb += bursts_next.eq(issued_bursts + aw_go - (w_sent & w_lastbeat))
-        m.d.sync += [issued_bursts.eq(bursts_next), bursts_issued.eq(bursts_next != 0)]
+        # bursts_issued's next value from compares of the count itself, with the late
+        # handshakes (AWREADY into aw_go, WREADY into w_sent) only selecting among them: the
+        # count's add and a zero test after them were the DMA engine's critical path alone
+        # (10.2 ns at 78fbc02) and, behind the arbiter's grant, the ULX3S SoC's (c0c4971)
+        inc = aw_go
+        dec = w_sent & w_lastbeat
+        m.d.sync += [issued_bursts.eq(issued_bursts + inc - dec),
+                     bursts_issued.eq(Mux(inc & ~dec, 1,
+                                          Mux(~inc & dec, issued_bursts != 1, bursts_issued)))]
         pending_b = Signal(range(256))
         b_beat = axi.bvalid & axi.bready
         m.d.sync += pending_b.eq(pending_b + aw_go - b_beat)

@@ -23,9 +23,9 @@ Timing
 ------
 (The pipelined datapath; ``serial=True`` trades this for size, see :mod:`hw.lut.serial`.)
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 14 cycles after its sample was accepted when the output is not stalled: the input
-register, twelve stages (P1 to P12, each about one subtract, shift, multiply or add deep, for the
-clock rate), and the output register, which chooses the table. Every
+``LATENCY`` = 15 cycles after its sample was accepted when the output is not stalled: the input
+register, thirteen stages (P1 to P13, each about one subtract, shift, multiply or add deep, for
+the clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped. On a platform with global buffers (the ECP5
 board tops: :mod:`hw.fabric`) that one enable reaches the stages on a global network.
@@ -55,8 +55,8 @@ from ..fabric import global_buffer
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-#: pipeline stages between the input register and the output register (P1 to P12)
-STAGES = 12
+#: pipeline stages between the input register and the output register (P1 to P13)
+STAGES = 13
 LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
@@ -327,7 +327,7 @@ class LutUnit(wiring.Component):
             m.d.sync += closing.eq(1)
 
         # valid/mask/last beside the data: index 0 is the input register, 1 to 12 the ends of
-        # stages P1 to P12; the output register follows
+        # stages P1 to P13; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
         last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
@@ -399,8 +399,8 @@ class LutUnit(wiring.Component):
                 "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
 
     def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
-        """Stages P1 to P12 of one table for one lane (see :data:`STAGES`); returns (result,
-        state) as registered at the end of P12."""
+        """Stages P1 to P13 of one table for one lane (see :data:`STAGES`); returns (result,
+        state) as registered at the end of P13."""
         name = f"{t}{lane}"
         n = c["n"]
 
@@ -454,7 +454,7 @@ class LutUnit(wiring.Component):
         x_a = reg(x2, "xa")
 
         # P4: the table read, addressed from registers (its output is registered: P5 sees it).
-        # Out of range the fraction is left as it is: only the hit result uses it, and P12
+        # Out of range the fraction is left as it is: only the hit result uses it, and P13
         # takes the out-of-range result then
         ev = mems[(t, 0)].read_port(domain="sync")
         od = mems[(t, 1)].read_port(domain="sync")
@@ -485,25 +485,34 @@ class LutUnit(wiring.Component):
         sh4 = reg(sh_r, "sh4", 5)
         state4 = reg(state_r, "st4", 2)
 
-        # P7: partial products of 17-bit slices, one multiplier block each
+        # P7: each multiplier block's operands, a copy of its own. These registers have the
+        # block as their only load, so the placer can put them beside it; the block's product
+        # register (P8) has one load too. Without them, one operand register fed several blocks
+        # and the placer left a block 30 rows from both of its registers (the ULX3S SoC at
+        # 18bb5cb: 10.3 of 14.8 ns in routing)
         K = 17
-        fl5 = reg(dy4 * frac4[:K], "fl5", signed(17 + K + 1))
-        fh5 = reg(dy4 * frac4[K:], "fh5", signed(17 + max(FB - K, 1) + 1)) if FB > K else None
+        fsl = [(0, frac4[:K])] + ([(K, frac4[K:])] if FB > K else [])
+        fops = [(lo, reg(dy4, f"dyop{lo}"), reg(piece, f"frop{lo}")) for lo, piece in fsl]
         # the distance in 17-bit slices, the top one signed, so that every product fits one
         # 18 x 18 multiplier (SDP's 35 bits: two; CDP's 41: three). A wider slice is split by
-        # the tools into two multipliers and an add, in this stage (CDP: 10.4 ns on the ECP5).
-        xq5 = []
+        # the tools into two multipliers and an add, in one stage (CDP: 10.4 ns on the ECP5).
+        xops = []
         for lo in range(0, W + 3, K):
             top = lo + K >= W + 3 - 1
             piece = xr4[lo:].as_signed() if top else xr4[lo:lo + K]
-            xq5.append((lo, reg(scale4 * piece, f"q{lo}_5",
-                                signed(16 + len(piece) + (0 if top else 1)))))
+            xops.append((lo, reg(scale4, f"scop{lo}"), reg(piece, f"xrop{lo}"), top))
             if top:
                 break
-        y0_5, sh5, state5 = reg(y0_4, "y0_5"), reg(sh4, "sh5"), reg(state4, "st5")
+        y0_o, sh_o, state_o = reg(y0_4, "y0_o"), reg(sh4, "sh_o"), reg(state4, "st_o")
 
-        # P8: the products
-        prod = fl5 if fh5 is None else fl5 + (fh5 << K)
+        # P8: one product per multiplier block
+        fp5 = [(lo, reg(a * b, f"fp{lo}_5", signed(17 + len(b) + 1))) for lo, a, b in fops]
+        xq5 = [(lo, reg(a * b, f"q{lo}_5", signed(16 + len(b) + (0 if top else 1))))
+               for lo, a, b, top in xops]
+        y0_5, sh5, state5 = reg(y0_o, "y0_5"), reg(sh_o, "sh5"), reg(state_o, "st5")
+
+        # P9: the products' sums
+        prod = sum(q << lo for lo, q in fp5)
         hitp6 = reg((y0_5 << FB) + prod if self.flavor == "sdp" else prod, "hitp6",
                     signed(FB + 18))
         p6 = reg(sum(q << lo for lo, q in xq5), "p6", signed(W + 3 + 16))
@@ -513,7 +522,7 @@ class LutUnit(wiring.Component):
         half6 = reg(half, "half6", 15)
         half6m = reg(half - (sh5[:4] != 0), "half6m", 15)
 
-        # P9: rounding: the hit result's constant shift, the out-of-range term's rounding add
+        # P10: rounding: the hit result's constant shift, the out-of-range term's rounding add
         # (or its clamp, for a left shift)
         hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
         rnd7 = reg(p6 + Mux(p6[-1], half6m, half6), "rnd7", signed(W + 3 + 17))
@@ -522,7 +531,7 @@ class LutUnit(wiring.Component):
         left7 = reg(sh6 >= 16, "left7", 1)
         sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 
-        # P10: the variable shift; the hit result saturated
+        # P11: the variable shift; the hit result saturated
         if self.flavor == "sdp":
             hit8 = reg(_sat(hitr7, 32), "hit8", signed(OW))
         else:
@@ -532,13 +541,13 @@ class LutUnit(wiring.Component):
         term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
         y0_8, state8 = reg(y0_7, "y0_8"), reg(state7, "st8")
 
-        # P11: the term saturated: to 32 bits (SDP, as NVDLA does before adding the entry), or
+        # P12: the term saturated: to 32 bits (SDP, as NVDLA does before adding the entry), or
         # to 18 (CDP: any term beyond 18 bits saturates the 16-bit sum the same way)
         tsat9 = reg(_sat(term8, 32 if self.flavor == "sdp" else 18), "tsat9",
                     signed(32 if self.flavor == "sdp" else 18))
         y0_9, hit9, state9 = reg(y0_8, "y0_9"), reg(hit8, "hit9"), reg(state8, "st9")
 
-        # P12: add the entry, saturate, choose the hit or out-of-range result
+        # P13: add the entry, saturate, choose the hit or out-of-range result
         oor = _sat(y0_9 + tsat9, OW)
         out9 = reg(Mux(state9 == HIT, hit9, oor), "out12", signed(OW))
         state9 = reg(state9, "st12", 2)

@@ -286,7 +286,7 @@ class SparseDecompressor(wiring.Component):
         s_halt = Signal()                      # an error marker has gone: decide nothing more
         kern_left = Signal(24)                 # kernels left in the current set
         groups_set = Signal(24)
-        wgs_total = Signal(33)
+        wgs_room = Signal(32)                  # weight bytes not yet claimed by a group's WGS
         wmb_left = Signal(35)                  # mask bits the WMB still holds
         wmb_plenty = Signal()                  # wmb_left >= A: no segment can run short
         next_elems = Signal(32)                # the next group's elements, from kern_left
@@ -314,26 +314,49 @@ class SparseDecompressor(wiring.Component):
         # a register (its compare in front took the rest of the cycle); next_ok comes two
         # cycles after the kernels left change
         kg = Signal(6)
+        kg_part = Signal()                     # the next group is a set's partial one
         kg_ok = Signal()
         # the kernels left after the next group and whether it is the job's last, registered
         # from the same registers (steady by the time next_ok is set), so a group's start
         # loads registers and its compare and subtract stay off the start's path
         kl_next = Signal(24)
         last_next = Signal()
-        m.d.sync += [kg.eq(Mux(kern_left < kpg, kern_left, kpg)), kg_ok.eq(1),
-                     next_elems.eq(kg * kernel_elems), next_ok.eq(kg_ok),
+        # a group's elements take two values in a job: kpg kernels' (a shift), or a set's
+        # partial group's, kernels mod kpg (the only kern_left below kpg). The second's
+        # multiply runs between registers that load every cycle from the job's registers:
+        # ke_r and km_r at start + 2, the two 12-bit halves' products (a multiplier block
+        # each) at start + 3, their sum at start + 4. next_elems follows it every cycle, and
+        # the first group's start waits for the first WGS word, read from memory once RUN
+        # has begun (start + 3): start + 7 at the earliest. (A sum a cycle later still
+        # passes the bench, as this predicts; nothing sooner reads it.) (kg * kernel_elems
+        # per group put the multiplier between registers across the die: the full ULX3S
+        # SoC's critical path at 9e131b6, 14.4 ns, 10 of it routing; the 24-bit product in
+        # one cycle, split by Yosys into two multipliers and an add, the block's alone)
+        ke_r = Signal.like(kernel_elems)
+        km_r = Signal(5)
+        part_lo = Signal(17)
+        part_hi = Signal(17)
+        part_elems = Signal(32)
+        full_elems = Signal(32)
+        m.d.sync += [ke_r.eq(kernel_elems), km_r.eq(kernels[:5] & Mux(two, 15, 31)),
+                     part_lo.eq(km_r * ke_r[:12]), part_hi.eq(km_r * ke_r[12:]),
+                     part_elems.eq(part_lo + (part_hi << 12)),
+                     full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
+        partial = kern_left < kpg
+        m.d.sync += [kg.eq(Mux(partial, kern_left, kpg)), kg_part.eq(partial), kg_ok.eq(1),
+                     next_elems.eq(Mux(kg_part, part_elems, full_elems)), next_ok.eq(kg_ok),
                      kl_next.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
                      last_next.eq(groups_set + 1 == groups)]
         wgs_word = wgsbuf.data[:32]
-        new_total = Signal(33)
-        m.d.comb += new_total.eq(wgs_total + wgs_word)
         s_run = run & ~s_halt & r1_rdy
         # the WGS total's check against the weight surface, worked out a cycle ahead into a
         # register: ``wgs_ok`` says the head word was there and untaken in the cycle before, so
-        # the check saw the same word and the same total (which only a group's start changes)
+        # the check saw the same word and the same room (which only a group's start changes).
+        # The room left, not the running total, so the check is one compare, not an add and
+        # a compare (the sparse block's critical path alone at 18bb5cb, 10.2 ns)
         setup_overflow = Signal()
         wgs_ok = Signal()
-        m.d.sync += [setup_overflow.eq(new_total > weight_bytes),
+        m.d.sync += [setup_overflow.eq(wgs_word > wgs_room),
                      wgs_ok.eq(run & (wgsbuf.level != 0) & ~wgsbuf.take_en & ~flush)]
         setup = Signal()
         m.d.comb += setup.eq(s_run & ~g_active & ~s_all & wgs_ok & next_ok)
@@ -426,7 +449,7 @@ class SparseDecompressor(wiring.Component):
             m.d.comb += wgsbuf.take_en.eq(1)
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
                          s_all.eq(last_next), groups_set.eq(groups_set + 1),
-                         wgs_total.eq(new_total),
+                         wgs_room.eq(wgs_room - wgs_word),
                          kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
         with m.Elif(decide & wmb_short):
             m.d.sync += s_halt.eq(1)
@@ -811,7 +834,8 @@ class SparseDecompressor(wiring.Component):
                         reader_load.eq(1), state.eq(_State.RUN), s_pos.eq(0), room.eq(A),
                         g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
-                        kg_ok.eq(0), next_ok.eq(0), wgs_total.eq(0), wmb_left.eq(wmb_bits),
+                        kg_ok.eq(0), next_ok.eq(0), wgs_room.eq(weight_bytes),
+                        wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), mis_seen.eq(0),
                     ]

@@ -12,6 +12,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
+from hw.lut.unit import LATENCY
 from model.nvdla.lut import evaluate
 
 from .test_lut import TB, StreamTransaction, fitted_config
@@ -51,6 +52,9 @@ async def bench_throughput(dut):
                 last_out = cycle
     want = evaluate(xs, cfg, tb.flavor).out
     assert np.array_equal(np.array(outs), want), "results differ from the model"
+    if not tb.serial:
+        assert first_out - first_in == LATENCY, \
+            f"latency {first_out - first_in} cycles, the unit documents {LATENCY}"
     cycles = last_out - first_in + 1
     result = {"lanes": L, "flavor": tb.flavor, "serial": tb.serial, "samples": count,
               "cycles": cycles, "samples_per_cycle": count / cycles,
