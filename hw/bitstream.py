@@ -34,7 +34,7 @@ from .synth import (
     yosys_script,
 )
 
-__all__ = ["build", "main"]
+__all__ = ["build", "main", "slow_endpoints"]
 
 PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 
@@ -142,9 +142,31 @@ class RouteWatch:
         return None
 
 
+def slow_endpoints(report: dict, ns: float, depth: int = 3) -> list[tuple[str, int, float]]:
+    """From a nextpnr report written with ``--detailed-timing-report``: the timing endpoints
+    (flip-flop and block RAM inputs) whose data arrive more than ``ns`` after the clock edge,
+    setup time not counted, by the module that holds them (the first ``depth`` names of the
+    cell's hierarchical name, as ``soc.dma.mid``). Returns ``(module, endpoints, latest
+    arrival in ns)``, most endpoints first."""
+    nets = report.get("detailed_net_timings")
+    if nets is None:
+        raise ValueError("the report has no detailed_net_timings (nextpnr's "
+                         "--detailed-timing-report was not given)")
+    per: dict[str, tuple[int, float]] = {}
+    for net in nets:
+        for ep in net["endpoints"]:
+            t = ep["delay"][1]
+            if t <= ns:
+                continue
+            module = ".".join(ep["cell"].split(".")[:-1][:depth]) or "(top)"
+            n, latest = per.get(module, (0, 0.0))
+            per[module] = (n + 1, max(latest, t))
+    return sorted(((k, n, t) for k, (n, t) in per.items()), key=lambda r: (-r[1], r[0]))
+
+
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
           router: str | None = None, tries: int | None = None, seed: int | None = None,
-          sweep: int = 1, **soc_changes) -> tuple[Result, Path]:
+          sweep: int = 1, slow_ns: float | None = None, **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
     ``tries``: placements to try when the placer cannot legalise, router2 diverges or router1
@@ -154,7 +176,10 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     (:data:`hw.top.board.BOARDS`). ``sweep``: place and route with this many seeds (those
     the tries would take, each tried once; none is retried) and keep the one with the highest
     Fmax: its logs, report and bitstream take the usual names, and each seed's log and
-    report stay in ``sweep-<seed>/``; ``tries`` does not apply."""
+    report stay in ``sweep-<seed>/``; ``tries`` does not apply. ``slow_ns``: also count, per
+    module, the endpoints whose data arrive later than this many ns after the clock
+    (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
+    timing into its report (tens of MB for the full SoC)."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -172,6 +197,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         raise ValueError(f"seed must be 0 (nextpnr's own) or more, not {seed}")
     if sweep < 1:
         raise ValueError(f"sweep must be at least 1 (seeds to place with), not {sweep}")
+    if slow_ns is not None and not slow_ns > 0:
+        raise ValueError(f"slow_ns must be more than 0 (ns after the clock), not {slow_ns}")
     fam = FAMILIES[b.family]
     top = f"atomcube_{b.name}"
     script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
@@ -194,6 +221,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         f"({router}{slow})")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
            "--log", "nextpnr.log", "--timing-allow-fail", "--router", router, *b.placer]
+    if slow_ns is not None:
+        pnr.append("--detailed-timing-report")
     if b.family == "ecp5":
         pnr += ["--lpf", b.constraints, "--textcfg", f"{top}.config"]
     else:
@@ -254,7 +283,20 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                            + "; ".join(failed) + "). Logs: " + str(out)
                            + f"/nextpnr-try*.stdout. {more}; docs/board.md has what was "
                            "tried on this SoC")
-    figures = read_report(json.loads(report.read_text()), b.family, ffs)
+    data = json.loads(report.read_text())
+    figures = read_report(data, b.family, ffs)
+    if slow_ns is not None:
+        from model.report import table
+
+        rows = slow_endpoints(data, slow_ns)
+        text = table(("module", f"endpoints over {slow_ns:g} ns", "latest (ns)"),
+                     [(k, f"{n:,}", f"{t:.2f}") for k, n, t in rows])
+        (out / "slow_endpoints.txt").write_text(text + "\n")
+        total = sum(n for _, n, _ in rows)
+        log(f"      {total:,} endpoints later than {slow_ns:g} ns after the clock (setup not "
+            f"counted), by module: {out / 'slow_endpoints.txt'}")
+        for line in text.splitlines()[:12]:
+            log(f"      {line}")
     tool, ext = PACK[b.family]
     bitstream = out / f"{top}{ext}"
     log(f"[4/4] {b.name}: {tool.removeprefix('yowasp-')} -> {bitstream.name}")
@@ -292,6 +334,11 @@ def main(argv=None) -> int:
                     help="place and route with N seeds (the first as --seed gives, then the "
                          "next ones), each once, and keep the fastest; each seed's log and "
                          "report stay in sweep-<seed>/ (default: 1, no sweep; not with --tries)")
+    ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
+                    help="count, by module, the endpoints whose data arrive later than NS ns "
+                         "after the clock (10 for the 100 MHz goal), into "
+                         "slow_endpoints.txt beside the logs (nextpnr's "
+                         "--detailed-timing-report: a report of tens of MB)")
     args = ap.parse_args(argv)
     if args.sweep > 1 and args.tries is not None:
         ap.error("--tries and --sweep: give one (a sweep tries each seed once)")
@@ -304,7 +351,8 @@ def main(argv=None) -> int:
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
         result, path = build(args.board, mapper=args.mapper, router=args.router,
-                             tries=args.tries, seed=args.seed, sweep=args.sweep, **changes)
+                             tries=args.tries, seed=args.seed, sweep=args.sweep,
+                             slow_ns=args.slow_ns, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1

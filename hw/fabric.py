@@ -4,11 +4,12 @@ falls back to plain logic; a board top is elaborated with its family's platform
 (:func:`hw.top.board.board_platform`).
 
 Two requests: :func:`global_buffer` (a signal of large fan-out on a global network) and
-:func:`register_copies` (a register in several copies that the synthesis keeps apart)."""
+:func:`register_copies` (a register in several copies that the synthesis keeps apart), and
+:func:`shared_select`, a wide multiplexer whose select comes in such copies."""
 
-from amaranth import ClockSignal, Const, Instance, Module, ResetSignal, Signal
+from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
 
-__all__ = ["Ecp5Globals", "global_buffer", "register_copies"]
+__all__ = ["Ecp5Globals", "global_buffer", "register_copies", "shared_select"]
 
 
 class Ecp5Globals:
@@ -60,3 +61,15 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     q = Signal(name=name, init=reset)
     m.d.sync += q.eq(value)
     return [q] * count
+
+
+def shared_select(selects, when_set, when_clear):
+    """``Mux(select, when_set, when_clear)`` for wide values, with ``selects`` copies of the
+    select (from :func:`register_copies`): copy k chooses the k-th of ``len(selects)`` equal
+    shares of the bits (the last may be shorter, and a surplus copy chooses nothing), so that
+    no one net reaches every multiplexer."""
+    width = len(when_set)
+    step = -(-width // len(selects))
+    starts = range(0, width, step)
+    return Cat(*(Mux(s, when_set[lo:lo + step], when_clear[lo:lo + step])
+                 for s, lo in zip(selects[:len(starts)], starts, strict=True)))

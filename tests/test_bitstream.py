@@ -236,6 +236,32 @@ def test_run_kills_the_tool_when_the_build_is_terminated(tmp_path, watched):
                 os.kill(child, signal.SIGKILL)
 
 
+def _endpoint(cell, ns):
+    return {"cell": cell, "port": "DI", "delay": [ns / 2, ns], "event": "posedge clk"}
+
+
+#: a detailed timing report: two nets, five endpoints in three modules
+DETAILED = [
+    {"net": "a", "driver": "x", "port": "Q", "event": "posedge clk", "sources": [],
+     "endpoints": [_endpoint("soc.dma.mid.rows.u_TRELLIS_FF_Q", 12.5),
+                   _endpoint("soc.dma.mid.tile.c_TRELLIS_FF_Q", 10.5),
+                   _endpoint("soc.lut.y0r_TRELLIS_FF_Q", 9.9)]},
+    {"net": "b", "driver": "y", "port": "Q", "event": "posedge clk", "sources": [],
+     "endpoints": [_endpoint("soc.lut.bank.q_TRELLIS_FF_Q", 11.0),
+                   _endpoint("btn_sync_TRELLIS_FF_Q", 10.2)]},
+]
+
+
+def test_slow_endpoints_by_module():
+    assert bitstream.slow_endpoints({"detailed_net_timings": DETAILED}, 10.0) == [
+        ("soc.dma.mid", 2, 12.5), ("(top)", 1, 10.2), ("soc.lut.bank", 1, 11.0)]
+    assert bitstream.slow_endpoints({"detailed_net_timings": DETAILED}, 10.0, depth=1) == [
+        ("soc", 3, 12.5), ("(top)", 1, 10.2)]
+    assert bitstream.slow_endpoints({"detailed_net_timings": DETAILED}, 13.0) == []
+    with pytest.raises(ValueError, match="--detailed-timing-report"):
+        bitstream.slow_endpoints({"fmax": {}}, 10.0)
+
+
 class FakeTools:
     """Stands in for Yosys, nextpnr and ecppack in :func:`hw.bitstream.build`: nextpnr's router2
     (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
@@ -271,6 +297,8 @@ class FakeTools:
             report = {"utilization": {"TRELLIS_COMB": {"used": 900, "available": 83640}},
                       "fmax": {"clk": {"achieved": self.fmax.get(seed, 120.5),
                                        "constraint": 25.0}}}
+            if "--detailed-timing-report" in cmd:
+                report["detailed_net_timings"] = DETAILED
             (log.parent / "nextpnr.json").write_text(json.dumps(report))
             (log.parent / cmd[cmd.index("--textcfg") + 1]).write_text(f"seed {seed}")
         elif tool.endswith("ecppack"):
@@ -371,3 +399,16 @@ def test_sweep_fails_only_when_no_seed_routes(tmp_path, monkeypatch):
         bitstream.build("ulx3s", outdir=tmp_path, sweep=0)
     with pytest.raises(SystemExit):
         bitstream.main(["--tries", "2", "--sweep", "3"])
+
+
+def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
+    tools = FakeTools(diverge=set())
+    monkeypatch.setattr(bitstream, "_run", tools)
+    said = []
+    bitstream.build("ulx3s", outdir=tmp_path, log=said.append, dma=False, sparse=False,
+                    lut=False, slow_ns=10)
+    text = (tmp_path / "slow_endpoints.txt").read_text()
+    assert text.index("soc.dma.mid") < text.index("soc.lut.bank") and "12.50" in text
+    assert any("4 endpoints later than 10 ns" in s for s in said), said
+    with pytest.raises(ValueError, match="slow_ns must be more than 0"):
+        bitstream.build("ulx3s", outdir=tmp_path, log=said.append, slow_ns=0)

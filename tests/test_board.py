@@ -207,8 +207,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
     the DMA row path's run-queue load go through a DCCA each. These are registered copies, as
     TRELLIS_FF instances so that Yosys cannot merge them: the decompressor's expansion-stage
-    enables, its gearbox's slot enables (one per four elements) and its X slice's select, and
-    the DMA check products' load flag (two per product). With no platform (simulation, the
+    enables, its gearbox's slot enables and its one-byte packing's choice (one per four
+    elements), its X slice's select and its rings' read pointers, and
+    the DMA check products' load flag (two per product), the DMA row path's write-slice ready
+    (one per share of the realigner's state). With no platform (simulation, the
     blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
@@ -223,13 +225,22 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
-                                   "slot1_empty") for k in range(groups)]
+                                   "slot1_empty", "two_c") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
+    # the DMA row path's write-slice ready: one copy for the handshakes, one per share of the
+    # realigner's state (u, v, sr, er, then the address and the tests: 5 at 64 bits) and one
+    # for its held source beat (64 bits)
+    want += [f"wr_rdy{k}_ff" for k in range(1 + 5 + 1)]
     # the decompressor's X slice: its select, one copy per 64 of its several hundred bits
     n_sel = sum(n.startswith("skid_sel") for n in names)
     assert n_sel >= 8, names
     want += [f"skid_sel{k}_ff" for k in range(n_sel)]
+    # the mask and data rings' read pointers: per bit, one copy per 64 bits of its rotation
+    # stage (the data ring's top stage, 8 x (64 + 63) bits: 16 copies; the mask ring's: 2)
+    ring = [n for n in names if re.fullmatch(r"rd\d+_c\d+_ff", n)]
+    assert sum(n.startswith("rd6_") for n in ring) == 16 + 2, ring
+    want += ring
     assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")

@@ -289,7 +289,8 @@ def test_skid_buffer_rejects_select_bits(rejected):
 
 @pytest.mark.parametrize("size", [4096, 65536])
 def test_axi_ram_burst_check(size):
-    """The on-chip memory's response to a burst (hw.top.memory.AxiRam._span, then _check)
+    """The on-chip memory's response to a burst (hw.top.memory.AxiRam._split and _span, then
+    _check)
     against the rule it documents: DECERR when the burst reaches past ``size``, SLVERR for WRAP
     or a beat wider than the bus, on random bursts and on those that end exactly at, or a byte
     past, the end."""
@@ -297,7 +298,7 @@ def test_axi_ram_burst_check(size):
     m = Module()
     addr, length, bsize, burst = Signal(32), Signal(8), Signal(3), Signal(2)
     resp = Signal(2)
-    m.d.comb += resp.eq(ram._check(addr, *ram._span(length, bsize, burst)))
+    m.d.comb += resp.eq(ram._check(*ram._split(addr), *ram._span(length, bsize, burst)))
 
     def expect(a, n, s, b):
         if b == Burst.WRAP.value or s > 3:

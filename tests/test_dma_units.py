@@ -140,7 +140,7 @@ def random_transpose(rng, bb):
     elog = int(rng.integers(0, min((bb // 2).bit_length(), 4)))   # narrower than a beat
     eb = 1 << elog
     e0, e1 = int(rng.integers(1, 3 * bb // eb + 2)), int(rng.integers(1, 40))
-    e2, e3 = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    e2, e3 = int(rng.integers(1, 6)), int(rng.integers(1, 4))
     v0, v2, v3 = int(rng.integers(0, e0 + 1)), int(rng.integers(1, e2 + 1)), e3
     if rng.random() < 0.3:
         v2 = 0                                                   # whole tiles of pad

@@ -11,7 +11,7 @@ from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from ..fabric import global_buffer, register_copies
+from ..fabric import global_buffer, register_copies, shared_select
 
 __all__ = ["registered", "register_slice", "block_ram_output", "RegisteredQueue"]
 
@@ -167,7 +167,7 @@ class SkidBuffer(Elaboratable):
             m.d.sync += skid_v.eq(1)
         # the output entry's data: from the second entry if it holds one, else from the input
         if self.select_bits is None:
-            shares = [(0, self.width, skid_v)]
+            sel = [skid_v]
         else:
             # copies of skid_v: it is clear after a cycle the output entry was free, set after one
             # that took a transfer, and clear after the inserted reset (`clear`)
@@ -176,16 +176,13 @@ class SkidBuffer(Elaboratable):
                 skid_nx = skid_nx & ~self.clear
             n = -(-self.width // self.select_bits)
             sel = register_copies(platform, m, skid_nx, n, "skid_sel")
-            shares = [(k * self.select_bits, min(self.width, (k + 1) * self.select_bits), sel[k])
-                      for k in range(n)]
         load = free
         if self.global_load is not None:
             load = Signal(name="load")
             m.d.comb += load.eq(free)
             load = global_buffer(platform, m, load, self.global_load)
         with m.If(load):
-            for lo, hi, s in shares:
-                m.d.sync += out_d[lo:hi].eq(Mux(s, skid_d[lo:hi], self.w_data[lo:hi]))
+            m.d.sync += out_d.eq(shared_select(sel, skid_d, self.w_data))
         # the second entry follows the input while it is empty, so its enable is a register
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):

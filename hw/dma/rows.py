@@ -19,13 +19,30 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 
 from ..bus.fifo import RegisteredQueue, register_slice
+from ..fabric import register_copies
 from .tile import beat_requests, byte_bits, low_bytes, pad_pattern, path_ports, piece_layout
 from .walker import Walker
 
 DIMS = 5
 
 
+def _shares(steps, bits):
+    """``steps`` (pairs of a register and its next value) in consecutive shares of about
+    ``bits`` flip-flops, whole registers each (a wider register is a share of its own)."""
+    shares, held = [[]], 0
+    for reg, value in steps:
+        if shares[-1] and held + len(reg) > bits:
+            shares.append([])
+            held = 0
+        shares[-1].append((reg, value))
+        held += len(reg)
+    return shares
+
+
 class RowCopier(wiring.Component):
+    #: flip-flops of the realigner's state that step on one copy of the write slice's ready
+    BITS_PER_READY = 64
+
     def __init__(self, *, data_width=64, addr_width=32, run_queue=64):
         if run_queue < 2:
             raise ValueError(f"run_queue must be at least 2, not {run_queue!r}")
@@ -211,18 +228,57 @@ class RowCopier(wiring.Component):
         # the realigner's beats leave through a register slice: nothing from here reaches the
         # mid end's path select or the engine's write slice in the same cycle
         out = stream.Signature(piece_layout(aw, W)).create()
-        send = Signal()
-        take_beat = Signal()
-        with m.If(runs.r_rdy):
-            with m.If(priming):
-                m.d.comb += take_beat.eq(self.rdata.valid)
-            with m.Elif(takes):
-                m.d.comb += [take_beat.eq(self.rdata.valid & out.ready),
-                             send.eq(self.rdata.valid)]
-            with m.Else():
-                m.d.comb += send.eq(1)
+        wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
+                                  payload=out.payload, out_valid=self.wr.valid,
+                                  out_ready=self.wr.ready, out_payload=self.wr.payload)
+        # the slice's ready is a register, but it sits by the slice, which the placer puts
+        # toward the engine's write side, and a beat sent steps ~260 flip-flops here: on the
+        # ULX3S SoC at 02c7d9a that one net across the die, then `sent` to all their enables,
+        # then the queue's read, was the critical path (14.2 ns). So the realigner takes the
+        # ready from copies of that register (hw.fabric.register_copies, below), one per
+        # share of its state, each share stepping on its own copy; copy 0 makes the run's
+        # decisions and drives the handshakes
+
+        def beat_decisions(ready):
+            """(a source beat taken, a beat offered, a beat sent) with ``ready`` the slice's."""
+            take_beat, send = Signal(), Signal()
+            with m.If(runs.r_rdy):
+                with m.If(priming):
+                    m.d.comb += take_beat.eq(self.rdata.valid)
+                with m.Elif(takes):
+                    m.d.comb += [take_beat.eq(self.rdata.valid & ready),
+                                 send.eq(self.rdata.valid)]
+                with m.Else():
+                    m.d.comb += send.eq(1)
+            return take_beat, send, send & ready
+
+        # the wide tests that the beat after next needs of the counters (see below), worked
+        # out at each step from the values before it, so they are registers when that beat's
+        # tests are: for u' = u - 1, u' >= 3 and u' == 2 (takes_after); v' == 2; and for
+        # sr' = sr - BB (er likewise), sr' < BB and sr' >= 2 BB (clamp_after)
+        u_ge3, u_eq2, v_eq2 = Signal(), Signal(), Signal()
+        sr_under, sr_over, er_under, er_over = Signal(), Signal(), Signal(), Signal()
+        # the next beat's tests are taken from the registers' values before the step (so no
+        # subtract lies in front of them) and their wide tests made at the step before, or
+        # after the run's first beat from its entry (so `first` selects between finished
+        # tests, not between their operands)
+        steps = [(u_reg, u - 1), (v_reg, v - 1), (sr_reg, sr - BB), (er_reg, er - BB),
+                 (a_reg, a + 1),
+                 (takes_reg, Mux(first, fields["takes2"], u_ge3 | (u_eq2 & ~lead))),
+                 (one_reg, Mux(first, fields["one2"], v_eq2)),
+                 (src_mask_reg, Mux(first, fields["src_mask2"],
+                                    low(clamp_flags(sr_under, sr_over, sr_reg)))),
+                 (strb_reg, Mux(first, fields["strb2"],
+                                low(clamp_flags(er_under, er_over, er_reg)))),
+                 (u_ge3, u >= 4), (u_eq2, u == 3), (v_eq2, v == 3),
+                 (sr_under, sr < 2 * BB), (sr_over, sr >= 3 * BB),
+                 (er_under, er < 2 * BB), (er_over, er >= 3 * BB)]
+        shares = _shares(steps, self.BITS_PER_READY)
+        prev_shares = range(0, W, self.BITS_PER_READY)
+        ready = register_copies(platform, m, wr_slice.w_rdy_next,
+                                1 + len(shares) + len(prev_shares), "wr_rdy", 1)
+        take_beat, send, sent = beat_decisions(ready[0])
         m.d.comb += self.rdata.ready.eq(take_beat)
-        sent = send & out.ready
         run_done = sent & one
         m.d.comb += [out.valid.eq(send),
                      out.payload.addr.eq(Cat(Const(0, LB), a)),
@@ -240,35 +296,18 @@ class RowCopier(wiring.Component):
                      counting.eq(ran),
                      self.read_bytes.eq(Mux(ran_src, vfull, 0)),
                      self.written_bytes.eq(Mux(ran, total, 0))]
-        wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
-                                  payload=out.payload, out_valid=self.wr.valid,
-                                  out_ready=self.wr.ready, out_payload=self.wr.payload)
+        # each share of the state steps on its own copy of the ready
+        for share, copy in zip(shares, ready[1:1 + len(shares)], strict=True):
+            with m.If(beat_decisions(copy)[2]):
+                m.d.sync += [reg.eq(value) for reg, value in share]
+        for lo, copy in zip(prev_shares, ready[1 + len(shares):], strict=True):
+            hi = min(lo + self.BITS_PER_READY, W)
+            with m.If(beat_decisions(copy)[0]):
+                m.d.sync += prev[lo:hi].eq(self.rdata.payload[lo:hi])
         with m.If(take_beat):
-            m.d.sync += [prev.eq(self.rdata.payload), primed.eq(1)]
-        # the wide tests that the beat after next needs of the counters (see below), worked
-        # out at each step from the values before it, so they are registers when that beat's
-        # tests are: for u' = u - 1, u' >= 3 and u' == 2 (takes_after); v' == 2; and for
-        # sr' = sr - BB (er likewise), sr' < BB and sr' >= 2 BB (clamp_after)
-        u_ge3, u_eq2, v_eq2 = Signal(), Signal(), Signal()
-        sr_under, sr_over, er_under, er_over = Signal(), Signal(), Signal(), Signal()
-
+            m.d.sync += primed.eq(1)
         with m.If(sent):
-            u_next, sr_next, er_next = u - 1, sr - BB, er - BB
-            # the next beat's tests are taken from the registers' values before the step (so
-            # no subtract lies in front of them) and their wide tests made at the step before,
-            # or after the run's first beat from its entry (so `first` selects between
-            # finished tests, not between their operands)
-            m.d.sync += [first.eq(0), u_reg.eq(u_next), v_reg.eq(v - 1), sr_reg.eq(sr_next),
-                         er_reg.eq(er_next), a_reg.eq(a + 1),
-                         takes_reg.eq(Mux(first, fields["takes2"], u_ge3 | (u_eq2 & ~lead))),
-                         one_reg.eq(Mux(first, fields["one2"], v_eq2)),
-                         src_mask_reg.eq(Mux(first, fields["src_mask2"],
-                                             low(clamp_flags(sr_under, sr_over, sr_reg)))),
-                         strb_reg.eq(Mux(first, fields["strb2"],
-                                         low(clamp_flags(er_under, er_over, er_reg)))),
-                         u_ge3.eq(u >= 4), u_eq2.eq(u == 3), v_eq2.eq(v == 3),
-                         sr_under.eq(sr < 2 * BB), sr_over.eq(sr >= 3 * BB),
-                         er_under.eq(er < 2 * BB), er_over.eq(er >= 3 * BB)]
+            m.d.sync += first.eq(0)
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 

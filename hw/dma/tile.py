@@ -277,7 +277,11 @@ class TileTransposer(wiring.Component):
             the second on a step, so no subtract lies in front of its comparison. ``firsts``
             ({name: register}) gives a test's first value worked out by the caller, whose
             function of a value is then None; ``"stepped"`` and ``"first"`` hold the tests of
-            the stepped and the first value."""
+            the stepped and the first value. A test given as (function of a value, function
+            of the value before a step, function of the value before two steps, shape) keeps
+            its stepped test as a register too, worked out at each step from the value before
+            it (or at the start from ``init``), so that test reaches the walker's choices from
+            a flip-flop and not from a compare."""
             value = Signal(shape, name=name)
             choice = Signal(2, init=KEEP, name=f"{name}_choice")
             held = {t: Signal(spec[-1], name=f"{name}_{t}") for t, spec in tests.items()}
@@ -289,8 +293,15 @@ class TileTransposer(wiring.Component):
             held["stepped"], held["first"] = {}, {}
             for t, spec in tests.items():
                 stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
-                m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
-                                       spec[0](step(value)))
+                if len(spec) == 4:
+                    ahead = reg(spec[1](init), f"{name}_{t}_stepped_first", spec[-1])
+                    with m.If(choice == STEP):
+                        m.d.sync += stepped.eq(spec[2](value))
+                    with m.If(choice == INIT):
+                        m.d.sync += stepped.eq(ahead)
+                else:
+                    m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
+                                           spec[0](step(value)))
                 if firsts and t in firsts:
                     first = firsts[t]
                 else:
@@ -360,11 +371,17 @@ class TileTransposer(wiring.Component):
         # both bounds configuration registers, so no add lies in front of the compares (an
         # index steps only while v + 1 < extent, so extent - 2 does not wrap when it counts;
         # a valid of 0 gives a bound of 0, which nothing is under)
+        # The stepped wrap test is a register as well (dma_d64's critical path at 4c48913 was
+        # its compare into go_2, 10.1 ns): after a step from v it tests v + 1 >= extent - 2,
+        # that is v >= extent - 3, a bound kept at 0 for an extent under 3 (an index of such a
+        # dimension steps at most from 0 to 1, and its test after that is never read).
         def outer(k):
             ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", 32)
+            ext_m3 = reg(Mux(ext[k] < 3, 0, ext[k] - 3), f"ext{k}_m3", 32)
             val_m1 = reg(Mux(val[k] == 0, 0, val[k] - 1), f"val{k}_m1", 32)
             return counter(f"c{k}", 32, lambda v: v + 1, 0, {
-                "wrap": (lambda v: v + 1 >= ext[k], lambda v: v >= ext_m2, 1),
+                "wrap": (lambda v: v + 1 >= ext[k], lambda v: v >= ext_m2,
+                         lambda v: v >= ext_m3, 1),
                 "has": (lambda v: v < val[k], lambda v: v < val_m1, 1)})
         c2, t2, c2_do = outer(2)
         c3, t3, c3_do = outer(3)

@@ -72,7 +72,7 @@ from model.registers.sparse import SPARSE, Error
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
-from ..fabric import register_copies
+from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
 from .ringbuf import RingBuffer
@@ -239,8 +239,14 @@ class SparseDecompressor(wiring.Component):
                                reset=flush)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
-        m.d.comb += out_atom.eq(Mux(two, out.slots.as_value(),
-                                    Cat(*(out.slots[i][:8] for i in range(A)))))
+        # the packing's choice comes from copies of ``two``, one per ELEMENTS_PER_COPY elements:
+        # from ``two`` alone, it was one net to 16 x A multiplexers across the die (the ULX3S
+        # SoC's critical path at 8f5b866: 14.1 ns of routing). A copy follows ``two`` a cycle
+        # late, long before the job's first atom leaves the queue (its reads come first)
+        n_two = max(1, A // ELEMENTS_PER_COPY)
+        two_c = register_copies(platform, m, two, n_two, "two_c")
+        packed = Cat(*(out.slots[i][:8] for i in range(A)), Const(0, 8 * A))
+        m.d.comb += out_atom.eq(shared_select(two_c, out.slots.as_value(), packed))
         sent_stream = Signal()
         sent_write = Signal()
         owe_stream = stream_en & ~sent_stream

@@ -40,6 +40,11 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..fabric import register_copies, shared_select
+
+#: multiplexer bits a copy of a read-pointer bit selects for (see :class:`RingBuffer`)
+SELECT_BITS = 64
+
 
 class RingBuffer(wiring.Component):
     def __init__(self, *, unit: int, in_units: int, words: int, out_units: int,
@@ -133,26 +138,37 @@ class RingBuffer(wiring.Component):
                                       Mux(accept, deep_next[1][1], deep_next[0][1]),
                                       Mux(accept, deep_next[1][0], deep_next[0][0])))]
 
-        # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
-        # the highest (the last ``late_bits`` of them left to :meth:`finish`)
-        ring = Cat(*slots)
-        cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
-        m.d.comb += self.data.eq(_rotate(m, cur, rd, u, self.out_units,
-                                         range(self.late_bits, len(rd)), "rot"))
-
         # a take moves the read pointer round the ring; worked out from registers (``take`` is
         # the consumer's register), ``take_en`` only picks the result
         stepped = Signal(range(2 * cap))
         m.d.comb += stepped.eq(rd + self.take)
         moved = Signal.like(rd)
         m.d.comb += moved.eq(Mux(stepped >= cap, stepped - cap, stepped))
+        rd_next = Signal.like(rd)
+        m.d.comb += rd_next.eq(Mux(self.flush, 0, Mux(self.take_en, moved, rd)))
+        m.d.sync += rd.eq(rd_next)
         with m.If(self.flush):
-            m.d.sync += [wr.eq(0), rd.eq(0), level.eq(0)]
+            m.d.sync += [wr.eq(0), level.eq(0)]
         with m.Else():
-            m.d.sync += [rd.eq(Mux(self.take_en, moved, rd)),
-                         level.eq(after_take + Mux(accept, n, 0))]
+            m.d.sync += level.eq(after_take + Mux(accept, n, 0))
             with m.If(accept):
                 m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
+
+        # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
+        # the highest (the last ``late_bits`` of them left to :meth:`finish`). Each stage's
+        # select bit reaches hundreds of multiplexers, so it comes from copies of that bit of
+        # ``rd``, one per SELECT_BITS of the stage (on the ECP5 board tops; elsewhere one
+        # register): from ``rd`` alone, the top bit's net was 8.7 ns long in the ULX3S SoC
+        # (at 5a33f9e, the decompressor's data buffer into its X slice, 14.3 ns)
+        ring = Cat(*slots)
+        cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
+        selects = {}
+        for b in range(self.late_bits, len(rd)):
+            width = u * (self.out_units + (1 << b) - 1)
+            selects[b] = register_copies(platform, m, rd_next[b],
+                                         max(1, -(-width // SELECT_BITS)), f"rd{b}_c")
+        m.d.comb += self.data.eq(_rotate(m, cur, selects, u, self.out_units,
+                                         range(self.late_bits, len(rd)), "rot"))
         for w, slot in enumerate(slots):
             with m.If(accept & (wr == w)):
                 m.d.sync += slot.eq(self.i_data)
@@ -163,11 +179,13 @@ def _rotate(m, cur, amount, unit, out_units, bits, name):
     """``cur`` shifted down by ``unit`` times the bits ``bits`` of ``amount``, from the highest:
     each stage as wide as what the stages after it (the bits below) can still reach, and a
     signal of its own (as nested expressions every stage would copy the one before twice, and
-    Verilator would compile 2 ** stages copies). Returns the last stage."""
+    Verilator would compile 2 ** stages copies). ``amount`` is a value, or {bit: copies of
+    it}, the copies selecting for SELECT_BITS of the stage each. Returns the last stage."""
     for b in reversed(bits):
         sh = 1 << b
         width = unit * (out_units + sh - 1)
         nxt = Signal(width, name=f"{name}{b}")
-        m.d.comb += nxt.eq(Mux(amount[b], cur[unit * sh:unit * sh + width], cur[:width]))
+        sel = amount[b] if isinstance(amount, dict) else [amount[b]]
+        m.d.comb += nxt.eq(shared_select(sel, cur[unit * sh:unit * sh + width], cur[:width]))
         cur = nxt
     return cur

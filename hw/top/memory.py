@@ -46,13 +46,18 @@ class AxiRam(wiring.Component):
         return (Mux(burst == Burst.FIXED, 1, length + 1) << size)[:17], \
             (burst == Burst.WRAP) | (size > self.sig.size_code)
 
-    def _check(self, addr, span, bad):
-        """The response a burst gets, from its registered address, span and refusal: OKAY,
-        DECERR past the end, SLVERR for WRAP or a beat wider than the bus."""
-        # addr + span > size, with size a power of two: the address's bits at and above size,
-        # or its bits below size plus the span (narrower adders than the whole address's)
+    def _split(self, addr):
+        """An address as the burst registers keep it: its bits below ``size`` (all the memory
+        needs) and whether any bit at or above ``size`` is set (such a burst is refused)."""
         lg = self.size.bit_length() - 1
-        past = (addr[lg:] != 0) | (addr[:lg] + span > self.size)
+        return addr[:lg], addr[lg:] != 0
+
+    def _check(self, low, far, span, bad):
+        """The response a burst gets, from its registered address (``_split``), span and
+        refusal: OKAY, DECERR past the end, SLVERR for WRAP or a beat wider than the bus."""
+        # addr + span > size, with size a power of two: a bit at or above size set, or the
+        # bits below size plus the span past it
+        past = far | (low + span > self.size)
         return Mux(bad, Resp.SLVERR, Mux(past, Resp.DECERR, Resp.OKAY))
 
     def elaborate(self, platform):
@@ -72,16 +77,21 @@ class AxiRam(wiring.Component):
             m.d.comb += go.eq(lfsr[0] | lfsr[7])
 
         def step(addr, size, burst):
-            return Mux(burst == Burst.FIXED, addr, addr + (1 << size))
+            # within the address's bits below size: a burst that reaches past them is
+            # refused, so no beat uses a stepped address that wrapped
+            return Mux(burst == Burst.FIXED, addr, addr + (1 << size))[:len(addr)]
 
         # A burst's address is taken into registers first, with its span in bytes worked out on
         # the way in, and checked in the next cycle (CHECK) from those registers: the span's
         # adder and shift, and the check's adder and compare, each have a cycle of their own.
-        # Its beats start after that.
+        # Its beats start after that. Only the address's bits below size are kept, with a flag
+        # for any bit above (the adders and registers are those of the memory's size, not of
+        # the bus's addresses: ~40 logic cells of the UP5K's 5,280 for a 4 KiB memory).
+        lg = self.size.bit_length() - 1
 
         # writes: one burst at a time, its response after the last beat
         w_check, w_active, w_resp_pending = Signal(), Signal(), Signal()
-        w_addr = Signal(len(a.awaddr))
+        w_addr, w_far = Signal(lg), Signal()
         w_size = Signal(3)
         w_burst = Signal(2)
         w_resp = Signal(2)
@@ -90,12 +100,13 @@ class AxiRam(wiring.Component):
         w_span, w_bad = Signal(17), Signal()
         with m.If(a.awvalid & a.awready):
             span, bad = self._span(a.awlen, a.awsize, a.awburst)
-            m.d.sync += [w_check.eq(1), w_addr.eq(a.awaddr), w_size.eq(a.awsize),
+            m.d.sync += [w_check.eq(1), Cat(w_addr, w_far).eq(Cat(*self._split(a.awaddr))),
+                         w_size.eq(a.awsize),
                          w_burst.eq(a.awburst), a.bid.eq(a.awid), w_span.eq(span),
                          w_bad.eq(bad)]
         with m.If(w_check):
             m.d.sync += [w_check.eq(0), w_active.eq(1),
-                         w_resp.eq(self._check(w_addr, w_span, w_bad))]
+                         w_resp.eq(self._check(w_addr, w_far, w_span, w_bad))]
         beat_w = a.wvalid & a.wready
         m.d.comb += [wp.addr.eq(w_addr[shift:]), wp.data.eq(a.wdata),
                      wp.en.eq(Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0))]
@@ -112,7 +123,7 @@ class AxiRam(wiring.Component):
         # `held`), with no logic between; the beats then leave through a register slice (with
         # `slices`: without, the read port's output is the R channel)
         r_check, r_active = Signal(), Signal()
-        r_addr = Signal(len(a.araddr))
+        r_addr, r_far = Signal(lg), Signal()
         r_len = Signal(8)
         r_left = Signal(9)
         r_size = Signal(3)
@@ -124,12 +135,13 @@ class AxiRam(wiring.Component):
         r_span, r_bad = Signal(17), Signal()
         with m.If(a.arvalid & a.arready):
             span, bad = self._span(a.arlen, a.arsize, a.arburst)
-            m.d.sync += [r_check.eq(1), r_addr.eq(a.araddr), r_len.eq(a.arlen),
+            m.d.sync += [r_check.eq(1), Cat(r_addr, r_far).eq(Cat(*self._split(a.araddr))),
+                         r_len.eq(a.arlen),
                          r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid),
                          r_span.eq(span), r_bad.eq(bad)]
         with m.If(r_check):
             m.d.sync += [r_check.eq(0), r_active.eq(1), r_left.eq(r_len + 1),
-                         r_resp.eq(self._check(r_addr, r_span, r_bad))]
+                         r_resp.eq(self._check(r_addr, r_far, r_span, r_bad))]
         advance = ~rvalid | rready
         fetch = r_active & advance & go
         m.d.comb += [rp.addr.eq(r_addr[shift:]), rp.en.eq(fetch)]
