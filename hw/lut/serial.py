@@ -16,29 +16,36 @@ The arithmetic is the pipeline's, rule for rule (docs/lut.md), done in steps on 
 
 A sample, per lane whose mask bit is set:
 
-1. ``LOAD`` then ``SHIFT`` then ``EVAL`` for the LE table: ``acc = (x - START) << FB``, then
-   shifted right by the index select (or the leading one's position in exponential mode), or
-   left for a negative select: ``acc`` then holds the index above bit FB and the fraction below.
-   The same for the LO table. With both states known the table is chosen; if it is LE, LE's
-   index is worked out again (the fraction is not kept for both). The chosen table's ``EVAL``
-   issues the block-RAM read of its two entries and loads ``b``.
+1. ``LOAD`` then ``PREP`` then ``SHIFT`` then ``EVAL`` for the LE table: ``acc = (x - START)
+   << FB`` (LOAD), then (from PREP, which finds the leading one and sets the shift) shifted
+   right by the index select (or the leading one's position in exponential mode), or left for
+   a negative select: ``acc`` then holds the index above bit FB and the fraction below. The
+   index and the state are registered every cycle, so EVAL reads the ones worked out in the
+   cycle before it. The same for the LO table. With both states known the table is chosen; if
+   it is LE, LE's index is worked out again (the fraction is not kept for both). The chosen
+   table's ``EVAL`` issues the block-RAM read of its two entries and loads ``b``; ``READ``
+   registers the entries.
 2. ``MUL``: hit: for each 15-bit limb of the fraction from the top, ``acc = (acc << 15) + y1 *
    limb`` then ``acc -= y0 * limb`` (so ``acc = (y1 - y0) * frac``; the SDP flavour adds ``y0
    << FB`` in the top step as ``y0 * (2^(FB - 30) - limb)``); miss: ``acc = (acc << 15) + SCALE
-   * limb`` over the distance's limbs (the top one signed).
+   * limb`` over the distance's limbs (the top one signed). A product a cycle, through three
+   overlapped stages (operands, product, accumulate); ``DRAIN`` waits two cycles for the last.
 3. ``OUT``: shift into place (hit: right by FB; miss: right by SHIFT, or left by 32 - SHIFT
    for SHIFT >= 16), keeping the last bit shifted out and whether any other was set;
-   ``ROUND`` adds the rounding carry (half away from zero); ``DONE`` saturates, adds the entry
-   where the rule says so, saturates again, and writes the lane's result.
+   ``ROUND`` adds the rounding carry (half away from zero); ``SAT`` saturates; ``DONE`` adds
+   the entry where the rule says so, saturates again, and writes the lane's result.
 
-A sample takes between 13 and about 60 cycles, depending on the configuration (the index
-select's size, how often LE wins and has to be redone, the miss shift). Work on a transfer
+Every cycle's work is short enough for 100 MHz on an ECP5-85F-6 (110.1 MHz alone, 42.8 before
+the entries, the products, the index and the leading one were registered, at six cycles more a
+sample). A sample takes between about 20 and 70 cycles, depending on the configuration (the
+index select's size, how often LE wins and has to be redone, the miss shift). Work on a transfer
 starts when the output register is empty, on the input's payload in place (the stream holds
 it); the transfer is taken when its last lane is done, in the cycle the output register is
 loaded, so no input register is needed. The output register fills lane by lane.
 """
 
 from amaranth import Cat, Const, Mux, Signal, signed
+from amaranth.lib import data
 from amaranth.lib.enum import Enum
 
 from .unit import HIT, OFLOW, UFLOW, _sat
@@ -59,6 +66,10 @@ class Step(Enum, shape=4):
     ROUND = 6
     DONE = 7
     NEXT = 8
+    READ = 9                   # the entries from block RAM into registers
+    DRAIN = 10                 # the last products through the multiplier's pipeline
+    PREP = 11                  # the index shift's amount, from LOAD's registers
+    SAT = 12                   # the term saturated before the entry is added
 
 
 def acc_bits(W, FB):
@@ -94,6 +105,8 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
     guard = Signal()                      # the last bit shifted out to the right
     sticky = Signal()                     # any bit below the guard was set
     ua = Signal()                         # x <= START
+    d_neg = Signal()                      # LOAD's x - START: negative
+    d_hi0 = Signal()                      # LOAD's x - START: no bit set above the W in acc
     e = Signal(range(W))                  # leading one of x - START
     state = Signal(2)                     # the chosen table's state
     odd = Signal()
@@ -123,28 +136,32 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
     x = Signal(signed(W))
     m.d.comb += x.eq(xs.word_select(lane, W).as_signed() if lanes > 1 else xs.as_signed())
 
-    # one subtractor: x - START while loading, x - (the miss reference) when evaluating
+    # one subtractor: x - START while loading, x - (the miss reference) when evaluating (the
+    # reference's choice from the registered underflow flag)
     acc_top = acc[FB:]
     idx_exp = Signal(signed(11))
     m.d.comb += idx_exp.eq(e - offset)
+    # the index and the state, registered every cycle: EVAL reads them a cycle after SHIFT's
+    # last (the cycle it finds no shift left, when acc, e and ua are final), or after the
+    # EVAL before it, which changed none of them
+    under_c = ua | (exp & (idx_exp < 0))
+    over_c = ~under_c & Mux(exp, idx_exp >= n, acc_top >= n)
     under = Signal()
-    over = Signal()
-    m.d.comb += [
-        under.eq(ua | (exp & (idx_exp < 0))),
-        over.eq(~under & Mux(exp, idx_exp >= n, acc_top >= n)),
-    ]
+    index = Signal(9)
+    st_now = Signal(2)
+    m.d.sync += [under.eq(under_c),
+                 index.eq(Mux(under_c, 0, Mux(over_c, n, Mux(exp, idx_exp[:9], acc_top[:9])))),
+                 st_now.eq(Mux(under_c, UFLOW, Mux(over_c, OFLOW, HIT)))]
     ref = Mux(step == Step.LOAD, start, Mux(under, ref_under, end))
     diff = Signal(signed(W + 3))
     m.d.comb += diff.eq(x - ref)
-    index = Signal(9)
-    m.d.comb += index.eq(Mux(under, 0, Mux(over, n, Mux(exp, idx_exp[:9], acc_top[:9]))))
-    st_now = Signal(2)
-    m.d.comb += st_now.eq(Mux(under, UFLOW, Mux(over, OFLOW, HIT)))
 
+    # the leading one of x - START, found in PREP from acc (LOAD's register of it)
     lead = Signal(range(W))
     d = diff[:W]
+    held = acc[FB:FB + W]
     for bit in range(W):
-        with m.If(d[bit]):
+        with m.If(held[bit]):
             m.d.comb += lead.eq(bit)
 
     # -- the table read: one port pair per table, addressed from the chosen table's index ----------
@@ -161,27 +178,44 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
     y0 = Mux(odd, od_d, ev_d).as_signed()
     y1 = Mux(odd, ev_d, od_d).as_signed()
 
+    # the entries, registered a cycle after the read (READ): a block RAM's output arrives
+    # late in its cycle (5.8 ns on the ECP5)
+    y0_r = Signal(signed(16))
+    y1_r = Signal(signed(16))
+    with m.If(step == Step.READ):
+        m.d.sync += [y0_r.eq(y0), y1_r.eq(y1)]
+
     # -- the multiplier and the accumulator's adder ------------------------------------------------
+    # three stages, overlapped: MUL issues a product's operands into registers (with what the
+    # accumulator is to do with it), the multiplier's output is registered, and the
+    # accumulator adds it two cycles after the issue. DRAIN waits for the last two.
     hit = state == HIT
     top = limb_k == LIMBS - 1
     limb = b[BW - LIMB:]
     fold = sdp & hit & phase_b & top      # the SDP hit's y0 << FB, folded into the top limb
-    op_b = Signal(signed(16))
     folded = (1 << (FB - LIMB * (LIMBS - 1))) - limb if sdp else 0
-    m.d.comb += op_b.eq(Mux(fold, folded,
-                            Cat(limb, ~hit & top & limb[-1]).as_signed()))
-    op_a = Signal(signed(16))
-    m.d.comb += op_a.eq(Mux(hit, Mux(phase_b, y0, y1), scale))
-    prod = Signal(signed(32))
-    m.d.comb += prod.eq(op_a * op_b)
+    # without a reset, so that Yosys can take them into an iCE40's SB_MAC16 as its input and
+    # output registers (it has no synchronous reset); ctl's valid says when they count
+    op_a = Signal(signed(16), reset_less=True)
+    op_b = Signal(signed(16), reset_less=True)
+    prod = Signal(signed(32), reset_less=True)
+    m.d.sync += [op_b.eq(Mux(fold, folded, Cat(limb, ~hit & top & limb[-1]).as_signed())),
+                 op_a.eq(Mux(hit, Mux(phase_b, y0_r, y1_r), scale)),
+                 prod.eq(op_a * op_b)]
+    issue = Signal()
+    # what the accumulator does with the product: valid, subtract it, start from zero (the
+    # top limb's first product), add to the accumulator as it is (the hit's second product)
+    ctl = Signal(data.StructLayout({"valid": 1, "sub": 1, "top": 1, "keep": 1}))
+    ctl_m = Signal.like(ctl)              # the product's stage
+    m.d.sync += [ctl.eq(Cat(issue, hit & phase_b & ~fold, top, phase_b)), ctl_m.eq(ctl)]
 
-    sub = hit & phase_b & ~fold
-    rounding = step == Step.ROUND
-    base = Mux(rounding | phase_b, acc, Mux(top, 0, acc << LIMB)[:ACC])
+    rounding = Signal()                   # step is ROUND: a register, not the step's decode,
+    m.d.sync += rounding.eq(0)            # in front of the adder's 70-bit carry chain
+    base = Mux(rounding | ctl_m.keep, acc, Mux(ctl_m.top, 0, acc << LIMB)[:ACC])
     addend = Signal(signed(ACC))          # the product, sign-extended (inverted to subtract)
-    m.d.comb += addend.eq(Mux(rounding, 0, prod ^ Mux(sub, -1, 0)))
+    m.d.comb += addend.eq(Mux(rounding, 0, prod ^ Mux(ctl_m.sub, -1, 0)))
     inc = guard & (~acc[-1] | sticky)
-    carry_in = Mux(rounding, inc, sub)
+    carry_in = Mux(rounding, inc, ctl_m.sub)
     # base + addend + carry_in as one adder: the carry enters below bit 0
     total = Signal(ACC)
     m.d.comb += total.eq((Cat(carry_in, base[:ACC]) + Cat(Const(1, 1), addend))[1:ACC + 1])
@@ -196,16 +230,22 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
             with m.If(~mask.bit_select(lane, 1)):
                 m.d.sync += step.eq(Step.NEXT)
             with m.Else():
-                sel_neg, sel_pos, shl = pick("sel_neg"), pick("sel_pos"), pick("shl")
-                below = diff <= 0
-                m.d.sync += [acc.eq(Cat(Const(0, FB), d)), ua.eq(below),
-                             e.eq(lead), step.eq(Step.SHIFT)]
-                start_shift(Mux(below, 0, Mux(exp, lead, Mux(sel_neg, shl, sel_pos))),
-                            ~exp & sel_neg)
+                m.d.sync += [acc.eq(Cat(Const(0, FB), d)), d_neg.eq(diff[-1]),
+                             d_hi0.eq(diff[W:] == 0), step.eq(Step.PREP)]
+
+        with m.Case(Step.PREP):
+            # the leading one, x <= START and the shift, from LOAD's registers: after the
+            # subtraction in one cycle they were the longest paths (10.5 ns on the ECP5)
+            sel_neg, sel_pos, shl = pick("sel_neg"), pick("sel_pos"), pick("shl")
+            below = d_neg | (d_hi0 & (held == 0))
+            m.d.sync += [e.eq(lead), ua.eq(below), step.eq(Step.SHIFT)]
+            start_shift(Mux(below, 0, Mux(exp, lead, Mux(sel_neg, shl, sel_pos))),
+                        ~exp & sel_neg)
 
         with m.Case(Step.SHIFT, Step.OUT):
             with m.If(cnt == 0):
-                m.d.sync += step.eq(Mux(step == Step.SHIFT, Step.EVAL, Step.ROUND))
+                m.d.sync += [step.eq(Mux(step == Step.SHIFT, Step.EVAL, Step.ROUND)),
+                             rounding.eq(step == Step.OUT)]
             with m.Elif(left):
                 m.d.sync += [acc.eq(acc << 1), cnt.eq(cnt - 1)]
             with m.Elif(cnt >= 8):
@@ -234,30 +274,43 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
                 sh = Mux(under, pick("ushift"), pick("oshift"))
                 m.d.sync += [state.eq(st_now), odd.eq(index[0]), scale.eq(sc), shift.eq(sh),
                              b.eq(Mux(st_now == HIT, frac, diff)),
-                             limb_k.eq(LIMBS - 1), phase_b.eq(0), step.eq(Step.MUL)]
+                             limb_k.eq(LIMBS - 1), phase_b.eq(0), step.eq(Step.READ)]
+
+        with m.Case(Step.READ):
+            m.d.sync += step.eq(Step.MUL)
 
         with m.Case(Step.MUL):
-            m.d.sync += acc.eq(total)
+            m.d.comb += issue.eq(1)
             with m.If(hit & ~phase_b):
                 m.d.sync += phase_b.eq(1)
             with m.Else():
                 m.d.sync += [phase_b.eq(0), b.eq(b << LIMB), limb_k.eq(limb_k - 1)]
                 with m.If(limb_k == 0):
-                    m.d.sync += step.eq(Step.OUT)
-                    with m.If(hit):
-                        start_shift(FB, 0)
-                    with m.Elif(shift >= 16):
-                        start_shift(32 - shift, 1)
-                    with m.Else():
-                        start_shift(shift, 0)
+                    m.d.sync += step.eq(Step.DRAIN)
+
+        with m.Case(Step.DRAIN):
+            # the last product is in the multiplier's stage: the accumulator takes it now
+            with m.If(~ctl.valid):
+                m.d.sync += step.eq(Step.OUT)
+                with m.If(hit):
+                    start_shift(FB, 0)
+                with m.Elif(shift >= 16):
+                    start_shift(32 - shift, 1)
+                with m.Else():
+                    start_shift(shift, 0)
 
         with m.Case(Step.ROUND):
-            m.d.sync += [acc.eq(total), step.eq(Step.DONE)]
+            m.d.sync += [acc.eq(total), step.eq(Step.SAT)]
+
+        with m.Case(Step.SAT):
+            # the term saturated, in a cycle of its own: with the entry's add and the second
+            # saturation it was a path of 10.7 ns on the ECP5
+            m.d.sync += [acc.eq(_sat(acc, T)), step.eq(Step.DONE)]
 
         with m.Case(Step.DONE):
             # SDP hit: sat32 of the rounded sum; otherwise the entry plus the saturated term
-            term = _sat(acc, T)
-            with_entry = Mux(sdp & hit, 0, y0) + term
+            term = acc[:T].as_signed()
+            with_entry = Mux(sdp & hit, 0, y0_r) + term
             res = _sat(with_entry, OW)
             for k in range(lanes):
                 with m.If(lane == k):
@@ -275,5 +328,8 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
                     m.d.sync += closing.eq(1)
             with m.Else():
                 m.d.sync += [lane.eq(lane + 1), tsel.eq(0), final.eq(0), step.eq(Step.LOAD)]
+
+    with m.If(ctl_m.valid):
+        m.d.sync += acc.eq(total)
 
     return [(st_le, st_lo, chosen, Const(1, 1))], written
