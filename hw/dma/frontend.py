@@ -195,7 +195,14 @@ class FrontEnd(wiring.Component):
         # longer product (the operands; the sums). No DSP slices: on the ECP5 the eight that
         # 16-bit partial products took sat in one row of the die and drew the routing of the
         # front end to them
-        phase = Signal(range(3))
+        phase = Signal(range(4))
+        # phase 3 (a one-cycle flag, `summing`) adds the dimension's products into the sums,
+        # and LOAD (`sums_clear`) clears them: the sums' ~140 flip-flops are enabled by a
+        # register and a test, not by a decode of the state, the phase and the products' done
+        # flags (the ULX3S SoC's critical path at ab43dbc, 14.1 ns from `state` into
+        # src_top's enables)
+        summing = Signal()
+        sums_clear = Signal()
         prods = [_SerialProduct("p_dst"), _SerialProduct("p_src")]
         e_zero, v_over, e_many, v_zero, nests = (Signal(name=n) for n in (
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
@@ -208,10 +215,9 @@ class FrontEnd(wiring.Component):
         dim_left = Signal()                   # k_chk names a dimension of the descriptor
         m.d.sync += dim_left.eq((k_chk < ndims) & (k_chk < MAX_DIMS))
         # the products load in each phase 0 of CHECK: set a cycle ahead (from LOAD, or a
-        # dimension's phase 2 once both are done), in two copies per product
+        # dimension's phase 3), in two copies per product
         p_dst, p_src = prods
-        load_next = ((state == _State.LOAD) |
-                     ((state == _State.CHECK) & (phase == 2) & p_dst.done & p_src.done))
+        load_next = (state == _State.LOAD) | summing
         loads = register_copies(platform, m, load_next, 4, "prod_load")
         p_dst.run(m, loads[0:2], cur_d, cur_e - 1)
         # (a valid of 0 reads nothing: its product is not used)
@@ -275,7 +281,8 @@ class FrontEnd(wiring.Component):
         m.d.sync += load_now.eq(0)
 
         def to_load(from_regs):
-            m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs)]
+            m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs),
+                         sums_clear.eq(1)]
 
         dims = [(ext[k], val[k], sst[k], dstr[k]) for k in range(MAX_DIMS)]
         # each register with where its bits lie in the descriptor's memory form (bit offset,
@@ -322,6 +329,14 @@ class FrontEnd(wiring.Component):
         with m.If(self.fetch_go):
             m.d.sync += want_fetch.eq(0)
 
+        m.d.sync += [summing.eq(0), sums_clear.eq(0)]
+        with m.If(sums_clear):
+            m.d.sync += [span.eq(0), src_top.eq(0)]
+        with m.Else():
+            with m.If(summing & e_many):
+                m.d.sync += span.eq(span + p_dst.acc)
+            with m.If(summing & ~v_zero):
+                m.d.sync += src_top.eq(src_top + p_src.acc)
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(start_regs | start_chain):
@@ -347,8 +362,8 @@ class FrontEnd(wiring.Component):
                             to_load(0)
             with m.Case(_State.LOAD):
                 # the fields load this cycle (`load_now`); the checks start on them next
-                m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), span.eq(0),
-                             src_top.eq(0), no_src.eq(0), first_dim_err.eq(0), nest_err.eq(0)]
+                m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), no_src.eq(0),
+                             first_dim_err.eq(0), nest_err.eq(0)]
             with m.Case(_State.CHECK):
                 # phase 0 loads the dimension's operands whether or not there is one, while
                 # `dim_left` (a register) settles; phase 1 looks at it
@@ -371,9 +386,10 @@ class FrontEnd(wiring.Component):
                         # the next dimension, now: `cur` follows it a cycle later, before
                         # the next phase 0 (`dim_left` too, read in the next phase 1)
                         m.d.sync += k_chk.eq(k_chk + 1)
-                with m.Elif(~p_dst.done | ~p_src.done):
-                    pass                               # the products step (`run`)
-                with m.Else():
+                with m.Elif(phase == 2):
+                    with m.If(p_dst.done & p_src.done):   # else the products step (`run`)
+                        m.d.sync += [phase.eq(3), summing.eq(1)]
+                with m.Else():                         # phase 3: into the sums (above)
                     m.d.sync += phase.eq(0)
                     with m.If(first_dim_err == 0):
                         with m.If(e_zero):
@@ -382,12 +398,8 @@ class FrontEnd(wiring.Component):
                             m.d.sync += first_dim_err.eq(Error.DIMS)
                     with m.If(e_many & nests):
                         m.d.sync += nest_err.eq(1)
-                    with m.If(e_many):
-                        m.d.sync += span.eq(span + p_dst.acc)
                     with m.If(v_zero):
                         m.d.sync += no_src.eq(1)
-                    with m.Else():
-                        m.d.sync += src_top.eq(src_top + p_src.acc)
             with m.Case(_State.SUMS):
                 m.d.sync += [misaligned.eq(mis_parts.any()), s_end.eq(src + src_eb),
                              d_end.eq(dst + span_eb), state.eq(_State.COMPARE)]
