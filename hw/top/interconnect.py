@@ -207,7 +207,8 @@ class AxiArbiter(wiring.Component):
     those bits, so managers may keep several transactions in flight. AR and AW are each granted
     round-robin; once a manager's address is presented it stays until taken. Each manager's
     addresses come in through register slices, and the granted ones go out through another
-    (two cycles of latency, a transfer a cycle): no combinational path runs from one manager
+    (two cycles of latency, three when the grant must first move to the manager; a transfer
+    a cycle): no combinational path runs from one manager
     to another's ready, nor from a manager to the port. Write data follows the order in which
     write addresses were granted (a FIFO of ``write_depth`` grants), and may reach the port
     before its address does, as AXI4 allows. ``slices=False`` leaves the address slices out
@@ -230,27 +231,24 @@ class AxiArbiter(wiring.Component):
         super().__init__(members)
 
     def _grant(self, m, name, valids, ready):
-        """Round-robin choice among ``valids``, held while the chosen address waits."""
+        """Round-robin choice among ``valids``, as a register: the manager it names is offered
+        while its address is valid, and after a transfer (``ready``), or while that manager has
+        none, the choice moves to the first valid manager after it in circular order (itself
+        when no other is valid). So the managers' readies and the payload's multiplexer hang
+        off a register, not off a priority decode of every valid (the ULX3S SoC at ab43dbc had
+        ~150 slow enables behind that decode, 12.4 ns); a manager that was not chosen waits a
+        cycle more when it starts asking, and one asking alone is served every cycle."""
         n = self.managers
-        hold = Signal(name=f"{name}_hold")
-        held = Signal(self.sel_bits, name=f"{name}_held")
-        last = Signal(self.sel_bits, name=f"{name}_last")
+        sel = Signal(self.sel_bits, name=f"{name}_sel")
         pick = Signal(self.sel_bits, name=f"{name}_pick")
-        any_valid = Signal(name=f"{name}_any")
-        m.d.comb += any_valid.eq(valids.any())
-        # the first valid manager after `last`, in circular order
         for off in reversed(range(1, n + 1)):
             for k in range(n):
-                with m.If((last == k) & valids[(k + off) % n]):
+                with m.If((sel == k) & valids[(k + off) % n]):
                     m.d.comb += pick.eq((k + off) % n)
-        sel = Signal(self.sel_bits, name=f"{name}_sel")
-        m.d.comb += sel.eq(Mux(hold, held, pick))
         go = Signal(name=f"{name}_go")
-        m.d.comb += go.eq(hold | any_valid)
-        with m.If(go & ready):
-            m.d.sync += [hold.eq(0), last.eq(sel)]
-        with m.Elif(go):
-            m.d.sync += [hold.eq(1), held.eq(sel)]
+        m.d.comb += go.eq(valids.bit_select(sel, 1))
+        with m.If((~go | ready) & valids.any()):
+            m.d.sync += sel.eq(pick)
         return sel, go
 
     def elaborate(self, platform):
