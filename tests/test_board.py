@@ -204,14 +204,14 @@ def test_board_tops_elaborate_with_their_pins():
 
 
 def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
-    """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable and
-    the DMA row path's run-queue load go through a DCCA each. These are registered copies, as
-    TRELLIS_FF instances so that Yosys cannot merge them: the decompressor's expansion-stage
-    enables, its gearbox's slot enables and its one-byte packing's choice (one per four
-    elements), its X slice's select and its rings' read pointers, and
-    the DMA check products' load flag (two per product), the DMA row path's write-slice ready
-    (one per share of the realigner's state). With no platform (simulation, the
-    blocks' own builds, the iCE40) there are neither."""
+    """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable, the
+    DMA row path's run-queue load and the decompressor's X slice load go through a DCCA each.
+    These are registered copies, as TRELLIS_FF instances so that Yosys cannot merge them: the
+    decompressor's expansion-stage enables, its gearbox's slot enables and its one-byte
+    packing's choice (one per four elements), its X slice's select and its rings' read
+    pointers, the DMA check products' load flag (two per product) and the DMA row path's
+    write-slice ready (one per share of the realigner's state). With no platform (simulation,
+    the blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform
@@ -219,8 +219,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     b = BOARDS["ulx3s"]
     with_globals = rtlil.convert(BoardTop(b), name="top", platform=board_platform(b))
     cells = re.findall(r"cell \\DCCA \\(\S+)", with_globals)
-    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == ["dma_runs_load_dcca", "dp_reset_dcca",
-                                                           "lut_advance_dcca", "rst_dcca"], cells
+    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == [
+        "dma_runs_load_dcca", "dp_reset_dcca", "lut_advance_dcca", "rst_dcca",
+        "sparse_x_load_dcca"], cells
     groups = b.soc.sparse_atom_elements // 4
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)

@@ -592,9 +592,12 @@ class SparseDecompressor(wiring.Component):
         x_done = Signal()
         m.d.comb += x_done.eq(x_valid & p_free & ~x.bad)
         # X is hundreds of bits wide: its select (second entry or input) in copies, one per
-        # SELECT_BITS (a single flag's net was the ULX3S SoC's critical path at 78fbc02)
+        # SELECT_BITS (a single flag's net was the ULX3S SoC's critical path at 78fbc02), and
+        # its load, the late x_done, on a global network where the platform has one (at
+        # ab43dbc that one LUT's net reached 767 clock enables of the ULX3S SoC, up to 13.4 ns)
         register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in, out_valid=x_valid,
-                       out_ready=x_done, out_payload=x, reset=flush, select_bits=SELECT_BITS)
+                       out_ready=x_done, out_payload=x, reset=flush, select_bits=SELECT_BITS,
+                       global_load="sparse_x_load")
         step = Signal()
         # the WGS check does not hold the step back: a segment that fails it is stepped like
         # the others, and the failure (registered with its group) is raised in the next cycle,
