@@ -21,7 +21,7 @@ def run_arbiter(n, seed, *, per=10, stall=0.3, active=None, limit=6000):
     print(f"arbiter: {n} managers, seed {seed}")
     dut = AxiArbiter(n, addr_width=32, data_width=32, id_width=ID_BITS, write_depth=4)
     active = range(n) if active is None else active
-    ms = [dut.s0] if n == 1 else [getattr(dut, f"s{i}") for i in range(n)]
+    ms = [getattr(dut, f"s{i}") for i in range(n)]
     o = dut.m_axi
 
     def bursts(i, read):
