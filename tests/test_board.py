@@ -229,6 +229,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
                                    "slot1_empty", "two_c") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
+    # ... and its tile slots' dimension selects, each bit in a copy per field
+    want += [f"{n}{b}_f{k}_ff" for n in ("col", "o1", "o2") for b in range(3) for k in range(4)]
     # the DMA row path's write-slice ready: one copy for the handshakes, one per share of the
     # realigner's state (u, v, sr, er, then the address and the tests: 5 at 64 bits) and one
     # for its held source beat (64 bits)
