@@ -49,8 +49,13 @@ def registered_room(m, name, *fifos):
     cycle before lands first (a FIFO takes at most one entry a cycle). A writer that waits on
     it does not wait on the levels' compares; each FIFO then fills to ``depth - 1`` at most."""
     room = Signal(name=name)
-    m.d.sync += room.eq(Cat(*(f.level < f.depth - 2 for f in fifos)).all())
+    m.d.sync += room.eq(room_next(*fifos))
     return room
+
+
+def room_next(*fifos):
+    """The value :func:`registered_room` takes at the next clock edge."""
+    return Cat(*(f.level < f.depth - 2 for f in fifos)).all()
 
 
 def holds_entries(m, name, fifo):
@@ -214,6 +219,10 @@ class RegisteredQueue(Elaboratable):
         self.level = Signal(range(depth + 4))
         #: whether an entry is held, from a register (:func:`holds_entries`)
         self.nonempty = Signal()
+        #: what ``w_rdy`` will be in the next cycle, for a writer that keeps copies of it
+        #: (:func:`hw.fabric.register_copies`); only when ``w_rdy`` is a register (``depth``
+        #: 4 or more)
+        self.w_rdy_next = Signal() if depth >= 4 else None
 
     def elaborate(self, platform):
         m = Module()
@@ -221,7 +230,8 @@ class RegisteredQueue(Elaboratable):
         m.d.comb += self.nonempty.eq(holds_entries(m, "held", self))
         m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
         if self.depth >= 4:
-            m.d.comb += self.w_rdy.eq(registered_room(m, "room", q))
+            room = registered_room(m, "room", q)
+            m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q))]
         else:
             m.d.comb += self.w_rdy.eq(q.w_rdy)
         if self.depth < self.PIPE_DEPTH:

@@ -170,7 +170,7 @@ class RowCopier(wiring.Component):
                                                    global_load="dma_runs_load")
         # a run with a source hands its first beat and beat count to the beat generator, so
         # queueing the run does not wait on the read requests' ready
-        gen_in, gen_busy = beat_requests(m, "gen", self.req, bus_bytes=BB, count_width=33)
+        gen_in, gen_busy, _ = beat_requests(m, "gen", self.req, bus_bytes=BB, count_width=33)
         take = r.valid & runs.w_rdy & gen_in.ready
         m.d.comb += [gen_in.valid.eq(take & run.sourced), gen_in.payload.beat.eq(run.s_beat),
                      gen_in.payload.n.eq(run.nbeats)]

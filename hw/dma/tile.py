@@ -69,6 +69,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import RegisteredQueue, register_slice, registered
+from ..fabric import register_copies
 
 DIMS = 6
 ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
@@ -142,7 +143,9 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     """The beat generator the row and tile paths share: runs of beats (``beat``, the first
     beat's address in beats; ``n``, how many) go in through a register slice, so whoever queues
     a run does not wait on the read requests' ready, and come out on ``req`` (a stream of beat
-    addresses) one beat a cycle. Returns the runs' input stream and a busy signal."""
+    addresses) one beat a cycle. Returns the runs' input stream, a busy signal and the
+    runs' register slice (a :class:`hw.bus.fifo.SkidBuffer`, whose ``w_rdy_next`` is the
+    stream's ready a cycle ahead)."""
     aw = len(req.payload)
     LB = (bus_bytes - 1).bit_length()
     run = data.StructLayout({"beat": aw - LB, "n": count_width})
@@ -166,7 +169,7 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     with m.If(runs_out.valid & free):
         m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
                      left.eq(runs_out.payload.n), one_left.eq(runs_out.payload.n == 1)]
-    return runs_in, active | runs.nonempty
+    return runs_in, active | runs.nonempty, runs
 
 
 class TileTransposer(wiring.Component):
@@ -260,6 +263,17 @@ class TileTransposer(wiring.Component):
         a_step2 = reg(Mux(pack, Const(2, LB + 2) << lgp_early, 2), "a_step2", LB + 2)
         L_a_step = reg(L + a_step, "L_a_step", LB + 3)
 
+        # a queued row, and a filled tile handed to the drain
+        row_entry = data.StructLayout({
+            "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
+            "has": 1, "tile_last": 1,
+            "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
+        rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
+        # a row with a source hands its first beat and beat count to the beat generator, so
+        # the walker's step does not wait on the read requests' ready
+        runs_in, gen_busy, runs_slice = beat_requests(m, "runs", self.req, bus_bytes=BB,
+                                                      count_width=KB + 2)
+
         # -- row walker -------------------------------------------------------------------------
         # The walker's counters are registers, each with the tests the walk makes on it: a row
         # keeps a counter, steps it or sets it to its first value, and the tests of the stepped
@@ -267,6 +281,27 @@ class TileTransposer(wiring.Component):
         # choice (below) only selects; no test lies between it and the next row's registers.
         walking = Signal()
         a = Signal(LB)                        # row within the tile
+        # A row is taken while the walk runs and the row queue and the runs' slice have room:
+        # three registers, whose AND enables some 600 flip-flops of the walker. One net from
+        # each to all of them was the ULX3S SoC's critical path at 7bf74e6 (`walking` into
+        # s0's enables, 14.6 ns, 12.9 of it routing). So each group of the walker's registers
+        # takes its rows from copies of its own of the three (hw.fabric.register_copies, made
+        # from their next values): the walk's decisions, the source and destination addresses
+        # in two groups each, and each counter.
+        TAKES = ("walk", "s_lo", "s_hi", "d_lo", "d_hi", "rem0", "vrem0", "rem1", "c2", "c3")
+        walking_next = Signal()
+        m.d.sync += walking.eq(walking_next)
+        walk_c = register_copies(platform, m, walking_next, len(TAKES), "walking_c")
+        # (a queue under 4 entries has no registered room: its ready is used as it is)
+        room_c = ([rows.w_rdy] * len(TAKES) if rows.w_rdy_next is None else
+                  register_copies(platform, m, rows.w_rdy_next, len(TAKES), "rows_room_c"))
+        runs_c = register_copies(platform, m, runs_slice.w_rdy_next, len(TAKES), "runs_rdy_c",
+                                 reset=1)
+        take, init = {}, {}
+        for g, w, room, ready in zip(TAKES, walk_c, room_c, runs_c, strict=True):
+            take[g], init[g] = Signal(name=f"row_take_{g}"), Signal(name=f"init_all_{g}")
+            m.d.comb += [take[g].eq(w & room & ready), init[g].eq(self.start & ~w)]
+        row_take, init_all = take["walk"], init["walk"]
         KEEP, STEP, INIT = 0, 1, 2
 
         def counter(name, shape, step, init, tests, firsts=None):
@@ -395,7 +430,6 @@ class TileTransposer(wiring.Component):
         wrap_t1, wrap_t0, wrap_2, wrap_3 = t1["wrap"], t0["wrap"], t2["wrap"], t3["wrap"]
         row_last = wrap_a & wrap_t1 & wrap_t0 & wrap_2 & wrap_3
         row_has = ((a >> sh0) < vclip) & ((a & lo_mask) < v_lo) & t2["has"] & t3["has"]
-        row_take = Signal()
         col_step_src = K * BB                               # source bytes per column tile
         col_step_dst = Signal(aw)
         row_step_src = Signal(aw)
@@ -422,11 +456,11 @@ class TileTransposer(wiring.Component):
         # one register, not a priority decode of the tests behind the take.
         go_a, go_t1, go_t0, go_2, go_3 = gos = [Signal(name=n) for n in (
             "go_a", "go_t1", "go_t0", "go_2", "go_3")]
-        init_all = self.start & ~walking
-        for do, steps, inits in ((rem1_do, go_t1, go_t0 | go_2 | go_3),
-                                 (rem0_do, go_t0, go_2 | go_3), (vrem0_do, go_t0, go_2 | go_3),
-                                 (c2_do, go_2, go_3), (c3_do, go_3, 0)):
-            m.d.comb += do.eq(Cat(row_take & steps, init_all | (row_take & inits)))
+        for g, do, steps, inits in (("rem1", rem1_do, go_t1, go_t0 | go_2 | go_3),
+                                    ("rem0", rem0_do, go_t0, go_2 | go_3),
+                                    ("vrem0", vrem0_do, go_t0, go_2 | go_3),
+                                    ("c2", c2_do, go_2, go_3), ("c3", c3_do, go_3, 0)):
+            m.d.comb += do.eq(Cat(take[g] & steps, init[g] | (take[g] & inits)))
         # The wrap tests after each thing a row can do (step a level, or start the walk), as
         # (wrap_a, rem1's, rem0's, c2's, c3's): held, stepped and first values, all worked out
         # from registers whatever is taken. wrap_a says the tile's row after this one is its
@@ -477,34 +511,31 @@ class TileTransposer(wiring.Component):
         with m.Elif(row_take | init_all):
             m.d.sync += [a_next.eq(a_step), row_adv.eq(adv_first),
                          left_n.eq(t0["next"]["n"]), left_v.eq(tv["next"]["clip"])]
-        with m.If(init_all):
-            m.d.sync += [walking.eq(1), a.eq(0)]
-            m.d.sync += [x.eq(self.src) for x in (s_row, s1, s0, s2, s3)]
-            m.d.sync += [x.eq(self.dst) for x in (d1, d0, d2, d3)]
-        with m.Elif(row_take):
-            with m.If(go_a):
-                m.d.sync += [a.eq(a_next), s_row.eq(s_row + row_adv)]
-            with m.Elif(go_t1):
-                n_s1 = s1 + col_step_src
-                m.d.sync += [a.eq(0), s1.eq(n_s1), s_row.eq(n_s1), d1.eq(d1 + col_step_dst)]
-            with m.Elif(go_t0):
-                n_s0 = s0 + row_step_src
-                n_d0 = d0 + BB
-                m.d.sync += [a.eq(0), s0.eq(n_s0), s1.eq(n_s0), s_row.eq(n_s0), d0.eq(n_d0),
-                             d1.eq(n_d0)]
-            with m.Elif(go_2):
-                n_s2 = s2 + sst[2]
-                n_d2 = d2 + dstr[2]
-                m.d.sync += [a.eq(0), s2.eq(n_s2), s0.eq(n_s2), s1.eq(n_s2), s_row.eq(n_s2),
-                             d2.eq(n_d2), d0.eq(n_d2), d1.eq(n_d2)]
-            with m.Elif(go_3):
-                n_s3 = s3 + sst[3]
-                n_d3 = d3 + dstr[3]
-                m.d.sync += [a.eq(0), s3.eq(n_s3), s2.eq(n_s3), s0.eq(n_s3), s1.eq(n_s3),
-                             s_row.eq(n_s3), d3.eq(n_d3), d2.eq(n_d3), d0.eq(n_d3),
-                             d1.eq(n_d3)]
-            with m.Else():
-                m.d.sync += walking.eq(0)
+        # the walk ends after a row that steps no level
+        m.d.comb += walking_next.eq(Mux(init_all, 1,
+                                        Mux(row_take & ~Cat(*gos).any(), 0, walking)))
+        # the row and the addresses, by their groups' takes: each register with its value at
+        # the start and after a row that steps go_a, go_t1, go_t0, go_2 or go_3 (None: it holds)
+        n_s1, n_s0, n_s2, n_s3 = s1 + col_step_src, s0 + row_step_src, s2 + sst[2], s3 + sst[3]
+        n_d1, n_d0, n_d2, n_d3 = d1 + col_step_dst, d0 + BB, d2 + dstr[2], d3 + dstr[3]
+        stepped = {
+            "walk": [(a, 0, (a_next, 0, 0, 0, 0))],
+            "s_lo": [(s_row, self.src, (s_row + row_adv, n_s1, n_s0, n_s2, n_s3)),
+                     (s1, self.src, (None, n_s1, n_s0, n_s2, n_s3)),
+                     (s0, self.src, (None, None, n_s0, n_s2, n_s3))],
+            "s_hi": [(s2, self.src, (None, None, None, n_s2, n_s3)),
+                     (s3, self.src, (None, None, None, None, n_s3))],
+            "d_lo": [(d1, self.dst, (None, n_d1, n_d0, n_d2, n_d3)),
+                     (d0, self.dst, (None, None, n_d0, n_d2, n_d3))],
+            "d_hi": [(d2, self.dst, (None, None, None, n_d2, n_d3)),
+                     (d3, self.dst, (None, None, None, None, n_d3))]}
+        for g, regs in stepped.items():
+            with m.If(init[g]):
+                m.d.sync += [r.eq(first) for r, first, _ in regs]
+            with m.Elif(take[g]):
+                for i, go in enumerate(gos):
+                    with (m.Elif if i else m.If)(go):
+                        m.d.sync += [r.eq(nx[i]) for r, _, nx in regs if nx[i] is not None]
 
         # -- beat generator ---------------------------------------------------------------------
         row_bytes = Signal(LB + KB + 1)
@@ -519,19 +550,8 @@ class TileTransposer(wiring.Component):
         v_under = Mux(n_under, left_v < left_n, left_v < a_step)
         nsrc = Signal(LB + 1)
         m.d.comb += nsrc.eq(Mux(~row_has, 0, Mux(v_under, left_v, Mux(n_under, left_n, a_step))))
-        # a queued row, and a filled tile handed to the drain
-        row_entry = data.StructLayout({
-            "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
-            "has": 1, "tile_last": 1,
-            "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
         tile_entry = data.StructLayout({"half": 1, "dst": aw, "ncols": LB + KB + 1,
                                         "one_col": 1, "nrows": LB + 1, "last": 1})
-        rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
-        # a row with a source hands its first beat and beat count to the beat generator, so
-        # the walker's step does not wait on the read requests' ready
-        runs_in, gen_busy = beat_requests(m, "runs", self.req, bus_bytes=BB,
-                                          count_width=KB + 2)
-        m.d.comb += row_take.eq(walking & rows.w_rdy & runs_in.ready)
         m.d.comb += [runs_in.valid.eq(row_take & row_has), runs_in.payload.beat.eq(s_row[LB:]),
                      runs_in.payload.n.eq(nbeats)]
         queued = data.View(row_entry, rows.w_data)
