@@ -209,8 +209,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     These are registered copies, as TRELLIS_FF instances so that Yosys cannot merge them: the
     decompressor's expansion-stage enables, its gearbox's slot enables and its one-byte
     packing's choice (one per four elements), its X slice's select and its rings' read
-    pointers, the DMA check products' load flag (two per product) and the DMA row path's
-    write-slice ready (one per share of the realigner's state). With no platform (simulation,
+    pointers, the DMA check products' load flag (two per product), the DMA row path's
+    write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
+    state flags (one per level) and the tile path's row take (one per group of its walker's
+    registers). With no platform (simulation,
     the blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
@@ -235,6 +237,14 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # realigner's state (u, v, sr, er, then the address and the tests: 5 at 64 bits) and one
     # for its held source beat (64 bits)
     want += [f"wr_rdy{k}_ff" for k in range(1 + 5 + 1)]
+    # the DMA walkers' ready, busy and prime, a copy per level (the element path's walker has
+    # 5 levels, the row path's 4)
+    want += [f"{n}{k}_ff" for n in ("o_ready_c", "busy_c", "prime_c") for levels in (5, 4)
+             for k in range(levels)]
+    # the tile path's row take: walking and the rooms of the row queue and of the runs' slice,
+    # a copy per group of the walker's registers (its decisions, the source and destination
+    # addresses in two groups each, its five counters)
+    want += [f"{n}{k}_ff" for n in ("walking_c", "rows_room_c", "runs_rdy_c") for k in range(10)]
     # the decompressor's X slice: its select, one copy per 64 of its several hundred bits
     n_sel = sum(n.startswith("skid_sel") for n in names)
     assert n_sel >= 8, names

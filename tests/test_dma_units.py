@@ -36,11 +36,13 @@ def walk_model(extents, valids, ss, ds, sb, db):
     return steps
 
 
-def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2, scramble=False):
+def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2, scramble=False,
+               ready_ahead=False):
     """The walks' steps. ``scramble``: before each walk, other configurations for a few idle
     cycles, and the walk's own set only in the cycle of ``start`` (the latest the walker's
-    contract allows)."""
-    dut = Walker(levels=levels)
+    contract allows). ``ready_ahead``: the walker built so, each cycle's ready drawn a cycle
+    before it and given to ``ready_next`` then."""
+    dut = Walker(levels=levels, ready_ahead=ready_ahead)
     rng = np.random.default_rng(seed)
     got = []
 
@@ -67,8 +69,13 @@ def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2, scramble=
             await ctx.tick()
             ctx.set(dut.start, 0)
             steps = []
+            ready_next = int(rng.random() < 0.7)
             while True:
-                ready = int(rng.random() < 0.7)          # random backpressure
+                if ready_ahead:
+                    ready, ready_next = ready_next, int(rng.random() < 0.7)
+                    ctx.set(dut.ready_next, ready_next)
+                else:
+                    ready = int(rng.random() < 0.7)      # random backpressure
                 ctx.set(dut.o.ready, ready)
                 await ctx.delay(1e-9)
                 if ready and ctx.get(dut.o.valid):
@@ -81,6 +88,8 @@ def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2, scramble=
                     await ctx.tick()
                 assert len(steps) <= np.prod(extents)
             ctx.set(dut.o.ready, 0)
+            if ready_ahead:
+                ctx.set(dut.ready_next, 0)
             await ctx.tick()
             assert not ctx.get(dut.busy)
             got.append(steps)
@@ -89,8 +98,9 @@ def run_walker(levels, extents, valids, ss, ds, sb, db, seed, walks=2, scramble=
     return got
 
 
+@pytest.mark.parametrize("ready_ahead", [False, True], ids=["ready", "ready_ahead"])
 @pytest.mark.parametrize("seed", range(6))
-def test_walker_matches_the_nested_loops(seed):
+def test_walker_matches_the_nested_loops(seed, ready_ahead):
     rng = np.random.default_rng(seed)
     levels = int(rng.integers(1, 6))
     extents = [int(v) for v in rng.integers(1, 5, levels)]
@@ -99,10 +109,10 @@ def test_walker_matches_the_nested_loops(seed):
     ds = [int(v) for v in rng.integers(0, 1 << 20, levels)]
     sb, db = int(rng.integers(0, 1 << 32)), int(rng.integers(0, 1 << 32))   # addresses wrap
     want = walk_model(extents, valids, ss, ds, sb, db)
-    for steps in run_walker(levels, extents, valids, ss, ds, sb, db, seed):
-        assert steps == want
-    for steps in run_walker(levels, extents, valids, ss, ds, sb, db, seed, scramble=True):
-        assert steps == want
+    for scramble in (False, True):
+        for steps in run_walker(levels, extents, valids, ss, ds, sb, db, seed,
+                                scramble=scramble, ready_ahead=ready_ahead):
+            assert steps == want
 
 
 def test_walker_single_step_and_stop():

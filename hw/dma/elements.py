@@ -30,7 +30,7 @@ class ElementPath(wiring.Component):
         self.addr_width = addr_width
         self.queue = queue
         aw = addr_width
-        self._walker = Walker(levels=DIMS, addr_width=aw)
+        self._walker = Walker(levels=DIMS, addr_width=aw, ready_ahead=True)
         super().__init__(path_ports(data_width=data_width, addr_width=aw, dims=DIMS))
 
     def elaborate(self, platform):
@@ -75,6 +75,7 @@ class ElementPath(wiring.Component):
         pre_slice = register_slice(m, "ahead", valid=pre.valid, ready=pre.ready,
                                    payload=pre.payload, out_valid=o.valid, out_ready=o.ready,
                                    out_payload=o.payload)
+        m.d.comb += walker.ready_next.eq(pre_slice.w_rdy_next)
         step = o.payload
         new_beat = step.new_beat
         m.d.comb += [self.req.valid.eq(o.valid & new_beat & entries.w_rdy),

@@ -50,7 +50,7 @@ class RowCopier(wiring.Component):
         self.addr_width = addr_width
         self.run_queue = run_queue
         aw = addr_width
-        self._walker = Walker(levels=DIMS - 1, addr_width=aw)
+        self._walker = Walker(levels=DIMS - 1, addr_width=aw, ready_ahead=True)
         super().__init__(path_ports(data_width=data_width, addr_width=aw, dims=DIMS))
 
     def elaborate(self, platform):
@@ -153,6 +153,7 @@ class RowCopier(wiring.Component):
         sums_slice = register_slice(m, "sums", valid=sums.valid, ready=sums.ready,
                                     payload=sums.payload, out_valid=r.valid, out_ready=r.ready,
                                     out_payload=r.payload)
+        m.d.comb += walker.ready_next.eq(sums_slice.w_rdy_next)
         run = r.payload
         nout = (run.run_end + BB - 1) >> LB
         # a queued run: what the realigner needs of it, worked out here, with the tests of its

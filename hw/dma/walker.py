@@ -19,11 +19,18 @@ at least 1 (the front end checks).
 ``start`` (pulse, ignored while busy) begins a walk. Steps leave on ``o`` (valid/ready): ``src``,
 ``dst``, ``has_src``, ``first`` (index 0 at every level), ``last`` (final step).
 ``busy`` is high from ``start`` until the last step is taken. ``stop`` abandons a walk.
+
+With ``ready_ahead=True`` the walker has an input ``ready_next`` more: what ``o.ready`` will be
+in the next cycle (a register slice's ``w_rdy_next``, when the output goes into one). Each
+level then loads on copies of its own of that ready and of the walker's two state flags
+(:func:`hw.fabric.register_copies`), so no one net of them reaches every level.
 """
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from ..fabric import register_copies
 
 
 def step_layout(addr_width: int) -> data.StructLayout:
@@ -32,12 +39,15 @@ def step_layout(addr_width: int) -> data.StructLayout:
 
 
 class Walker(wiring.Component):
-    def __init__(self, *, levels: int, addr_width: int = 32, count_width: int = 32):
+    def __init__(self, *, levels: int, addr_width: int = 32, count_width: int = 32,
+                 ready_ahead: bool = False):
         if not 1 <= levels <= 5:
             raise ValueError(f"levels must be 1 to 5, not {levels!r}")
         self.levels = levels
         self.addr_width = addr_width
+        self.ready_ahead = ready_ahead
         super().__init__({
+            **({"ready_next": In(1)} if ready_ahead else {}),
             "extent": In(count_width).array(levels), "valid": In(count_width).array(levels),
             "src_stride": In(addr_width).array(levels), "dst_stride": In(addr_width).array(levels),
             "src_base": In(addr_width), "dst_base": In(addr_width),
@@ -130,18 +140,24 @@ class Walker(wiring.Component):
             return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
                     *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
 
+        # busy's and prime's next values, for their copies below
+        busy_next, prime_next = Signal(), Signal()
+        m.d.comb += [busy_next.eq(busy), prime_next.eq(prime)]
+        m.d.sync += [busy.eq(busy_next), prime.eq(prime_next)]
         with m.If(self.stop):
-            m.d.sync += [busy.eq(0), prime.eq(0)]
+            m.d.comb += [busy_next.eq(0), prime_next.eq(0)]
         with m.Elif(~busy):
             with m.If(self.start):
-                m.d.sync += [busy.eq(1), first.eq(1), prime.eq(1)]
+                m.d.comb += [busy_next.eq(1), prime_next.eq(1)]
+                m.d.sync += first.eq(1)
         with m.Elif(prime):
             # every level starts as it restarts, so the wraps are the restart values'
-            m.d.sync += [prime.eq(0), *set_cnt(one)]
+            m.d.comb += prime_next.eq(0)
+            m.d.sync += set_cnt(one)
         with m.Elif(step):
             m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
-                m.d.sync += busy.eq(0)
+                m.d.comb += busy_next.eq(0)
             # the wraps after this step, and the level the next step counts
             wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
                          (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
@@ -151,18 +167,27 @@ class Walker(wiring.Component):
         # step that counts or restarts the level. So `start`, a late decision of the mid end,
         # reaches the three flags above and none of these, and the output's ready reaches
         # each level's ~130 flip-flops through one LUT of registers (a shared enable over all
-        # levels, ~800 flip-flops, was the ULX3S SoC's critical path at b5058fc, 15.9 ns)
+        # levels, ~800 flip-flops, was the ULX3S SoC's critical path at b5058fc, 15.9 ns).
+        # With ready_ahead each level takes ready, busy and prime from copies of its own: the
+        # three nets to all levels' enables were still among the SoC's slowest at a0cb0e8.
+        if self.ready_ahead:
+            # (a copy of ready is 0 after a reset, whatever the ready: busy's copies are too)
+            ready_c = register_copies(platform, m, self.ready_next, n, "o_ready_c")
+            busy_c = register_copies(platform, m, busy_next, n, "busy_c")
+            prime_c = register_copies(platform, m, prime_next, n, "prime_c")
+        else:
+            ready_c, busy_c, prime_c = [self.o.ready] * n, [busy] * n, [prime] * n
         for j in range(n):
             load = Signal(name=f"load{j}")
-            m.d.comb += load.eq(prime | (busy & self.o.ready & sel[j]))
+            m.d.comb += load.eq(prime_c[j] | (busy_c[j] & ready_c[j] & sel[j]))
             with m.If(load):
-                with m.If(prime | ~cnt[j]):                  # restarts (or starts)
+                with m.If(prime_c[j] | ~cnt[j]):             # restarts (or starts)
                     m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
                                  wrap_after[j].eq(two[j]),
                                  vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
                                  ok_after[j].eq(ok_two[j]),
-                                 sa[j].eq(Mux(prime, self.src_base, pick(up_s, j))),
-                                 da[j].eq(Mux(prime, self.dst_base, pick(up_d, j)))]
+                                 sa[j].eq(Mux(prime_c[j], self.src_base, pick(up_s, j))),
+                                 da[j].eq(Mux(prime_c[j], self.dst_base, pick(up_d, j)))]
                 with m.Else():                              # counts up
                     m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(wrap_after[j]),
                                  wrap_after[j].eq(rem[j] == 2),
