@@ -24,8 +24,12 @@ class LiteDecoder(wiring.Component):
 
     ``local_copies`` (default True): each subordinate gets its own registers for the address,
     write data and strobes, loaded only when it is addressed, so each bank's decode starts at a
-    register that can sit beside it. False: one set of registers for all, some 40 flip-flops
-    per subordinate fewer (the small iCE40 build)."""
+    register that can sit beside it. The windows' hits of a request's address are then a
+    register too, and a request is taken once it has been up for a cycle (AXI holds it steady
+    until taken), one cycle later than without: each subordinate's copies load while the
+    decoder is idle and that register names them, an enable of two registers, not the
+    address's decode behind the handshakes. False: one set of registers for all, some 40
+    flip-flops per subordinate fewer (the small iCE40 build)."""
 
     def __init__(self, windows, *, addr_width=32, local_copies=True):
         self.local_copies = local_copies
@@ -50,6 +54,19 @@ class LiteDecoder(wiring.Component):
         for i, (_, base, size) in enumerate(self.windows):
             m.d.comb += hits[i].eq((addr & ~(size - 1)) == base)
         return hits
+
+    def _take(self, m, name, idle, valid, addr):
+        """The hits of a request's address (``addr``) and whether it is taken in this cycle
+        (``idle`` and ``valid``); with local copies the hits are a register and a request must
+        have been up for a cycle (its flag ``<name>_up``) before it is taken."""
+        if not self.local_copies:
+            return self._select(m, addr), idle & valid
+        hits = Signal(len(self.windows), name=f"{name}_hits")
+        m.d.sync += hits.eq(self._select(m, addr))
+        up = Signal(name=f"{name}_up")         # up in the cycle before, and not taken then
+        take = idle & valid & up
+        m.d.sync += up.eq(valid & ~take)
+        return hits, take
 
     def _held(self, m, load, fields, port=None):
         """Registers without reset that take the manager's request fields when ``load``.
@@ -76,8 +93,7 @@ class LiteDecoder(wiring.Component):
         w_sel = Signal(len(ports))
         w_state = Signal(2)                  # 0 idle, 1 forwarding, 2 response
         awv, wv = Signal(), Signal()
-        hits = self._select(m, s.awaddr)
-        take_w = (w_state == 0) & s.awvalid & s.wvalid
+        hits, take_w = self._take(m, "w", w_state == 0, s.awvalid & s.wvalid, s.awaddr)
         m.d.comb += [s.awready.eq(take_w), s.wready.eq(take_w)]
         with m.If(take_w):
             m.d.sync += [w_sel.eq(hits), awv.eq(hits.any()), wv.eq(hits.any()),
@@ -87,12 +103,16 @@ class LiteDecoder(wiring.Component):
         # is addressed (so Yosys cannot merge the copies): its decode starts from a register the
         # placer can put beside it, not from one shared across the die (nextpnr's 55.8 MHz path
         # of the full SoC ran from the shared read address through logic that two banks'
-        # decodes shared)
+        # decodes shared). They follow the request while the decoder is idle and their hit is
+        # set, so they hold the request taken (the hits are registers, steady a cycle before
+        # the take); with the hits' decode and the handshakes in their enable, 85 of their
+        # flip-flops were among the ULX3S SoC's slowest endpoints at a0cb0e8 (up to 11.8 ns).
         w_fields = [("awaddr", "w_addr"), ("wdata", "w_data"), ("wstrb", "w_strb")]
         w_shared = None if self.local_copies else self._held(m, take_w, w_fields)
         for i, p in enumerate(ports):
             on = w_sel[i]
-            p_addr, p_data, p_strb = w_shared or self._held(m, take_w & hits[i], w_fields, i)
+            p_addr, p_data, p_strb = w_shared or self._held(m, (w_state == 0) & hits[i],
+                                                            w_fields, i)
             m.d.comb += [p.awaddr.eq(p_addr), p.wdata.eq(p_data), p.wstrb.eq(p_strb),
                          p.awvalid.eq(on & awv), p.wvalid.eq(on & wv),
                          p.bready.eq(on & (w_state == 1) & ~awv & ~wv & s.bready)]
@@ -112,8 +132,7 @@ class LiteDecoder(wiring.Component):
         r_sel = Signal(len(ports))
         r_state = Signal(2)
         arv = Signal()
-        rhits = self._select(m, s.araddr)
-        take_r = (r_state == 0) & s.arvalid
+        rhits, take_r = self._take(m, "r", r_state == 0, s.arvalid, s.araddr)
         m.d.comb += s.arready.eq(take_r)
         with m.If(take_r):
             m.d.sync += [r_sel.eq(rhits), arv.eq(rhits.any()),
@@ -123,7 +142,7 @@ class LiteDecoder(wiring.Component):
         r_shared = None if self.local_copies else self._held(m, take_r, r_fields)
         for i, p in enumerate(ports):
             on = r_sel[i]
-            (p_addr,) = r_shared or self._held(m, take_r & rhits[i], r_fields, i)
+            (p_addr,) = r_shared or self._held(m, (r_state == 0) & rhits[i], r_fields, i)
             m.d.comb += [p.araddr.eq(p_addr), p.arvalid.eq(on & arv),
                          p.rready.eq(on & (r_state == 1) & ~arv & s.rready)]
             with m.If(on & (r_state == 1)):
