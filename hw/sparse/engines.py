@@ -17,7 +17,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, Burst, Resp, connect_members
-from ..bus.fifo import RegisteredQueue, block_ram_output, chosen_sum
+from ..bus.fifo import RegisteredQueue, block_ram_output, chosen_sum, register_slice
 
 READ_MEMBERS = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot",
                 "arqos", "arregion", "arvalid", "arready", "rid", "rdata", "rresp", "rlast",
@@ -290,13 +290,21 @@ class StreamWriter(wiring.Component):
         m.d.sync += stale.eq(Cat(issue | self.load | self.flush, stale[0]))
         m.d.comb += [lens.w_en.eq(issue), lens.w_data.eq(burst)]
 
-        # W: the beats of the oldest issued burst
+        # W: the beats of the oldest issued burst, through a register slice, so the bus's
+        # WREADY (late, from the arbiter's grant) does not reach the FIFO's output register: it
+        # did in the ULX3S SoC at a0cb0e8, 29 of the decompressor writer's flip-flops among
+        # the slowest endpoints (up to 12.2 ns). A burst's response comes after its last beat
+        # has left the slice, so `idle` and `done` still mean every beat is out.
         count = Signal(9)
         w_go = lens.r_rdy & fifo.r_rdy
+        w_rdy = Signal()
+        w_take = w_go & w_rdy
         last = count == lens.r_data - 1
-        m.d.comb += [axi.wvalid.eq(w_go), axi.wdata.eq(fifo.r_data), axi.wlast.eq(last),
-                     fifo.r_en.eq(w_go & axi.wready), lens.r_en.eq(w_go & axi.wready & last)]
-        with m.If(w_go & axi.wready):
+        register_slice(m, "w", valid=w_go, ready=w_rdy, payload=Cat(fifo.r_data, last),
+                       out_valid=axi.wvalid, out_ready=axi.wready,
+                       out_payload=Cat(axi.wdata, axi.wlast), reset=self.flush)
+        m.d.comb += [fifo.r_en.eq(w_take), lens.r_en.eq(w_take & last)]
+        with m.If(w_take):
             m.d.sync += count.eq(Mux(last, 0, count + 1))
         with m.If(self.flush):
             m.d.sync += [spare.eq(0), count.eq(0)]
