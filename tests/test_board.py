@@ -209,7 +209,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     These are registered copies, as TRELLIS_FF instances so that Yosys cannot merge them: the
     decompressor's expansion-stage enables, its gearbox's slot enables and its one-byte
     packing's choice (one per four elements), its X slice's select and its rings' read
-    pointers, the DMA check products' load flag (two per product), the DMA row path's
+    pointers, the DMA check products' load flag (two per product), the DMA descriptor's
+    loads (one of each per register), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per level) and the tile path's row take (one per group of its walker's
     registers). With no platform (simulation,
@@ -230,6 +231,12 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
                                    "slot1_empty", "two_c") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
+    # ... and its descriptor's registers, each with a copy of the bank's load and of its
+    # beat's (29 registers: the addresses, padding, element size, flags and 5 x 4 dimension
+    # fields)
+    assert sum(n.startswith("desc_bank") for n in names) == 29, names
+    assert sum(n.startswith("desc_beat") for n in names) == 29, names
+    want += [n for n in names if re.fullmatch(r"desc_(bank\d+|beat\d+_\d+)_ff", n)]
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
     # ... and its tile slots' dimension selects, each bit in a copy per field
     want += [f"{n}{b}_f{k}_ff" for n in ("col", "o1", "o2") for b in range(3) for k in range(4)]

@@ -279,10 +279,18 @@ class FrontEnd(wiring.Component):
         load_now = Signal()
         load_regs = Signal()                  # LOAD takes the register bank's descriptor
         m.d.sync += load_now.eq(0)
+        # load_now & load_regs at the next clock edge, and fetch_count (below) there: each of
+        # the descriptor's registers loads on copies of its own of the two decisions (bank
+        # load, its beat come in), taken from them
+        bank_next = Signal()
+        fetch_count_next = Signal.like(fetch_count)
+        m.d.comb += fetch_count_next.eq(fetch_count)
+        m.d.sync += fetch_count.eq(fetch_count_next)
 
         def to_load(from_regs):
             m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs),
                          sums_clear.eq(1)]
+            m.d.comb += bank_next.eq(from_regs)
 
         dims = [(ext[k], val[k], sst[k], dstr[k]) for k in range(MAX_DIMS)]
         # each register with where its bits lie in the descriptor's memory form (bit offset,
@@ -302,7 +310,6 @@ class FrontEnd(wiring.Component):
         with m.If(load_now):
             # dimension 0's fields, for the check's first phase (see `cur` above)
             with m.If(load_regs):
-                m.d.sync += [t.eq(v) for (t, *_), v in zip(layout, from_bank, strict=True)]
                 m.d.sync += [r.eq(v) for r, v in zip(cur, from_bank[-4 * MAX_DIMS:][:4],
                                                      strict=True)]
             with m.Else():
@@ -312,16 +319,28 @@ class FrontEnd(wiring.Component):
         beat_valid = Signal()
         m.d.sync += [beat.eq(self.fetch_beat.payload), beat_valid.eq(self.fetch_beat.valid)]
         with m.If(beat_valid):
-            m.d.sync += fetch_count.eq(fetch_count + 1)
+            m.d.comb += fetch_count_next.eq(fetch_count + 1)
             with m.If(beat[W]):
                 m.d.sync += fetch_err.eq(1)
-        for n in range(fetch_beats):
-            with m.If(beat_valid & (fetch_count == n)):
-                for t, lo, width, make in layout:
-                    if lo // W == n:
-                        assert (lo + width - 1) // W == n, "a field across two beats"
-                        v = beat[lo - n * W:lo - n * W + width]
-                        m.d.sync += t.eq(make(v) if make else v)
+        # Each register loads from the bank (load_now & load_regs) or from its beat of a
+        # fetched descriptor (beat_valid & fetch_count == n), each decision a copy of its own
+        # (hw.fabric.register_copies) made from the next values: with one set of the four
+        # registers and their decode for all ~900 flip-flops, their enables were among the
+        # ULX3S SoC's slowest endpoints at a0cb0e8 (about 100, up to 11.6 ns).
+        beats = [lo // W for _, lo, _, _ in layout]
+        bank_c = register_copies(platform, m, bank_next, len(layout), "desc_bank")
+        hit_c = {n: iter(register_copies(
+                     platform, m, self.fetch_beat.valid & (fetch_count_next == n),
+                     beats.count(n), f"desc_beat{n}_"))
+                 for n in sorted(set(beats))}
+        for (t, lo, width, make), v_bank, by_bank in zip(layout, from_bank, bank_c, strict=True):
+            n = lo // W
+            assert (lo + width - 1) // W == n, "a field across two beats"
+            v = beat[lo - n * W:lo - n * W + width]
+            with m.If(by_bank):
+                m.d.sync += t.eq(v_bank)
+            with m.Elif(next(hit_c[n])):
+                m.d.sync += t.eq(make(v) if make else v)
         # the descriptor's read is asked for once, from FETCH's first cycle after the back
         # end's reset, and only at a good address: `want_fetch` is set as FETCH is entered
         want_fetch = Signal()
@@ -354,8 +373,9 @@ class FrontEnd(wiring.Component):
                     with m.If(start_regs):
                         to_load(1)
                     with m.Else():
-                        m.d.sync += [state.eq(_State.FETCH), fetch_count.eq(0),
-                                     fetch_err.eq(0), want_fetch.eq(1)]
+                        m.d.sync += [state.eq(_State.FETCH), fetch_err.eq(0),
+                                     want_fetch.eq(1)]
+                        m.d.comb += fetch_count_next.eq(0)
             with m.Case(_State.FETCH):
                 with m.If(fetch_misaligned):
                     finish(Error.ALIGN)
@@ -460,7 +480,8 @@ class FrontEnd(wiring.Component):
                     m.d.comb += done_set.eq(1)
                 with m.Else():
                     m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
-                                 fetch_count.eq(0), fetch_err.eq(0), want_fetch.eq(1)]
+                                 fetch_err.eq(0), want_fetch.eq(1)]
+                    m.d.comb += fetch_count_next.eq(0)
                     set_fetch_addr(nxt)
 
         m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
