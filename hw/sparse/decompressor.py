@@ -518,8 +518,12 @@ class SparseDecompressor(wiring.Component):
         head = Signal(q_layout)
         h_valid = Signal()
         h_take = Signal()
+        # (the head's load, the decoder's late take, on a global network where there is one:
+        # 81 of its ~250 flip-flops were among the ULX3S SoC's slowest endpoints at a005bab,
+        # up to 12.7 ns on that one net)
         register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
-                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
+                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
+                       global_load="sparse_segq_load")
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
         grp_bytes = Signal(32)                 # WGS bytes left in the group
