@@ -449,10 +449,18 @@ class SparseDecompressor(wiring.Component):
             r1_in.ends.eq(s_ends),
             r1_in.completes.eq(s_completes), r1_in.first.eq(g_first), r1_in.wgs.eq(g_wgs),
             r1_in.last_group.eq(g_last)]
+        # the WGS word a group's setup reads leaves the buffer a cycle later (wgs_take): the
+        # setup decision then reaches one flip-flop, not the enables of the buffer's shift
+        # (the ULX3S SoC's critical path at a005bab, 13.4 ns from `state` through `setup` into
+        # wgsbuf's data). No setup comes in that cycle (g_active is set) or the next (wgs_ok
+        # is clear after a take), so none reads the old word again.
+        wgs_take = Signal()
+        m.d.sync += wgs_take.eq(0)
+        m.d.comb += wgsbuf.take_en.eq(wgs_take)
         with m.If(setup & setup_overflow):
             m.d.sync += s_halt.eq(1)
         with m.Elif(setup):
-            m.d.comb += wgsbuf.take_en.eq(1)
+            m.d.sync += wgs_take.eq(1)
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
                          s_all.eq(last_next), groups_set.eq(groups_set + 1),
                          wgs_room.eq(wgs_room - wgs_word),
