@@ -205,8 +205,8 @@ def test_board_tops_elaborate_with_their_pins():
 
 def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     """On the ECP5 the board reset, the DMA's datapath reset, the LUT unit's stage enable, the
-    DMA row path's run-queue load and read-data slice load, and the decompressor's X slice and
-    segment-queue loads go through a DCCA each (seven: with the clock, every global network
+    DMA row path's run-queue load and read-data slice load, and the decompressor's X slice
+    load go through a DCCA each (six; with the clock, seven of the eight global networks
     nextpnr routes into logic inputs).
     These are registered copies, as TRELLIS_FF instances so that Yosys cannot merge them: the
     decompressor's expansion-stage enables, its gearbox's slot enables and its one-byte
@@ -226,7 +226,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     cells = re.findall(r"cell \\DCCA \\(\S+)", with_globals)
     assert sorted(c.rsplit(".", 1)[-1] for c in cells) == [
         "dma_rdata_rows_load_dcca", "dma_runs_load_dcca", "dp_reset_dcca", "lut_advance_dcca",
-        "rst_dcca", "sparse_segq_load_dcca", "sparse_x_load_dcca"], cells
+        "rst_dcca", "sparse_x_load_dcca"], cells
     groups = b.soc.sparse_atom_elements // 4
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)

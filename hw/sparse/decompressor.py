@@ -526,12 +526,11 @@ class SparseDecompressor(wiring.Component):
         head = Signal(q_layout)
         h_valid = Signal()
         h_take = Signal()
-        # (the head's load, the decoder's late take, on a global network where there is one:
-        # 81 of its ~250 flip-flops were among the ULX3S SoC's slowest endpoints at a005bab,
-        # up to 12.7 ns on that one net)
+        # (its load, the decoder's take, is no candidate for a global network: the take is a
+        # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
+        # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
         register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
-                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
-                       global_load="sparse_segq_load")
+                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
         grp_bytes = Signal(32)                 # WGS bytes left in the group
