@@ -73,6 +73,21 @@ class Walker(wiring.Component):
         sa = [_held(aw, f"sa{k}") for k in range(n)]
         da = [_held(aw, f"da{k}") for k in range(n)]
         busy = Signal()
+        # prime: the cycle after start, in which the levels load their first index and cnt
+        # its first value (no step leaves in it)
+        prime = Signal()
+        # busy's and prime's next values (set with them below), for their copies
+        busy_next, prime_next = Signal(), Signal()
+        # With ready_ahead each level takes ready, busy and prime from copies of its own (its
+        # loads below, and its restart values' and strides' loads while idle): the three nets
+        # to all levels' enables were still among the SoC's slowest at a0cb0e8.
+        if self.ready_ahead:
+            # (a copy of ready is 0 after a reset, whatever the ready: busy's copies are too)
+            ready_c = register_copies(platform, m, self.ready_next, n, "o_ready_c")
+            busy_c = register_copies(platform, m, busy_next, n, "busy_c")
+            prime_c = register_copies(platform, m, prime_next, n, "prime_c")
+        else:
+            ready_c, busy_c, prime_c = [self.o.ready] * n, [busy] * n, [prime] * n
         first = _held("first")
         m.d.comb += self.busy.eq(busy)
         m.d.comb += [
@@ -89,9 +104,9 @@ class Walker(wiring.Component):
         # between the two, was nextpnr's 97.8 MHz path, 2.9 ns of routing to this adder)
         sst = [_held(self.addr_width, f"sst{k}") for k in range(n)]
         dst = [_held(self.addr_width, f"dst{k}") for k in range(n)]
-        with m.If(~busy):
-            m.d.sync += [*(r.eq(v) for r, v in zip(sst, self.src_stride, strict=True)),
-                         *(r.eq(v) for r, v in zip(dst, self.dst_stride, strict=True))]
+        for k in range(n):
+            with m.If(~busy_c[k]):
+                m.d.sync += [sst[k].eq(self.src_stride[k]), dst[k].eq(self.dst_stride[k])]
         # (named signals kept as wires, so Yosys does not share one adder between the levels
         # with the choice of level in front of it)
         up_s = [Signal(aw, name=f"up_s{k}", attrs={"keep": 1}) for k in range(n)]
@@ -109,9 +124,6 @@ class Walker(wiring.Component):
         ok_after = [_held(f"ok_after{k}") for k in range(n)]
         two = [_held(f"two{k}") for k in range(n)]            # extent == 2
         ok_two = [_held(f"ok_two{k}") for k in range(n)]      # valid >= 2
-        # prime: the cycle after start, in which the levels load their first index and cnt
-        # its first value (no step leaves in it)
-        prime = Signal()
         m.d.comb += self.o.valid.eq(busy & ~prime)
         restarts = [_any(cnt[j + 1:]) for j in range(n)]      # a level above j counts
 
@@ -126,8 +138,8 @@ class Walker(wiring.Component):
         m.d.comb += step.eq(busy & ~prime & self.o.ready)
         # the restart values follow the configuration while idle (so their enable is one
         # register), and hold from start on
-        with m.If(~busy):
-            for k in range(n):
+        for k in range(n):
+            with m.If(~busy_c[k]):
                 e, v = self.extent[k], self.valid[k]
                 m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2),
                              any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
@@ -140,8 +152,6 @@ class Walker(wiring.Component):
             return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
                     *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
 
-        # busy's and prime's next values, for their copies below
-        busy_next, prime_next = Signal(), Signal()
         m.d.comb += [busy_next.eq(busy), prime_next.eq(prime)]
         m.d.sync += [busy.eq(busy_next), prime.eq(prime_next)]
         with m.If(self.stop):
@@ -168,15 +178,6 @@ class Walker(wiring.Component):
         # reaches the three flags above and none of these, and the output's ready reaches
         # each level's ~130 flip-flops through one LUT of registers (a shared enable over all
         # levels, ~800 flip-flops, was the ULX3S SoC's critical path at b5058fc, 15.9 ns).
-        # With ready_ahead each level takes ready, busy and prime from copies of its own: the
-        # three nets to all levels' enables were still among the SoC's slowest at a0cb0e8.
-        if self.ready_ahead:
-            # (a copy of ready is 0 after a reset, whatever the ready: busy's copies are too)
-            ready_c = register_copies(platform, m, self.ready_next, n, "o_ready_c")
-            busy_c = register_copies(platform, m, busy_next, n, "busy_c")
-            prime_c = register_copies(platform, m, prime_next, n, "prime_c")
-        else:
-            ready_c, busy_c, prime_c = [self.o.ready] * n, [busy] * n, [prime] * n
         for j in range(n):
             load = Signal(name=f"load{j}")
             m.d.comb += load.eq(prime_c[j] | (busy_c[j] & ready_c[j] & sel[j]))
