@@ -211,7 +211,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     These are registered copies, as TRELLIS_FF instances so that Yosys cannot merge them: the
     decompressor's expansion-stage enables, its gearbox's slot enables and its one-byte
     packing's choice (one per four elements), its X slice's select and its rings' read
-    pointers, the DMA check products' load flag (two per product), the DMA descriptor's
+    pointers, the DMA check products' load flag (two per product), the number of the
+    dimension the DMA checks (a copy per field it selects), the DMA descriptor's
     loads (one of each per register), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per level) and the tile path's row take (one per group of its walker's
@@ -233,6 +234,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
                                    "slot1_empty", "two_c") for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
+    # ... its checked dimension's number, each of its 3 bits in a copy per field selected
+    want += [f"k_chk{b}_f{k}_ff" for b in range(3) for k in range(4)]
     # ... and its descriptor's registers, each with a copy of the bank's load and of its
     # beat's (29 registers: the addresses, padding, element size, flags and 5 x 4 dimension
     # fields)

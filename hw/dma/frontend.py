@@ -180,14 +180,22 @@ class FrontEnd(wiring.Component):
         # steps in a dimension's phase 1, at least two cycles before the next one's phase 0),
         # and dimension 0's loaded with the descriptor in LOAD. So the check's first phase
         # starts from registers, not from a selection by k_chk
+        # Each of the four fields selects by a copy of k_chk of its own, made from k_chk's next
+        # value (k_next), so no one net reaches all 128 multiplexers (k_chk into cur_v, 8.1 ns
+        # on one net, was the ULX3S SoC's critical path at e83323e)
         cur = (cur_e, cur_v, cur_s, cur_d)
-        with m.Switch(k_chk):
-            for k in range(MAX_DIMS):
-                with m.Case(k):
-                    m.d.sync += [r.eq(v) for r, v in zip(cur, (ext[k], val[k], sst[k], dstr[k]),
-                                                         strict=True)]
-            with m.Default():
-                m.d.sync += [r.eq(0) for r in cur]
+        k_next = Signal.like(k_chk)
+        m.d.comb += k_next.eq(k_chk)
+        m.d.sync += k_chk.eq(k_next)
+        k_bits = [register_copies(platform, m, k_next[i], len(cur), f"k_chk{i}_f")
+                  for i in range(len(k_chk))]
+        for f, (r, field) in enumerate(zip(cur, (ext, val, sst, dstr), strict=True)):
+            with m.Switch(Cat(bits[f] for bits in k_bits)):
+                for k in range(MAX_DIMS):
+                    with m.Case(k):
+                        m.d.sync += r.eq(field[k])
+                with m.Default():
+                    m.d.sync += r.eq(0)
         # each dimension's two products, (extent - 1) x destination stride and (valid - 1) x
         # source stride, by shifts and adds in LUTs, two multiplier bits a step. The counts
         # (extent - 1, valid - 1) are the multipliers, so a product takes a step per two bits
@@ -389,8 +397,9 @@ class FrontEnd(wiring.Component):
                             to_load(0)
             with m.Case(_State.LOAD):
                 # the fields load this cycle (`load_now`); the checks start on them next
-                m.d.sync += [state.eq(_State.CHECK), k_chk.eq(0), phase.eq(0), no_src.eq(0),
+                m.d.sync += [state.eq(_State.CHECK), phase.eq(0), no_src.eq(0),
                              first_dim_err.eq(0), nest_err.eq(0)]
+                m.d.comb += k_next.eq(0)
             with m.Case(_State.CHECK):
                 # phase 0 loads the dimension's operands whether or not there is one, while
                 # `dim_left` (a register) settles; phase 1 looks at it
@@ -411,7 +420,7 @@ class FrontEnd(wiring.Component):
                                      phase.eq(2)]
                         # the next dimension, now: `cur` follows it a cycle later, before
                         # the next phase 0 (`dim_left` too, read in the next phase 1)
-                        m.d.sync += k_chk.eq(k_chk + 1)
+                        m.d.comb += k_next.eq(k_chk + 1)
                 with m.Elif(phase == 2):
                     with m.If(p_dst.done & p_src.done):   # else the products step (`run`)
                         m.d.sync += [phase.eq(3), summing.eq(1)]

@@ -453,7 +453,11 @@ class SparseDecompressor(wiring.Component):
         # setup decision then reaches one flip-flop, not the enables of the buffer's shift
         # (the ULX3S SoC's critical path at a005bab, 13.4 ns from `state` through `setup` into
         # wgsbuf's data). No setup comes in that cycle (g_active is set) or the next (wgs_ok
-        # is clear after a take), so none reads the old word again.
+        # is clear after a take), so none reads the old word again. (Today next_ok alone keeps
+        # the next setup off for two cycles after one, past the take: it is cleared with the
+        # setup and follows kg_ok, cleared too. So wgs_ok's ~take_en changes nothing now, and
+        # no test can fail without it; it keeps the take's rule here if the kernel group's
+        # registers get quicker.)
         wgs_take = Signal()
         m.d.sync += wgs_take.eq(0)
         m.d.comb += wgsbuf.take_en.eq(wgs_take)
