@@ -263,7 +263,15 @@ class LutUnit(wiring.Component):
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics ----------------------------------------------------------------------------
-        count = count & busy & regs.ctrl.perf_enable.data[0]
+        # The counters take what the output register took a cycle before: whether a sample went
+        # in (`count`, behind the output's late ready) and, per counter, how many of its lanes
+        # count, both registered every cycle (no enable), so neither the ready nor the states'
+        # decode and sum reach the counters' 32-bit adds (96 of the ULX3S SoC's slow
+        # endpoints at 838ffcd, up to 12.5 ns). The run's end comes with the last sample's
+        # handshake, a cycle after it went into the output register, so the counts are
+        # complete when software sees `done`.
+        count_r = Signal()
+        m.d.sync += count_r.eq(count & busy & regs.ctrl.perf_enable.data[0])
         for name in COUNTERS[flavor]:
             bits = []
             for le_st, lo_st, chosen, present in counted:
@@ -282,14 +290,15 @@ class LutUnit(wiring.Component):
                 bits.append(cond & present)
             cnt = Signal(32, name=f"cnt_{name}")
             m.d.comb += getattr(regs, f"cnt_{name}").value.r_data.eq(cnt)
+            inc = Signal(range(len(bits) + 1), name=f"inc_{name}")
+            m.d.sync += inc.eq(sum(bits[1:], bits[0].as_unsigned()))
             if len(bits) == 1:
                 # one sample at a time: an increment held at all-ones
-                step, nxt = count & bits[0] & ~cnt.all(), cnt + 1
+                step, nxt = count_r & inc[0] & ~cnt.all(), cnt + 1
             else:
-                inc = Signal(range(len(bits) + 1), name=f"inc_{name}")
                 total = Signal(33, name=f"cnt_{name}_next")
-                m.d.comb += [inc.eq(sum(bits[1:], bits[0].as_unsigned())), total.eq(cnt + inc)]
-                step, nxt = count, Mux(total[32], 0xFFFF_FFFF, total[:32])
+                m.d.comb += total.eq(cnt + inc)
+                step, nxt = count_r, Mux(total[32], 0xFFFF_FFFF, total[:32])
             with m.If(regs.ctrl.start.pulse[0]):
                 m.d.sync += cnt.eq(0)
             with m.Elif(step):
