@@ -179,10 +179,10 @@ class FrontEnd(wiring.Component):
         # the dimension being checked, as registers: selected by k_chk a cycle ahead (k_chk
         # steps in a dimension's phase 1, at least two cycles before the next one's phase 0),
         # and dimension 0's loaded with the descriptor in LOAD. So the check's first phase
-        # starts from registers, not from a selection by k_chk
-        # Each of the four fields selects by a copy of k_chk of its own, made from k_chk's next
-        # value (k_next), so no one net reaches all 128 multiplexers (k_chk into cur_v, 8.1 ns
-        # on one net, was the ULX3S SoC's critical path at e83323e)
+        # starts from registers, not from a selection by k_chk. Each of the four fields selects
+        # by copies of k_chk of its own, made from its next value (k_next), so no one net
+        # reaches all 128 multiplexers (k_chk into cur_v, 8.1 ns on one net, was the ULX3S
+        # SoC's critical path at e83323e)
         cur = (cur_e, cur_v, cur_s, cur_d)
         k_next = Signal.like(k_chk)
         m.d.comb += k_next.eq(k_chk)
