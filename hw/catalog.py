@@ -71,8 +71,9 @@ BLOCKS = {
 }
 
 
-def write_verilog(outdir: Path, names=None) -> list[Path]:
-    """Emit the Verilog of the named blocks (all by default); returns the files written."""
+def write_verilog(outdir: Path, names=None, platform=None) -> list[Path]:
+    """Emit the Verilog of the named blocks (all by default), elaborated with ``platform``
+    (:mod:`hw.fabric`; none by default); returns the files written."""
     from amaranth.back import verilog
 
     outdir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +83,8 @@ def write_verilog(outdir: Path, names=None) -> list[Path]:
             raise KeyError(f"no block named {name!r} (blocks: {', '.join(BLOCKS)})")
         factory, _ = BLOCKS[name]
         path = outdir / f"atomcube_{name}.v"
-        path.write_text(verilog.convert(factory(), name=f"atomcube_{name}", emit_src=False))
+        path.write_text(verilog.convert(factory(), name=f"atomcube_{name}", emit_src=False,
+                                         platform=platform))
         written.append(path)
     return written
 

@@ -1,7 +1,7 @@
 """What a block may ask of the FPGA it is built for, through the ``platform`` it is elaborated
-with. Simulation and the blocks' own builds elaborate with no platform, and every request then
-falls back to plain logic; a board top is elaborated with its family's platform
-(:func:`hw.top.board.board_platform`).
+with. Simulation and iCE40 builds elaborate with no platform, and every request then falls back to
+plain logic; an ECP5 board top is elaborated with :class:`Ecp5Globals`
+(:func:`hw.top.board.board_platform`), an ECP5 block alone with :class:`Ecp5Copies`.
 
 Two requests: :func:`global_buffer` (a signal of large fan-out on a global network) and
 :func:`register_copies` (a register in several copies that the synthesis keeps apart), and
@@ -9,24 +9,14 @@ Two requests: :func:`global_buffer` (a signal of large fan-out on a global netwo
 
 from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
 
-__all__ = ["Ecp5Globals", "global_buffer", "register_copies", "shared_select"]
+__all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies", "shared_select"]
 
 
-class Ecp5Globals:
-    """The platform a board top is elaborated with on the ECP5 (``verilog.convert(...,
-    platform=Ecp5Globals())``): it offers :meth:`global_buffer`, which puts a signal of large
-    fan-out (a reset) on one of the eight global networks that reach logic inputs, through a
-    DCCA. Such a signal then takes no general routing to its thousands of flip-flops, and
-    reaches them all with about the same delay. Blocks call it through :func:`global_buffer`,
-    which leaves the signal as it is on any other platform (and in simulation). It also offers
-    :meth:`register_copies`, through :func:`register_copies`: flip-flops as ``TRELLIS_FF``
-    instances."""
-
-    def global_buffer(self, m, signal, name):
-        out = Signal(name=f"{name}_global")
-        m.submodules[f"{name}_dcca"] = Instance("DCCA", i_CLKI=signal, i_CE=Const(1),
-                                                o_CLKO=out)
-        return out
+class Ecp5Copies:
+    """The platform an ECP5 build of a block alone is elaborated with (:mod:`hw.synth`): it
+    offers :meth:`register_copies`, through :func:`register_copies`: flip-flops as
+    ``TRELLIS_FF`` instances, which Yosys keeps apart. It has no global buffers: nextpnr could
+    not route a DCCA in a block placed out of context (docs/board.md)."""
 
     def register_copies(self, m, value, count, name, reset):
         # one TRELLIS_FF each: Yosys merges flip-flops with the same input (a keep attribute on
@@ -42,6 +32,22 @@ class Ecp5Globals:
         return copies
 
 
+class Ecp5Globals(Ecp5Copies):
+    """The platform a board top is elaborated with on the ECP5 (``verilog.convert(...,
+    platform=Ecp5Globals())``): besides the copies of :class:`Ecp5Copies` it offers
+    :meth:`global_buffer`, which puts a signal of large fan-out (a reset) on one of the eight
+    global networks that reach logic inputs, through a DCCA. Such a signal then takes no general
+    routing to its thousands of flip-flops, and reaches them all with about the same delay.
+    Blocks call it through :func:`global_buffer`, which leaves the signal as it is on any other
+    platform (and in simulation)."""
+
+    def global_buffer(self, m, signal, name):
+        out = Signal(name=f"{name}_global")
+        m.submodules[f"{name}_dcca"] = Instance("DCCA", i_CLKI=signal, i_CE=Const(1),
+                                                o_CLKO=out)
+        return out
+
+
 def global_buffer(platform, m, signal, name):
     """``signal`` through the platform's global buffer if it has one, else ``signal``."""
     buffer = getattr(platform, "global_buffer", None)
@@ -52,9 +58,9 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     """``count`` registers that each hold ``value`` (one bit) as it was a cycle before (``reset``
     after a reset): copies of one flip-flop, for an enable that would otherwise spread from
     one register to hundreds of flip-flops across the die. Each copy drives a share of them,
-    and the placer can put it beside them. On a platform that offers it (the ECP5 board tops)
-    the copies stay apart in the netlist; elsewhere (simulation, the blocks' own builds) they
-    are one register, as Yosys would merge them anyway."""
+    and the placer can put it beside them. On a platform that offers it (any ECP5 build) the
+    copies stay apart in the netlist; elsewhere (simulation, iCE40 builds) they are one
+    register, as Yosys would merge them anyway."""
     copy = getattr(platform, "register_copies", None)
     if copy is not None:
         return copy(m, value, count, name, reset)

