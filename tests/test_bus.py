@@ -149,13 +149,15 @@ def _fifo_order_rate_and_level(q, seed):
     ``q`` passes a word every cycle."""
     rng = random.Random(seed)
     sent = list(range(1, 601))
-    seen = {"out": [], "level_errors": 0, "idle_pops": 0, "next_errors": 0}
-    told = hasattr(q, "w_rdy_next")    # the skid buffer says its next w_rdy
+    seen = {"out": [], "level_errors": 0, "idle_pops": 0, "next_errors": 0,
+            "data_next_errors": 0}
+    told = hasattr(q, "w_rdy_next")    # the skid buffer (and a queue) say their next w_rdy
+    told_data = hasattr(q, "r_data_next")  # the skid buffer its next r_data
 
     async def bench(ctx):
         queue = []                     # words pushed and not yet popped
         i = 0
-        said = None
+        said = said_data = None
         for cycle in range(1000):
             steady = cycle >= 400      # both sides always willing from here on
             push = i < len(sent) and (steady or rng.random() < 0.6)
@@ -170,6 +172,9 @@ def _fifo_order_rate_and_level(q, seed):
             if told:
                 seen["next_errors"] += said is not None and w != said
                 said = ctx.get(q.w_rdy_next)
+            if told_data:
+                seen["data_next_errors"] += said_data is not None and ctx.get(q.r_data) != said_data
+                said_data = ctx.get(q.r_data_next)
             if r and pop:
                 seen["out"].append(ctx.get(q.r_data))
                 queue.pop(0)
@@ -187,6 +192,7 @@ def _fifo_order_rate_and_level(q, seed):
     assert seen["out"] == sent
     assert seen["level_errors"] == 0
     assert seen["next_errors"] == 0, "w_rdy_next did not foretell w_rdy"
+    assert seen["data_next_errors"] == 0, "r_data_next did not foretell r_data"
     assert seen["idle_pops"] == 0, "it did not pass a word a cycle"
 
 

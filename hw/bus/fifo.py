@@ -148,6 +148,9 @@ class SkidBuffer(Elaboratable):
         #: for a user that keeps copies of a decision made from it
         #: (:func:`hw.fabric.register_copies`)
         self.w_rdy_next = Signal()
+        #: what ``r_data`` will be in the next cycle, for a user that keeps its own copy of part
+        #: of the output entry (:func:`hw.fabric.register_copies`) beside the logic it feeds
+        self.r_data_next = Signal(width)
 
     def elaborate(self, platform):
         m = Module()
@@ -186,8 +189,10 @@ class SkidBuffer(Elaboratable):
             load = Signal(name="load")
             m.d.comb += load.eq(free)
             load = global_buffer(platform, m, load, self.global_load)
+        loaded = shared_select(sel, skid_d, self.w_data)
         with m.If(load):
-            m.d.sync += out_d.eq(shared_select(sel, skid_d, self.w_data))
+            m.d.sync += out_d.eq(loaded)
+        m.d.comb += self.r_data_next.eq(Mux(free, loaded, out_d))
         # the second entry follows the input while it is empty, so its enable is a register
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):

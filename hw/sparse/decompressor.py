@@ -533,8 +533,17 @@ class SparseDecompressor(wiring.Component):
         # (its load, the decoder's take, is no candidate for a global network: the take is a
         # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
         # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
-        register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
-                       out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
+        segq = register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
+                              out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
+        # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
+        # put beside the ring's pointer, level and room tests: the head's register sits with
+        # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
+        # (4.8 ns, on sparse_d128_a64's critical path). The copy follows the head's next value,
+        # so it equals ``head.need`` in every cycle
+        need_at = q_layout["need"]
+        need_next = segq.r_data_next[need_at.offset:need_at.offset + need_at.width]
+        ring_need = Cat(*(register_copies(platform, m, need_next[b], 1, f"ring_need{b}")[0]
+                          for b in range(need_at.width)))
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
         grp_bytes = Signal(32)                 # WGS bytes left in the group
@@ -620,8 +629,8 @@ class SparseDecompressor(wiring.Component):
         # and stops the steps after it. The check's compare stays off the step's path.
         m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
                              ~bus_error),
-                     h_take.eq(step), databuf.take.eq(head.need), databuf.take_en.eq(step)]
-        m.d.sync += [near_bytes.eq(databuf.level >= head.need),
+                     h_take.eq(step), databuf.take.eq(ring_need), databuf.take_en.eq(step)]
+        m.d.sync += [near_bytes.eq(databuf.level >= ring_need),
                      near_bytes_ok.eq(h_valid & ~step & ~flush)]
 
         # the segment's elements, the window's first, from X's registers
