@@ -4,6 +4,7 @@ descriptor semantics; the whole engine is checked by the cocotb bench."""
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from axil_sim import axil_read, axil_write
 
 from hw.dma.elements import ElementPath
 from hw.dma.frontend import FrontEnd
@@ -524,55 +525,11 @@ def run_front_end(descs, seed=0):
     rng = np.random.default_rng(seed)
     got = []
 
-    async def idle(ctx):
-        await ctx.tick().repeat(int(rng.integers(0, 3)) + 1)
-
     async def write(ctx, addr, data):
-        await idle(ctx)
-        ctx.set(bus.awaddr, addr)
-        ctx.set(bus.wdata, data)
-        ctx.set(bus.wstrb, 0xF)
-        ctx.set(bus.awvalid, 1)
-        ctx.set(bus.wvalid, 1)
-        aw = w = b = False
-        for _ in range(40):
-            ready = int(rng.random() < 0.5)
-            ctx.set(bus.bready, ready)
-            aw_now, w_now = ctx.get(bus.awready), ctx.get(bus.wready)
-            b_now = ready and ctx.get(bus.bvalid)
-            await ctx.tick()
-            if aw_now:
-                aw = True
-                ctx.set(bus.awvalid, 0)
-            if w_now:
-                w = True
-                ctx.set(bus.wvalid, 0)
-            b = b or b_now
-            if aw and w and b:
-                ctx.set(bus.bready, 0)
-                return
-        raise AssertionError(f"the register write at 0x{addr:02x} was not answered")
+        await axil_write(ctx, bus, rng, addr, data)
 
     async def read(ctx, name):
-        await idle(ctx)
-        ctx.set(bus.araddr, DMA[name].offset)
-        ctx.set(bus.arvalid, 1)
-        for _ in range(20):
-            taken = ctx.get(bus.arready)
-            await ctx.tick()
-            if taken:
-                break
-        ctx.set(bus.arvalid, 0)
-        for _ in range(40):
-            ready = int(rng.random() < 0.5)
-            ctx.set(bus.rready, ready)
-            if ready and ctx.get(bus.rvalid):
-                word = ctx.get(bus.rdata)
-                await ctx.tick()
-                ctx.set(bus.rready, 0)
-                return DMA[name].decode(word)
-            await ctx.tick()
-        raise AssertionError(f"no read data from {name}")
+        return DMA[name].decode(await axil_read(ctx, bus, rng, DMA[name].offset))
 
     async def bench(ctx):
         ctx.set(dut.idle, 1)
