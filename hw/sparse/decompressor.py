@@ -542,7 +542,7 @@ class SparseDecompressor(wiring.Component):
         # so it equals ``head.need`` in every cycle
         need_at = q_layout["need"]
         need_next = segq.r_data_next[need_at.offset:need_at.offset + need_at.width]
-        ring_need = Cat(*(register_copies(platform, m, need_next[b], 1, f"ring_need{b}")[0]
+        ring_need = Cat(*(register_copies(platform, m, need_next[b], 1, f"ring_need{b}_c")[0]
                           for b in range(need_at.width)))
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
