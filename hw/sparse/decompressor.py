@@ -483,9 +483,9 @@ class SparseDecompressor(wiring.Component):
         # -- the segment's counts and positions, then the queue -----------------------------------
         # R2, from R1's registers: the segment's bits at their atom positions, the positions it
         # covers and its popcount in parts (a byte of mask bits each). The queue's entry adds
-        # the parts up (the packed bytes the segment uses); a register slice (ready from its
-        # fill level) queues them for the decoder. A whole popcount in one cycle, into the
-        # queue's storage, was the critical path.
+        # the parts up (the packed bytes the segment uses) into R3; a register slice (ready
+        # from its fill level) queues them for the decoder. A whole popcount in one cycle, into
+        # the queue's storage, was the critical path.
         # (the mask ring's last rotation stages run here, on R1's registers, and the bits past
         # the segment are cleared: from the ring's read pointer into R1 was the critical path)
         mask = Signal(A)
@@ -514,7 +514,6 @@ class SparseDecompressor(wiring.Component):
             "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1,
             "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
         q_in = Signal(q_layout)
-        q_in_ready = Signal()
         nz = _add_tree(m, [r2.parts[j] for j in range(len(parts))], "nz")
         m.d.comb += [
             q_in.err.eq(r2.err), q_in.placed.eq(r2.placed),
@@ -524,7 +523,20 @@ class SparseDecompressor(wiring.Component):
             q_in.completes.eq(r2.completes), q_in.first.eq(r2.first), q_in.wgs.eq(r2.wgs),
             q_in.wgs_big.eq(r2.wgs[len(q_in.need):] != 0),
             q_in.last_group.eq(r2.last_group), q_in.in_seg.eq(r2.in_seg),
-            r2_free.eq(~r2_valid | q_in_ready),
+        ]
+        # R3: the queue's entry in registers, so the queue loads its head from registers and
+        # not from the sum of the parts (the byte ring's copy of the head's ``need``, below,
+        # is placed by the ring: the sum's adders before it crossed the die, at 76.9 MHz on
+        # sparse_d128_a64 at 9d6a73e)
+        r3 = Signal(q_layout, reset_less=True)
+        r3_valid = Signal()
+        r3_free = Signal()
+        q_in_ready = Signal()
+        with m.If(r3_free):
+            m.d.sync += [r3_valid.eq(r2_valid), r3.eq(q_in)]
+        m.d.comb += [
+            r3_free.eq(~r3_valid | q_in_ready),
+            r2_free.eq(~r2_valid | r3_free),
             r1_free.eq(~r1_valid | r2_free),
         ]
         head = Signal(q_layout)
@@ -533,7 +545,7 @@ class SparseDecompressor(wiring.Component):
         # (its load, the decoder's take, is no candidate for a global network: the take is a
         # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
         # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
-        segq = register_slice(m, "segq", valid=r2_valid, ready=q_in_ready, payload=q_in,
+        segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=r3,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
         # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
         # put beside the ring's pointer, level and room tests: the head's register sits with
@@ -869,7 +881,7 @@ class SparseDecompressor(wiring.Component):
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_room.eq(weight_bytes),
                         wmb_left.eq(wmb_bits),
-                        wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
+                        wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0), r3_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), mis_seen.eq(0),
                     ]
                     m.d.comb += pq_clear.eq(1)
@@ -885,7 +897,7 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0),
                              pq_clear.eq(1)]
                 m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             r2_valid.eq(0)]
+                             r2_valid.eq(0), r3_valid.eq(0)]
         return m
 
 
