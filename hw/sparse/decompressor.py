@@ -551,7 +551,8 @@ class SparseDecompressor(wiring.Component):
         # put beside the ring's pointer, level and room tests: the head's register sits with
         # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
         # (4.8 ns, on sparse_d128_a64's critical path). The copy follows the head's next value,
-        # so it equals ``head.need`` in every cycle
+        # so it equals ``head.need`` in every cycle (and without a platform that keeps copies
+        # apart, Yosys merges the two)
         need_at = q_layout["need"]
         need_next = segq.r_data_next[need_at.offset:need_at.offset + need_at.width]
         ring_need = Cat(*(register_copies(platform, m, need_next[b], 1, f"ring_need{b}_c")[0]
