@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from axil_sim import axil_read, axil_write
 
 from hw.lut.unit import LutUnit, in_layout, out_layout
-from model.registers.lut import lut_regmap
+from model.nvdla.lut import COUNTERS, LutConfig, evaluate
+from model.registers.lut import lut_regmap, program
 
 
 @pytest.mark.parametrize("kw, msg", [
@@ -95,11 +97,6 @@ def test_counters_are_complete_when_done_rises(flavor, lanes, serial):
     ready (where the last sample leaves soonest), each against the model's counters. With
     the counters a cycle later, the pipelined cases fail (the serial datapath's last sample
     leaves later than that)."""
-    from axil_sim import axil_read, axil_write
-
-    from model.nvdla.lut import COUNTERS, LutConfig, evaluate
-    from model.registers.lut import program
-
     seed = 700 + 10 * lanes + serial
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
