@@ -507,37 +507,43 @@ class SparseDecompressor(wiring.Component):
                 at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
                 m.d.sync += r2.in_seg[k].eq(at_or_after & (k < r1.end))
 
-        # the queue's entry also carries the first levels of the prefix sums of the clear bits
-        # the expansion needs (finished from the queue's head into X's registers)
-        q_layout = data.StructLayout({
+        # R3, a register slice, holds R2's fields with the segment's count summed: the queue's
+        # head (and the byte ring's copy of its ``need``, below) then load from registers, not
+        # through the sum's adders (they crossed the die into the ring's copy at 76.9 MHz on
+        # sparse_d128_a64 at 9d6a73e). Its ready is a register, so R2's and R1's enables stop
+        # at it: as a plain stage whose free followed the queue's, R3 made that chain of
+        # enables one longer, and it limited the same block at 80.5 MHz (b206b08)
+        r3_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
-            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1,
-            "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
-        q_in = Signal(q_layout)
+            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1})
+        r3_in = Signal(r3_layout)
         nz = _add_tree(m, [r2.parts[j] for j in range(len(parts))], "nz")
         m.d.comb += [
-            q_in.err.eq(r2.err), q_in.placed.eq(r2.placed),
-            *(q_in.sums[i].eq(v)
-              for i, v in enumerate(_clear_sums(m, r2.placed, SUM_LEVELS))),
-            q_in.need.eq(Mux(two, nz << 1, nz)), q_in.ends.eq(r2.ends),
-            q_in.completes.eq(r2.completes), q_in.first.eq(r2.first), q_in.wgs.eq(r2.wgs),
-            q_in.wgs_big.eq(r2.wgs[len(q_in.need):] != 0),
-            q_in.last_group.eq(r2.last_group), q_in.in_seg.eq(r2.in_seg),
+            r3_in.err.eq(r2.err), r3_in.placed.eq(r2.placed), r3_in.in_seg.eq(r2.in_seg),
+            r3_in.need.eq(Mux(two, nz << 1, nz)), r3_in.ends.eq(r2.ends),
+            r3_in.completes.eq(r2.completes), r3_in.first.eq(r2.first), r3_in.wgs.eq(r2.wgs),
+            r3_in.wgs_big.eq(r2.wgs[len(r3_in.need):] != 0),
+            r3_in.last_group.eq(r2.last_group),
         ]
-        # R3: the queue's entry in registers, so the queue loads its head from registers and
-        # not from the sum of the parts (the byte ring's copy of the head's ``need``, below,
-        # is placed by the ring: the sum's adders before it crossed the die, at 76.9 MHz on
-        # sparse_d128_a64 at 9d6a73e)
-        r3 = Signal(q_layout, reset_less=True)
+        r3 = Signal(r3_layout)
         r3_valid = Signal()
-        r3_free = Signal()
+        r3_rdy = Signal()
         q_in_ready = Signal()
-        with m.If(r3_free):
-            m.d.sync += [r3_valid.eq(r2_valid), r3.eq(q_in)]
+        register_slice(m, "r3", valid=r2_valid, ready=r3_rdy, payload=r3_in,
+                       out_valid=r3_valid, out_ready=q_in_ready, out_payload=r3, reset=flush)
         m.d.comb += [
-            r3_free.eq(~r3_valid | q_in_ready),
-            r2_free.eq(~r2_valid | r3_free),
+            r2_free.eq(~r2_valid | r3_rdy),
             r1_free.eq(~r1_valid | r2_free),
+        ]
+        # the queue's entry adds the first levels of the prefix sums of the clear bits the
+        # expansion needs (finished from the queue's head into X's registers), from R3's
+        q_layout = data.StructLayout({
+            **{name: field.shape for name, field in r3_layout},
+            "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
+        q_in = Signal(q_layout)
+        m.d.comb += [
+            *(q_in[name].eq(r3[name]) for name, _ in r3_layout),
+            *(q_in.sums[i].eq(v) for i, v in enumerate(_clear_sums(m, r3.placed, SUM_LEVELS))),
         ]
         head = Signal(q_layout)
         h_valid = Signal()
@@ -545,7 +551,7 @@ class SparseDecompressor(wiring.Component):
         # (its load, the decoder's take, is no candidate for a global network: the take is a
         # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
         # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
-        segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=r3,
+        segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
         # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
         # put beside the ring's pointer, level and room tests: the head's register sits with
@@ -882,7 +888,7 @@ class SparseDecompressor(wiring.Component):
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_room.eq(weight_bytes),
                         wmb_left.eq(wmb_bits),
-                        wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0), r3_valid.eq(0),
+                        wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
                         d_open.eq(0), d_all.eq(0), group_idx.eq(0), mis_seen.eq(0),
                     ]
                     m.d.comb += pq_clear.eq(1)
@@ -898,7 +904,7 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0),
                              pq_clear.eq(1)]
                 m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             r2_valid.eq(0), r3_valid.eq(0)]
+                             r2_valid.eq(0)]
         return m
 
 
