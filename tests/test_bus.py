@@ -1,6 +1,7 @@
 """AXI signatures and the register bank at the Amaranth level (no Verilog simulator needed)."""
 
 import random
+import re
 
 import pytest
 from amaranth import Module, Shape, Signal
@@ -291,6 +292,33 @@ def test_skid_buffer_rejects_select_bits(rejected):
 
     with rejected(ValueError, "select_bits must be at least 1, not 0"):
         SkidBuffer(width=8, select_bits=0)
+
+
+def test_block_ram_users_leave_read_write_collisions_undefined():
+    """The on-chip memory and the queues in block RAM tell Yosys (``no_rw_check``) that a read
+    of a word written in the same cycle need not return the old bytes: without it Yosys adds
+    a delayed copy of every write and a compare of the addresses in front of the read data.
+    (The queues never make such a read; the memory leaves it undefined, as its docstring
+    says.)"""
+    from amaranth.back import rtlil
+
+    from hw.bus.fifo import BufferedFIFO, RegisteredQueue
+
+    def marked(design, name, width, depth):
+        ports = None
+        if not isinstance(design, AxiRam):
+            ports = [design.w_data, design.w_en, design.w_rdy, design.r_data, design.r_en,
+                     design.r_rdy]
+        text = rtlil.convert(design, name="top", ports=ports)
+        return re.search(rf"attribute \\no_rw_check 1\n\s*memory width {width} size {depth} "
+                         rf"\\{name}\n", text) is not None
+
+    assert marked(AxiRam(size=4096, data_width=64), "mem", 64, 512)
+    assert marked(BufferedFIFO(width=64, depth=512), "storage", 64, 511)
+    # so is a RegisteredQueue's (its FIFO is a BufferedFIFO)
+    assert marked(RegisteredQueue(width=64, depth=512), "storage", 64, 511)
+    # a FIFO of one entry has no storage to mark, and still elaborates
+    assert not marked(BufferedFIFO(width=8, depth=1), "storage", 8, 0)
 
 
 @pytest.mark.parametrize("size", [4096, 65536])

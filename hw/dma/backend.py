@@ -27,13 +27,12 @@ Errors
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
-from ..bus.fifo import chosen_sum, holds_entries, register_slice, registered_room
+from ..bus.fifo import BufferedFIFO, chosen_sum, holds_entries, register_slice, registered_room
 from .tile import byte_bits, piece_layout
 
 DATA_ID = 0
@@ -71,11 +70,11 @@ class BackEnd(wiring.Component):
         halt = Signal()
         mb = self.max_burst
 
-        rfifo = m.submodules.rfifo = SyncFIFOBuffered(width=W, depth=self.read_fifo)
-        wfifo = m.submodules.wfifo = SyncFIFOBuffered(width=W + BB, depth=2 * mb)
-        awfifo = m.submodules.awfifo = SyncFIFOBuffered(width=aw + 9, depth=8)
+        rfifo = m.submodules.rfifo = BufferedFIFO(width=W, depth=self.read_fifo)
+        wfifo = m.submodules.wfifo = BufferedFIFO(width=W + BB, depth=2 * mb)
+        awfifo = m.submodules.awfifo = BufferedFIFO(width=aw + 9, depth=8)
         # each burst's length - 1, and whether that is 0 (its first beat is its last)
-        wlens = m.submodules.wlens = SyncFIFOBuffered(width=10, depth=8)
+        wlens = m.submodules.wlens = BufferedFIFO(width=10, depth=8)
 
         # -- read planner -----------------------------------------------------------------------
         open_ = Signal()

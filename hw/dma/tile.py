@@ -64,11 +64,11 @@ counters.
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import RegisteredQueue, register_slice, registered
+from ..bus.fifo import BufferedFIFO, RegisteredQueue, register_slice, registered
 from ..fabric import register_copies
 
 DIMS = 6
@@ -748,7 +748,7 @@ class TileTransposer(wiring.Component):
         # issue to the head's first piece is about five cycles (s, q, the queue's two):
         # eight columns in flight keep a column a cycle going
         COLS_IN_FLIGHT = 8
-        cols = m.submodules.cols = SyncFIFOBuffered(width=column.size, depth=COLS_IN_FLIGHT)
+        cols = m.submodules.cols = BufferedFIFO(width=column.size, depth=COLS_IN_FLIGHT)
         queued_col = data.View(column, cols.w_data)
         m.d.comb += [cols.w_en.eq(q_v), queued_col.col.eq(col_out), queued_col.od.eq(q_od),
                      queued_col.beat.eq(q_beat), queued_col.beat_hi.eq(q_beat_hi),

@@ -13,11 +13,10 @@ block that owns both connects the halves to one port (:func:`connect_read`, :fun
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, Burst, Resp, connect_members
-from ..bus.fifo import RegisteredQueue, block_ram_output, chosen_sum, register_slice
+from ..bus.fifo import BufferedFIFO, RegisteredQueue, block_ram_output, chosen_sum, register_slice
 
 READ_MEMBERS = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot",
                 "arqos", "arregion", "arvalid", "arready", "rid", "rdata", "rresp", "rlast",
@@ -111,7 +110,7 @@ class StreamReader(wiring.Component):
         fifos = []
         popped = []
         for s in range(n):
-            f = ResetInserter(self.flush)(SyncFIFOBuffered(width=self.data_width,
+            f = ResetInserter(self.flush)(BufferedFIFO(width=self.data_width,
                                                            depth=self.depths[s]))
             m.submodules[f"fifo{s}"] = f
             fifos.append(f)
@@ -241,9 +240,9 @@ class StreamWriter(wiring.Component):
         beat_log2 = self.axi_sig.size_code
         depth = 2 * self.max_burst
         fifo = m.submodules.fifo = ResetInserter(self.flush)(
-            SyncFIFOBuffered(width=self.data_width, depth=depth))
+            BufferedFIFO(width=self.data_width, depth=depth))
         lens = m.submodules.lens = ResetInserter(self.flush)(
-            SyncFIFOBuffered(width=9, depth=4))
+            BufferedFIFO(width=9, depth=4))
         m.d.comb += [fifo.w_en.eq(self.i_valid), fifo.w_data.eq(self.i_data),
                      self.i_ready.eq(fifo.w_rdy)]
 

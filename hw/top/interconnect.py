@@ -4,11 +4,10 @@ port."""
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
-from ..bus.fifo import register_slice
+from ..bus.fifo import BufferedFIFO, register_slice
 
 __all__ = ["LiteDecoder", "LiteToAxi", "AxiArbiter"]
 
@@ -281,7 +280,7 @@ class AxiArbiter(wiring.Component):
         chans["aw"] = chans["ar"]
 
         # W order: the managers whose write addresses went out, oldest first
-        order = m.submodules.order = SyncFIFOBuffered(width=sb, depth=self.write_depth)
+        order = m.submodules.order = BufferedFIFO(width=sb, depth=self.write_depth)
 
         for ch in ("ar", "aw"):
             # each manager's address through a register slice of its own, so that its ready

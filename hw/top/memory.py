@@ -2,7 +2,10 @@
 
 INCR and FIXED bursts of up to 256 beats of any size up to the bus width are served, one beat a
 cycle on each of reads and writes, which proceed independently (a read port and a write port on
-one memory; a read of a word being written in the same cycle returns the old bytes). Byte strobes
+one memory). A read of a word that a write changes in the same cycle is undefined on the FPGA
+(simulation returns the old bytes): AXI4 puts no order between a read and a write, no block
+reads a word it is writing, and keeping the old bytes costs the block RAM a copy of every write,
+a cycle late, and a compare of the addresses in front of its read data (below). Byte strobes
 apply. A burst that reaches past ``size`` is answered DECERR and a WRAP burst SLVERR; neither
 writes anything, and their reads return zeros.
 
@@ -67,7 +70,13 @@ class AxiRam(wiring.Component):
         bpb = self.data_width // 8
         shift = self.sig.size_code
         depth = self.size // bpb
-        m.submodules.mem = mem = Memory(shape=self.data_width, depth=depth, init=[])
+        # no_rw_check: the ECP5's block RAM reads undefined data where its other port writes
+        # the same address in the same cycle, and Yosys would keep the old bytes by writing a
+        # cycle late from registers and forwarding them to a read of their address (157
+        # flip-flops and 85 LUT4 for 64 KiB on 64 bits, and the ULX3S SoC's critical path at
+        # 4ef91ba --seed 2: the read address across the die into that compare, 16.9 ns)
+        m.submodules.mem = mem = Memory(shape=self.data_width, depth=depth, init=[],
+                                        attrs={"no_rw_check": 1})
         wp = mem.write_port(granularity=8)
         rp = mem.read_port()
 
