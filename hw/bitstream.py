@@ -34,7 +34,7 @@ from .synth import (
     yosys_script,
 )
 
-__all__ = ["build", "main", "slow_endpoints"]
+__all__ = ["build", "main", "slow_endpoints", "slow_nets"]
 
 PACK = {"ecp5": ("yowasp-ecppack", ".bit"), "ice40": ("yowasp-icepack", ".bin")}
 
@@ -164,6 +164,19 @@ def slow_endpoints(report: dict, ns: float, depth: int = 3) -> list[tuple[str, i
     return sorted(((k, n, t) for k, (n, t) in per.items()), key=lambda r: (-r[1], r[0]))
 
 
+def slow_nets(report: dict, ns: float, count: int = 40) -> list[tuple[str, int, float]]:
+    """The ``count`` nets (by nextpnr's name) whose endpoints arrive latest, of those with any
+    more than ``ns`` after the clock: ``(net, endpoints over ns, latest arrival in ns)``,
+    latest first. A net is the last hop into its endpoints, so this names the signals that
+    come late, where :func:`slow_endpoints` names the modules that wait for them."""
+    per = []
+    for net in report.get("detailed_net_timings") or ():
+        late = [ep["delay"][1] for ep in net["endpoints"] if ep["delay"][1] > ns]
+        if late:
+            per.append((net["net"], len(late), max(late)))
+    return sorted(per, key=lambda r: (-r[2], r[0]))[:count]
+
+
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
           router: str | None = None, tries: int | None = None, seed: int | None = None,
           sweep: int = 1, slow_ns: float | None = None, **soc_changes) -> tuple[Result, Path]:
@@ -291,7 +304,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         rows = slow_endpoints(data, slow_ns)
         text = table(("module", f"endpoints over {slow_ns:g} ns", "latest (ns)"),
                      [(k, f"{n:,}", f"{t:.2f}") for k, n, t in rows])
-        (out / "slow_endpoints.txt").write_text(text + "\n")
+        nets = table(("net", f"endpoints over {slow_ns:g} ns", "latest (ns)"),
+                     [(k, f"{n:,}", f"{t:.2f}") for k, n, t in slow_nets(data, slow_ns)])
+        (out / "slow_endpoints.txt").write_text(
+            text + "\n\nThe nets that arrive latest (the last hop into those endpoints):\n\n"
+            + nets + "\n")
         total = sum(n for _, n, _ in rows)
         log(f"      {total:,} endpoints later than {slow_ns:g} ns after the clock (setup not "
             f"counted), by module: {out / 'slow_endpoints.txt'}")

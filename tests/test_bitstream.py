@@ -262,6 +262,14 @@ def test_slow_endpoints_by_module():
         bitstream.slow_endpoints({"fmax": {}}, 10.0)
 
 
+def test_slow_nets_latest_first():
+    report = {"detailed_net_timings": DETAILED}
+    assert bitstream.slow_nets(report, 10.0) == [("a", 2, 12.5), ("b", 2, 11.0)]
+    assert bitstream.slow_nets(report, 10.0, count=1) == [("a", 2, 12.5)]
+    assert bitstream.slow_nets(report, 11.0) == [("a", 1, 12.5)]
+    assert bitstream.slow_nets(report, 13.0) == []
+
+
 class FakeTools:
     """Stands in for Yosys, nextpnr and ecppack in :func:`hw.bitstream.build`: nextpnr's router2
     (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
@@ -409,6 +417,8 @@ def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
                     lut=False, slow_ns=10)
     text = (tmp_path / "slow_endpoints.txt").read_text()
     assert text.index("soc.dma.mid") < text.index("soc.lut.bank") and "12.50" in text
+    nets = text[text.index("The nets that arrive latest"):]
+    assert nets.index("\na ") < nets.index("\nb "), nets
     assert any("4 endpoints later than 10 ns" in s for s in said), said
     with pytest.raises(ValueError, match="slow_ns must be more than 0"):
         bitstream.build("ulx3s", outdir=tmp_path, log=said.append, slow_ns=0)
