@@ -10,7 +10,8 @@
 #   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
 #                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name;
 #                  MAPPER=abc: the classic ABC, minutes where ABC9 takes hours; ECP5 only;
-#                  the sparse decompressor's ECP5 builds use it by default)
+#                  the sparse decompressor's ECP5 builds use it by default; PNR_SEED=n:
+#                  nextpnr's placement seed, ECP5 only, 0 for nextpnr's own)
 #   make report    the same, written to docs/resources.md
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
 #                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
@@ -55,7 +56,7 @@ $(FPGA_STAMP): $(STAMP)
 setup-fpga: $(FPGA_STAMP)
 
 SYNTH_ARGS = $(if $(FAMILY),--family $(FAMILY)) $(if $(BLOCK),--block $(BLOCK)) \
-             $(if $(MAPPER),--mapper $(MAPPER))
+             $(if $(MAPPER),--mapper $(MAPPER)) $(if $(PNR_SEED),--seed $(PNR_SEED))
 synth: $(FPGA_STAMP)
 	$(PY) -m hw.synth $(SYNTH_ARGS)
 

