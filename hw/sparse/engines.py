@@ -111,7 +111,7 @@ class StreamReader(wiring.Component):
         popped = []
         for s in range(n):
             f = ResetInserter(self.flush)(BufferedFIFO(width=self.data_width,
-                                                           depth=self.depths[s]))
+                                                       depth=self.depths[s]))
             m.submodules[f"fifo{s}"] = f
             fifos.append(f)
             if self.depths[s] >= RegisteredQueue.PIPE_DEPTH:
