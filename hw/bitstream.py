@@ -142,18 +142,23 @@ class RouteWatch:
         return None
 
 
+def _net_timings(report: dict) -> list[dict]:
+    """Every net's timing from a nextpnr report written with ``--detailed-timing-report``."""
+    nets = report.get("detailed_net_timings")
+    if nets is None:
+        raise ValueError("the report has no detailed_net_timings (nextpnr's "
+                         "--detailed-timing-report was not given)")
+    return nets
+
+
 def slow_endpoints(report: dict, ns: float, depth: int = 3) -> list[tuple[str, int, float]]:
     """From a nextpnr report written with ``--detailed-timing-report``: the timing endpoints
     (flip-flop and block RAM inputs) whose data arrive more than ``ns`` after the clock edge,
     setup time not counted, by the module that holds them (the first ``depth`` names of the
     cell's hierarchical name, as ``soc.dma.mid``). Returns ``(module, endpoints, latest
     arrival in ns)``, most endpoints first."""
-    nets = report.get("detailed_net_timings")
-    if nets is None:
-        raise ValueError("the report has no detailed_net_timings (nextpnr's "
-                         "--detailed-timing-report was not given)")
     per: dict[str, tuple[int, float]] = {}
-    for net in nets:
+    for net in _net_timings(report):
         for ep in net["endpoints"]:
             t = ep["delay"][1]
             if t <= ns:
@@ -170,7 +175,7 @@ def slow_nets(report: dict, ns: float, count: int = 40) -> list[tuple[str, int, 
     latest first. A net is the last hop into its endpoints, so this names the signals that
     come late, where :func:`slow_endpoints` names the modules that wait for them."""
     per = []
-    for net in report.get("detailed_net_timings") or ():
+    for net in _net_timings(report):
         late = [ep["delay"][1] for ep in net["endpoints"] if ep["delay"][1] > ns]
         if late:
             per.append((net["net"], len(late), max(late)))

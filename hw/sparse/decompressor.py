@@ -536,7 +536,8 @@ class SparseDecompressor(wiring.Component):
             r1_free.eq(~r1_valid | r2_free),
         ]
         # the queue's entry adds the first levels of the prefix sums of the clear bits the
-        # expansion needs (finished from the queue's head into X's registers), from R3's
+        # expansion needs (finished from the queue's head into X's registers), made from R3's
+        # placed bits
         q_layout = data.StructLayout({
             **{name: field.shape for name, field in r3_layout},
             "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
