@@ -99,7 +99,14 @@ def default_mapper(block: str, family: str) -> str:
 def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str = "abc9") -> str:
     """Yosys's commands for one build: read ``verilog``, synthesise ``top`` for ``family`` and
     write the JSON ``netlist``. ``mapper="abc"`` (ECP5 only) runs ``synth_ecp5`` up to its LUT
-    mapping, maps with the classic ABC in ABC9's place, then runs the rest of ``synth_ecp5``."""
+    mapping, maps with the classic ABC in ABC9's place, then runs the rest of ``synth_ecp5``.
+
+    The classic ABC maps to LUTs of 4 to 7 inputs (``-lut 4:7``), as ABC9 does here: the wider
+    ones become LUT4s joined by the slice's PFUMX and L6MUX21, which pass a signal on in about
+    0.25 ns with no routed hop between them. Mapped to LUT4s alone, a rotation or a wide
+    multiplexer is a chain of LUT4s with a routed hop each: on ``sparse_d64_a32`` the mask
+    ring's rotation into R1 was seven of them (95.8 MHz at c2e6e64; 101.5 with ``4:7``, its
+    critical path then elsewhere), at about 2,500 LUT4 more (docs/fpga.md)."""
     if mapper not in MAPPERS:
         raise ValueError(f"mapper must be one of {', '.join(MAPPERS)}, not {mapper!r}")
     if mapper == "abc9":
@@ -107,7 +114,7 @@ def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str 
     if family != "ecp5":
         raise ValueError(f"mapper 'abc' is for ECP5 builds only, not {family}")
     return (f"read_verilog {verilog}; synth_ecp5 -top {top} -run :map_luts; "
-            f"techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
+            f"techmap -map +/lattice/latches_map.v; abc -dress -lut 4:7; clean; "
             f"synth_ecp5 -top {top} -run map_cells: -json {netlist}")
 
 

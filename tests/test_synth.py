@@ -95,12 +95,12 @@ def test_collect_reads_what_a_build_left(tmp_path):
 
 
 def test_yosys_scripts():
-    """ABC9 is synth_ecp5's own flow; the classic ABC replaces its LUT mapping and keeps the
-    rest; it is refused for iCE40, and an unknown mapper is named."""
+    """ABC9 is synth_ecp5's own flow; the classic ABC replaces its LUT mapping (to LUTs of up
+    to 7 inputs, as ABC9's) and keeps the rest; it is refused for iCE40, and an unknown mapper is named."""
     assert synth.yosys_script("ecp5", "t.v", "t", "t.json") == \
         "read_verilog t.v; synth_ecp5 -top t -json t.json"
     abc = synth.yosys_script("ecp5", "t.v", "t", "t.json", "abc")
-    assert "-run :map_luts" in abc and "abc -lut 4" in abc and abc.endswith(
+    assert "-run :map_luts" in abc and "abc -dress -lut 4:7;" in abc and abc.endswith(
         "-run map_cells: -json t.json")
     with pytest.raises(ValueError, match="mapper 'abc' is for ECP5 builds only, not ice40"):
         synth.yosys_script("ice40", "t.v", "t", "t.json", "abc")
