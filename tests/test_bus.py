@@ -214,13 +214,15 @@ def test_registered_queue_order_rate_and_level(seed, depth, global_load):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("global_load", [None, "load"])
-def test_skid_buffer_order_rate_and_level(seed, global_load):
+@pytest.mark.parametrize("load", ["one", "global", "shares"])
+def test_skid_buffer_order_rate_and_level(seed, load):
     """The register slices' buffer: two entries, ready from a register; its output entry's
-    load as it is or as written for a global network."""
+    load as it is, as written for a global network, or in shares of 5 bits (``load_bits``)."""
     from hw.bus.fifo import SkidBuffer
 
-    _fifo_order_rate_and_level(SkidBuffer(width=16, global_load=global_load), seed)
+    _fifo_order_rate_and_level(SkidBuffer(width=16, global_load="load" if load == "global"
+                                          else None,
+                                          load_bits=5 if load == "shares" else None), seed)
 
 
 class _CopiesApart:
@@ -235,20 +237,24 @@ class _CopiesApart:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("form", ["plain", "told", "untold"])
+@pytest.mark.parametrize("form", ["plain", "told", "untold", "told-loads", "untold-loads"])
 def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
     """A slice emptied by a reset inserted around it, under random flushes: words come out in
     order, none after a flush that went before it. With its select in copies that the reset
     does not reach (``select_bits``), it is right when told the reset (``clear``); told
-    nothing, a copy left set after a flush picks the second entry's stale word."""
+    nothing, a copy left set after a flush picks the second entry's stale word. Likewise with
+    its load in copies (``load_bits``, the ``-loads`` forms): told nothing, a copy left clear
+    after a flush does not load the next word."""
     from amaranth.hdl import ClockDomain, Fragment, ResetInserter
 
     from hw.bus.fifo import SkidBuffer
 
     rng = random.Random(seed)
     flush = Signal()
-    buf = SkidBuffer(width=16, select_bits=None if form == "plain" else 5,
-                     clear=flush if form == "told" else None)
+    loads = form.endswith("-loads")
+    buf = SkidBuffer(width=16, select_bits=None if form == "plain" or loads else 5,
+                     load_bits=4 if loads else None,
+                     clear=flush if form.startswith("told") else None)
     m = Module()
     m.domains.copies = ClockDomain("copies")
     m.submodules.buf = ResetInserter(flush)(buf)
@@ -281,7 +287,7 @@ def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
     sim.add_testbench(bench)
     sim.run()
     assert seen["out"] > 500 and seen["flushes"] > 50
-    if form != "untold":
+    if not form.startswith("untold"):
         assert seen["wrong"] == 0
     else:
         assert seen["wrong"] > 0, "the test would not see a stale copy"
@@ -292,6 +298,10 @@ def test_skid_buffer_rejects_select_bits(rejected):
 
     with rejected(ValueError, "select_bits must be at least 1, not 0"):
         SkidBuffer(width=8, select_bits=0)
+    with rejected(ValueError, "load_bits must be at least 1, not -2"):
+        SkidBuffer(width=8, load_bits=-2)
+    with rejected(ValueError, "load_bits and global_load are two ways to spread the load"):
+        SkidBuffer(width=8, load_bits=4, global_load="load")
 
 
 def test_block_ram_users_leave_read_write_collisions_undefined():

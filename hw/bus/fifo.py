@@ -75,7 +75,8 @@ def holds_entries(m, name, fifo):
 
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
-                   reset=None, domain=None, bypass=False, global_load=None, select_bits=None):
+                   reset=None, domain=None, bypass=False, global_load=None, select_bits=None,
+                   load_bits=None):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
@@ -87,12 +88,14 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
     ``global_load`` (a name) puts the output entry's load enable on a global network where
     the platform has them; ``select_bits`` gives the output entry's data select one copy per
-    that many bits (both :class:`SkidBuffer`)."""
+    that many bits, and ``load_bits`` its load enable one LUT per that many bits (all three
+    :class:`SkidBuffer`)."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
-    buf = SkidBuffer(width=width, global_load=global_load, select_bits=select_bits, clear=reset)
+    buf = SkidBuffer(width=width, global_load=global_load, select_bits=select_bits, clear=reset,
+                     load_bits=load_bits)
     if reset is not None:
         buf = ResetInserter(reset)(buf)
     if domain is not None:
@@ -132,15 +135,31 @@ class SkidBuffer(Elaboratable):
     gives each share of that many bits its own copy of the flag (:func:`hw.fabric.register_copies`,
     which the placer can put beside its share). A buffer emptied by a reset inserted around it
     must then be told that reset as ``clear``: the copies, one flip-flop each on the ECP5 board
-    tops, are not under the inserted reset, and must clear with the flag."""
+    tops, are not under the inserted reset, and must clear with the flag.
 
-    def __init__(self, *, width, global_load=None, select_bits=None, clear=None):
-        if select_bits is not None and select_bits < 1:
+    The output entry's load is made from a register of its own that holds ``~r_rdy``, not from
+    the flags' ``free``: the load's LUT goes where the entry's data are, and flags made from
+    it went there and back. ``load_bits`` gives each share of that many bits its own copy of
+    that register, and so its own load LUT (``copy | r_en``) beside its share: the late
+    ``r_en`` then crosses the die once, into the shares' LUTs, and not once into one LUT and
+    again from it to every share (on a platform without copies they are one register and one
+    LUT, as without ``load_bits``). Not with ``global_load``; a buffer with an inserted reset
+    must be told it as ``clear`` here too."""
+
+    def __init__(self, *, width, global_load=None, select_bits=None, clear=None,
+                 load_bits=None):
+        for name, bits in (("select_bits", select_bits), ("load_bits", load_bits)):
+            if bits is not None and bits < 1:
+                self._MustUse__silence = True
+                raise ValueError(f"{name} must be at least 1, not {bits!r}")
+        if global_load is not None and load_bits is not None:
             self._MustUse__silence = True
-            raise ValueError(f"select_bits must be at least 1, not {select_bits!r}")
+            raise ValueError("load_bits and global_load are two ways to spread the load: "
+                             "choose one")
         _fifo_ports(self, width)
         self.global_load = global_load
         self.select_bits = select_bits
+        self.load_bits = load_bits
         self.clear = clear
         self.level = Signal(range(3))
         #: whether an entry is held: the output entry's valid (the second fills only behind it)
@@ -174,29 +193,36 @@ class SkidBuffer(Elaboratable):
         # its load's LUT among its data, and the flags made from that LUT went there and back
         # (sparse_d64_a32's critical path at d7fb4ff --seed 3: the output queue's reader's
         # handshake to its load's LUT, 3.1 ns across the die, and 3.1 ns back to ``skid_v``)
-        out_empty = Signal(init=1, name="out_empty")
-        m.d.sync += out_empty.eq(~r_rdy_nx)
-        load_en = out_empty | self.r_en
+        if self.load_bits is None:
+            empties = [Signal(init=1, name="out_empty")]
+            m.d.sync += empties[0].eq(~r_rdy_nx)
+        else:
+            # copies, each with its share's load LUT; like the select's, not under an
+            # inserted reset, so they are told it (``clear``: the entry is empty after it)
+            empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
+            empties = register_copies(platform, m, empty_nx,
+                                      -(-self.width // self.load_bits), "out_empty", 1)
+        loads = [e | self.r_en for e in empties]
         # the output entry's data: from the second entry if it holds one, else from the input
         if self.select_bits is None:
             sel = [skid_v]
         else:
             # copies of skid_v: it is clear after a cycle the output entry was free, set after one
             # that took a transfer, and clear after the inserted reset (`clear`)
-            skid_nx = ~load_en & (skid_v | take)
+            skid_nx = ~free & (skid_v | take)
             if self.clear is not None:
                 skid_nx = skid_nx & ~self.clear
             n = -(-self.width // self.select_bits)
             sel = register_copies(platform, m, skid_nx, n, "skid_sel")
-        load = load_en
         if self.global_load is not None:
             load = Signal(name="load")
-            m.d.comb += load.eq(load_en)
-            load = global_buffer(platform, m, load, self.global_load)
+            m.d.comb += load.eq(loads[0])
+            loads = [global_buffer(platform, m, load, self.global_load)]
         loaded = shared_select(sel, skid_d, self.w_data)
-        with m.If(load):
-            m.d.sync += out_d.eq(loaded)
-        m.d.comb += self.r_data_next.eq(Mux(load_en, loaded, out_d))
+        # each share keeps its value unless its load says otherwise (Yosys makes the choice
+        # its flip-flops' clock enable)
+        m.d.comb += self.r_data_next.eq(shared_select(loads, loaded, out_d))
+        m.d.sync += out_d.eq(self.r_data_next)
         # the second entry follows the input while it is empty, so its enable is a register
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):

@@ -92,6 +92,11 @@ MASK_LATE = 2
 SUM_LEVELS = 3
 #: bits of the X slice's output entry per copy of its select (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
+#: bits of the segment queue's and the output queue's output entries per load LUT (their
+#: loads are the decoder's step and the output's handshake, late decisions: from one LUT
+#: each, they crossed the die twice, to the LUT and from it to the entry's far bits: the
+#: ULX3S SoC's critical path at f33d99d --seed 4, 14.9 ns, 5.1 of it the one net)
+LOAD_BITS = 64
 
 
 class _State(enum.Enum):
@@ -236,7 +241,7 @@ class SparseDecompressor(wiring.Component):
         out_pop = Signal()
         atomq = register_slice(m, "atomq", valid=aq_push, ready=can_emit, payload=aq_in,
                                out_valid=out_valid, out_ready=out_pop, out_payload=out,
-                               reset=flush)
+                               reset=flush, load_bits=LOAD_BITS)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
         # the packing's choice comes from copies of ``two``, one per ELEMENTS_PER_COPY elements:
@@ -553,7 +558,8 @@ class SparseDecompressor(wiring.Component):
         # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
         # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
-                              out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush)
+                              out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
+                              load_bits=LOAD_BITS)
         # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
         # put beside the ring's pointer, level and room tests: the head's register sits with
         # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
