@@ -96,7 +96,8 @@ def test_collect_reads_what_a_build_left(tmp_path):
 
 def test_yosys_scripts():
     """ABC9 is synth_ecp5's own flow; the classic ABC replaces its LUT mapping (to LUTs of up
-    to 7 inputs, as ABC9's) and keeps the rest; it is refused for iCE40, and an unknown mapper is named."""
+    to 7 inputs, as ABC9's) and keeps the rest; it is refused for iCE40, and an unknown mapper
+    is named."""
     assert synth.yosys_script("ecp5", "t.v", "t", "t.json") == \
         "read_verilog t.v; synth_ecp5 -top t -json t.json"
     abc = synth.yosys_script("ecp5", "t.v", "t", "t.json", "abc")
