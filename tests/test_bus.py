@@ -225,59 +225,6 @@ def test_skid_buffer_order_rate_and_level(seed, load):
                                           load_bits=5 if load == "shares" else None), seed)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("select_bits", [None, 5])
-def test_alternating_buffer_order_rate_and_level(seed, select_bits):
-    """The two-entry buffer whose entries stay put: in order, a word a cycle, level right."""
-    from hw.bus.fifo import AlternatingBuffer
-
-    _fifo_order_rate_and_level(AlternatingBuffer(width=16, select_bits=select_bits), seed)
-
-
-@pytest.mark.parametrize("seed", [1, 2])
-def test_alternating_buffer_flags_match_a_skid_buffer(seed):
-    """Beside a skid buffer, under the same random handshakes and flushes, its ready, valid
-    and level equal the skid buffer's in every cycle, and so does its word whenever one is
-    held: the decompressor's segment queue keeps its two parts in the two and uses one's
-    flags for both."""
-    from amaranth.hdl import ResetInserter
-
-    from hw.bus.fifo import AlternatingBuffer, SkidBuffer
-
-    rng = random.Random(seed)
-    flush = Signal()
-    m = Module()
-    m.submodules.skid = skid = ResetInserter(flush)(SkidBuffer(width=16))
-    m.submodules.alt = alt = ResetInserter(flush)(AlternatingBuffer(width=16))
-    seen = {"differ": 0, "held": 0}
-
-    async def bench(ctx):
-        word = 1
-        for _ in range(3000):
-            push, pop, fl = rng.random() < 0.6, rng.random() < 0.5, rng.random() < 0.03
-            for b in (skid, alt):
-                ctx.set(b.w_en, push)
-                ctx.set(b.w_data, word)
-                ctx.set(b.r_en, pop)
-            ctx.set(flush, fl)
-            await ctx.delay(1e-9)
-            for port in ("w_rdy", "r_rdy", "level"):
-                seen["differ"] += ctx.get(getattr(skid, port)) != ctx.get(getattr(alt, port))
-            if ctx.get(skid.r_rdy):
-                seen["held"] += 1
-                seen["differ"] += ctx.get(skid.r_data) != ctx.get(alt.r_data)
-            if ctx.get(skid.w_rdy) and push:
-                word = word % 0xFFFF + 1
-            await ctx.tick()
-
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert seen["held"] > 1000
-    assert seen["differ"] == 0
-
-
 class _CopiesApart:
     """A platform whose ``register_copies`` keep their flip-flops out of any reset inserted
     around the module that asks for them, as the ECP5 board tops' TRELLIS_FF instances are:
@@ -290,29 +237,24 @@ class _CopiesApart:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("form", ["plain", "told", "untold", "told-loads", "untold-loads",
-                                  "alternating"])
+@pytest.mark.parametrize("form", ["plain", "told", "untold", "told-loads", "untold-loads"])
 def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
     """A slice emptied by a reset inserted around it, under random flushes: words come out in
     order, none after a flush that went before it. With its select in copies that the reset
     does not reach (``select_bits``), it is right when told the reset (``clear``); told
     nothing, a copy left set after a flush picks the second entry's stale word. Likewise with
     its load in copies (``load_bits``, the ``-loads`` forms): told nothing, a copy left clear
-    after a flush does not load the next word. The alternating buffer's read pointer in
-    copies needs no telling: a copy left stale is right again before a word can be read."""
+    after a flush does not load the next word."""
     from amaranth.hdl import ClockDomain, Fragment, ResetInserter
 
-    from hw.bus.fifo import AlternatingBuffer, SkidBuffer
+    from hw.bus.fifo import SkidBuffer
 
     rng = random.Random(seed)
     flush = Signal()
     loads = form.endswith("-loads")
-    told = flush if form.startswith("told") else None
-    if form == "alternating":
-        buf = AlternatingBuffer(width=16, select_bits=3)
-    else:
-        buf = SkidBuffer(width=16, select_bits=None if form == "plain" or loads else 5,
-                         load_bits=4 if loads else None, clear=told)
+    buf = SkidBuffer(width=16, select_bits=None if form == "plain" or loads else 5,
+                     load_bits=4 if loads else None,
+                     clear=flush if form.startswith("told") else None)
     m = Module()
     m.domains.copies = ClockDomain("copies")
     m.submodules.buf = ResetInserter(flush)(buf)

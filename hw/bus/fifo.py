@@ -14,8 +14,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 
 from ..fabric import global_buffer, register_copies, shared_select
 
-__all__ = ["registered", "register_slice", "block_ram_output", "AlternatingBuffer", "BufferedFIFO",
-           "RegisteredQueue"]
+__all__ = ["registered", "register_slice", "block_ram_output", "BufferedFIFO", "RegisteredQueue"]
 
 
 def registered(m, value, name, shape=None):
@@ -228,57 +227,6 @@ class SkidBuffer(Elaboratable):
         # and not the writer's valid (it counts only once skid_v is set, in the same cycle)
         with m.If(~skid_v):
             m.d.sync += skid_d.eq(self.w_data)
-        return m
-
-
-class AlternatingBuffer(Elaboratable):
-    """Two entries that stay where they were written, with the ports of ``SyncFIFOBuffered``
-    (``w_data``, ``w_en``, ``w_rdy``, ``r_data``, ``r_en``, ``r_rdy``, ``level``): a write goes
-    to the entry the write pointer names, a read moves the read pointer on, and ``r_data`` is
-    the entry the read pointer names. It takes and gives as a :class:`SkidBuffer` does (two
-    entries; ``w_rdy`` and ``r_rdy`` are registers, the same in every cycle as a skid
-    buffer's under the same handshakes), so the two can carry the two parts of one queue.
-
-    The difference is where the reader's handshake goes. In a skid buffer it loads the output
-    entry, every one of its flip-flops; here it reaches the read pointer alone, and the
-    entries load on the writer's handshake. ``r_data`` is then a multiplexer behind two
-    registers, a LUT later than a skid buffer's. So this suits a wide part of a queue whose
-    reader is a late decision and whose data are not on the reader's own path.
-    ``select_bits`` gives each share of that many bits its own copy of the read pointer
-    (:func:`hw.fabric.register_copies`). Those copies need not hear a reset inserted around
-    the buffer: a copy left stale by it follows the reset pointer a cycle later, and in that
-    cycle the buffer is empty (a word written after the reset is read a cycle on at the
-    earliest)."""
-
-    def __init__(self, *, width, select_bits=None):
-        if select_bits is not None and select_bits < 1:
-            self._MustUse__silence = True
-            raise ValueError(f"select_bits must be at least 1, not {select_bits!r}")
-        _fifo_ports(self, width)
-        self.w_rdy = Signal(init=1)        # a register: room for a write after a reset
-        self.select_bits = select_bits
-        self.level = Signal(range(3))
-        self.nonempty = self.r_rdy
-
-    def elaborate(self, platform):
-        m = Module()
-        entries = [Signal(self.width, name=f"entry{k}", reset_less=True) for k in range(2)]
-        wr = Signal()
-        rd = Signal()
-        write = self.w_en & self.w_rdy
-        read = self.r_en & self.r_rdy
-        level_nx = self.level + write - read
-        m.d.sync += [self.level.eq(level_nx), self.w_rdy.eq(level_nx != 2),
-                     self.r_rdy.eq(level_nx != 0), wr.eq(wr ^ write), rd.eq(rd ^ read)]
-        for k, entry in enumerate(entries):
-            with m.If(write & (wr == k)):
-                m.d.sync += entry.eq(self.w_data)
-        if self.select_bits is None:
-            sel = [rd]
-        else:
-            sel = register_copies(platform, m, rd ^ read, -(-self.width // self.select_bits),
-                                  "rd_sel")
-        m.d.comb += self.r_data.eq(shared_select(sel, entries[1], entries[0]))
         return m
 
 

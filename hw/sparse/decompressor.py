@@ -64,14 +64,13 @@ for a 3x3x1024 int8 group) or reading the WMB twice.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.hdl import ResetInserter
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
-from ..bus.fifo import AlternatingBuffer, register_slice
+from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
@@ -93,10 +92,10 @@ MASK_LATE = 2
 SUM_LEVELS = 3
 #: bits of the X slice's output entry per copy of its select (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
-#: bits of the output queue's output entry per load LUT (its load is the output's handshake,
-#: a late decision: from one LUT it would cross the die twice, to the LUT and from it to the
-#: entry's far bits, as the segment queue's did before it was split: the ULX3S SoC's
-#: critical path at f33d99d --seed 4, 14.9 ns, 5.1 of it the one net)
+#: bits of the segment queue's and the output queue's output entries per load LUT (their
+#: loads are the decoder's step and the output's handshake, late decisions: from one LUT
+#: each, they crossed the die twice, to the LUT and from it to the entry's far bits: the
+#: ULX3S SoC's critical path at f33d99d --seed 4, 14.9 ns, 5.1 of it the one net)
 LOAD_BITS = 64
 
 
@@ -555,43 +554,19 @@ class SparseDecompressor(wiring.Component):
         head = Signal(q_layout)
         h_valid = Signal()
         h_take = Signal()
-        # the queue in two parts under one handshake. The decoder's fields (the count, the
-        # WGS, the flags: about 50 bits) sit in a register slice, so the decoder reads them
-        # straight from registers. The expansion's (the placed and in-segment bits and the
-        # sums: 6 bits an element) sit in an alternating buffer (:class:`AlternatingBuffer`):
-        # its entries load on the queue's write, and the decoder's take reaches its read
-        # pointer alone. In one slice the take was the load of every bit of the head, and from
-        # one LUT it crossed the die to the head's far bits (the ULX3S SoC's critical path at
-        # f33d99d --seed 4, 14.9 ns; sparse_d128_a64's at 604410f, 12.8 ns). The two parts
-        # fill and empty together (tests/test_bus.py: the two buffers' flags are the same
-        # under the same handshakes), so the slice's flags speak for both.
-        # (the take is no candidate for a global network: it is a deep decision, and through
-        # a DCCA at 39b0d02 it reached all 236 flip-flops at 12.5 ns, where on general routing
-        # 81 of them were over 10 ns, at a005bab)
-        wide = ("placed", "in_seg", "sums")
-        ctrl_layout = data.StructLayout({name: field.shape for name, field in q_layout
-                                         if name not in wide})
-        wide_layout = data.StructLayout({name: q_layout[name].shape for name in wide})
-        q_ctrl, h_ctrl = Signal(ctrl_layout), Signal(ctrl_layout)
-        q_wide, h_wide = Signal(wide_layout), Signal(wide_layout)
-        m.d.comb += [*(q_ctrl[name].eq(q_in[name]) for name, _ in ctrl_layout),
-                     *(q_wide[name].eq(q_in[name]) for name in wide),
-                     *(head[name].eq(h_ctrl[name]) for name, _ in ctrl_layout),
-                     *(head[name].eq(h_wide[name]) for name in wide)]
-        segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_ctrl,
-                              out_valid=h_valid, out_ready=h_take, out_payload=h_ctrl,
-                              reset=flush)
-        segw = AlternatingBuffer(width=wide_layout.size, select_bits=SELECT_BITS)
-        m.submodules.segw = ResetInserter(flush)(segw)
-        m.d.comb += [segw.w_en.eq(r3_valid), segw.w_data.eq(q_wide), segw.r_en.eq(h_take),
-                     h_wide.eq(segw.r_data)]
+        # (its load, the decoder's take, is no candidate for a global network: the take is a
+        # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
+        # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
+        segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
+                              out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
+                              load_bits=LOAD_BITS)
         # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
         # put beside the ring's pointer, level and room tests: the head's register sits with
         # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
         # (4.8 ns, on sparse_d128_a64's critical path). The copy follows the head's next value,
         # so it equals ``head.need`` in every cycle (and without a platform that keeps copies
         # apart, Yosys merges the two)
-        need_at = ctrl_layout["need"]
+        need_at = q_layout["need"]
         need_next = segq.r_data_next[need_at.offset:need_at.offset + need_at.width]
         ring_need = Cat(*(register_copies(platform, m, need_next[b], 1, f"ring_need{b}_c")[0]
                           for b in range(need_at.width)))
