@@ -216,7 +216,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     loads (one of each per register), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per level) and the tile path's row take (one per group of its walker's
-    registers). With no platform (simulation,
+    registers), and the decompressor's output and segment queues' loads (one per 64 bits of
+    each). With no platform (simulation,
     the blocks' own builds, the iCE40) there are neither."""
     from amaranth.back import rtlil
 
@@ -268,6 +269,17 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want += ring
     # the data ring's copy of the segment queue head's byte count (7 bits at 32 elements)
     want += [f"ring_need{b}_c0_ff" for b in range(7)]
+    # the output queue's and the segment queue's loads: a copy of the entry's emptiness per
+    # LOAD_BITS bits (the output queue holds 16-bit slots and a last flag; the segment queue
+    # the rest)
+    from hw.sparse.decompressor import LOAD_BITS
+
+    atoms = -(-(16 * b.soc.sparse_atom_elements + 1) // LOAD_BITS)
+    empties = sorted(n for n in names if n.startswith("out_empty"))
+    assert atoms == 9 and len(empties) - atoms >= 2, empties
+    assert empties == sorted([f"out_empty{k}_ff" for k in range(atoms)] +
+                             [f"out_empty{k}_ff" for k in range(len(empties) - atoms)]), empties
+    want += empties
     assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
