@@ -180,14 +180,14 @@ class SkidBuffer(Elaboratable):
         skid_d = Signal(self.width, reset_less=True)
         out_d = Signal(self.width, reset_less=True)
         take = self.w_en & ~skid_v
-        m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v),
-                     self.r_data.eq(out_d),
-                     # the second entry is empty next cycle if the output entry is free now
-                     # (it moves up) or if it is empty now and takes nothing
-                     self.w_rdy_next.eq(~self.r_rdy | self.r_en | ~(skid_v | take))]
         free = ~self.r_rdy | self.r_en             # the output entry is free this cycle
+        # the second entry holds a word next cycle if the output entry is not free now (so
+        # nothing moves up) and it holds one now or takes one
+        skid_nx = ~free & (skid_v | take)
         r_rdy_nx = Mux(free, skid_v | take, 1)
-        m.d.sync += [self.r_rdy.eq(r_rdy_nx), skid_v.eq(~free & (skid_v | take))]
+        m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v),
+                     self.r_data.eq(out_d), self.w_rdy_next.eq(~skid_nx)]
+        m.d.sync += [self.r_rdy.eq(r_rdy_nx), skid_v.eq(skid_nx)]
         # the output entry's load is the same condition, made from a register of its own that
         # holds ``~r_rdy`` (Yosys merges no flip-flop with its complement): a wide entry pulls
         # its load's LUT among its data, and the flags made from that LUT went there and back
@@ -207,13 +207,10 @@ class SkidBuffer(Elaboratable):
         if self.select_bits is None:
             sel = [skid_v]
         else:
-            # copies of skid_v: it is clear after a cycle the output entry was free, set after one
-            # that took a transfer, and clear after the inserted reset (`clear`)
-            skid_nx = ~free & (skid_v | take)
-            if self.clear is not None:
-                skid_nx = skid_nx & ~self.clear
+            # copies of skid_v, cleared by the inserted reset too (`clear`)
+            sel_nx = skid_nx if self.clear is None else skid_nx & ~self.clear
             n = -(-self.width // self.select_bits)
-            sel = register_copies(platform, m, skid_nx, n, "skid_sel")
+            sel = register_copies(platform, m, sel_nx, n, "skid_sel")
         if self.global_load is not None:
             load = Signal(name="load")
             m.d.comb += load.eq(loads[0])
