@@ -280,6 +280,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert empties == sorted([f"out_empty{k}_ff" for k in range(atoms)] +
                              [f"out_empty{k}_ff" for k in range(len(empties) - atoms)]), empties
     want += empties
+    # ... and the segment queue's: a copy of the decoder's step per share of its head
+    steps = len(empties) - atoms
+    want += [f"step_c{k}_ff" for k in range(steps)]
     assert names == sorted(want), names
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")

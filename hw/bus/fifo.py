@@ -76,7 +76,7 @@ def holds_entries(m, name, fifo):
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
                    reset=None, domain=None, bypass=False, global_load=None, select_bits=None,
-                   load_bits=None):
+                   load_bits=None, ready_copies=None):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
@@ -88,14 +88,14 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
     ``global_load`` (a name) puts the output entry's load enable on a global network where
     the platform has them; ``select_bits`` gives the output entry's data select one copy per
-    that many bits, and ``load_bits`` its load enable one LUT per that many bits (all three
-    :class:`SkidBuffer`)."""
+    that many bits, and ``load_bits`` its load enable one LUT per that many bits, each from
+    its own copy of ``out_ready`` if ``ready_copies`` gives them (all :class:`SkidBuffer`)."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
     buf = SkidBuffer(width=width, global_load=global_load, select_bits=select_bits, clear=reset,
-                     load_bits=load_bits)
+                     load_bits=load_bits, ready_copies=ready_copies)
     if reset is not None:
         buf = ResetInserter(reset)(buf)
     if domain is not None:
@@ -144,10 +144,13 @@ class SkidBuffer(Elaboratable):
     ``r_en`` then crosses the die once, into the shares' LUTs, and not once into one LUT and
     again from it to every share (on a platform without copies they are one register and one
     LUT, as without ``load_bits``). Not with ``global_load``; a buffer with an inserted reset
-    must be told it as ``clear`` here too."""
+    must be told it as ``clear`` here too. Where the reader's handshake is itself a register
+    worked out a cycle ahead, ``ready_copies`` (one signal per share, :meth:`shares` of them,
+    each equal to ``r_en`` in every cycle: copies from :func:`hw.fabric.register_copies`) gives
+    each share's load LUT its own copy, so no net of the load crosses the die at all."""
 
     def __init__(self, *, width, global_load=None, select_bits=None, clear=None,
-                 load_bits=None):
+                 load_bits=None, ready_copies=None):
         for name, bits in (("select_bits", select_bits), ("load_bits", load_bits)):
             if bits is not None and bits < 1:
                 self._MustUse__silence = True
@@ -156,6 +159,16 @@ class SkidBuffer(Elaboratable):
             self._MustUse__silence = True
             raise ValueError("load_bits and global_load are two ways to spread the load: "
                              "choose one")
+        if ready_copies is not None:
+            self._MustUse__silence = True
+            if load_bits is None:
+                raise ValueError("ready_copies needs load_bits: a copy is one share's")
+            want = self.shares(width, load_bits)
+            if len(ready_copies) != want:
+                raise ValueError(f"ready_copies: {len(ready_copies)} copies for {want} shares "
+                                 f"of {load_bits} bits")
+            self._MustUse__silence = False
+        self.ready_copies = ready_copies
         _fifo_ports(self, width)
         self.global_load = global_load
         self.select_bits = select_bits
@@ -168,9 +181,17 @@ class SkidBuffer(Elaboratable):
         #: for a user that keeps copies of a decision made from it
         #: (:func:`hw.fabric.register_copies`)
         self.w_rdy_next = Signal()
+        #: what ``r_rdy`` will be in the next cycle (likewise), for a user that works out a
+        #: decision of the next cycle from it
+        self.r_rdy_next = Signal()
         #: what ``r_data`` will be in the next cycle, for a user that keeps its own copy of part
         #: of the output entry (:func:`hw.fabric.register_copies`) beside the logic it feeds
         self.r_data_next = Signal(width)
+
+    @staticmethod
+    def shares(width, load_bits):
+        """How many shares of ``load_bits`` a ``width``-bit entry's load is split into."""
+        return -(-width // load_bits)
 
     def elaborate(self, platform):
         m = Module()
@@ -186,7 +207,8 @@ class SkidBuffer(Elaboratable):
         skid_nx = ~free & (skid_v | take)
         r_rdy_nx = Mux(free, skid_v | take, 1)
         m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v),
-                     self.r_data.eq(out_d), self.w_rdy_next.eq(~skid_nx)]
+                     self.r_data.eq(out_d), self.w_rdy_next.eq(~skid_nx),
+                     self.r_rdy_next.eq(r_rdy_nx)]
         m.d.sync += [self.r_rdy.eq(r_rdy_nx), skid_v.eq(skid_nx)]
         # the output entry's load is the same condition, made from a register of its own that
         # holds ``~r_rdy`` (Yosys merges no flip-flop with its complement): a wide entry pulls
@@ -201,8 +223,9 @@ class SkidBuffer(Elaboratable):
             # inserted reset, so they are told it (``clear``: the entry is empty after it)
             empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
             empties = register_copies(platform, m, empty_nx,
-                                      -(-self.width // self.load_bits), "out_empty", 1)
-        loads = [e | self.r_en for e in empties]
+                                      self.shares(self.width, self.load_bits), "out_empty", 1)
+        readies = self.ready_copies or [self.r_en] * len(empties)
+        loads = [e | r for e, r in zip(empties, readies, strict=True)]
         # the output entry's data: from the second entry if it holds one, else from the input
         if self.select_bits is None:
             sel = [skid_v]

@@ -70,7 +70,7 @@ from amaranth.lib.wiring import In, Out
 from model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
-from ..bus.fifo import register_slice
+from ..bus.fifo import SkidBuffer, register_slice
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
@@ -188,6 +188,8 @@ class SparseDecompressor(wiring.Component):
 
         # -- job registers, latched at start ------------------------------------------------------
         state = Signal(_State)
+        state_nx = Signal(_State)              # the state in the next cycle
+        check_pass = Signal()                  # CHECK passes: RUN is next
         weight_bytes = Signal(32)
         wmb_bits = Signal(35)
         groups = Signal(24)
@@ -556,10 +558,16 @@ class SparseDecompressor(wiring.Component):
         h_take = Signal()
         # (its load, the decoder's take, is no candidate for a global network: the take is a
         # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
-        # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab)
+        # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab). The take
+        # is a register worked out a cycle ahead (``step``, below), and each share of the
+        # head loads on a copy of its own (on the ECP5 board tops; elsewhere Yosys merges them
+        # with ``step``)
+        step_nx = Signal()
+        step_copies = register_copies(platform, m, step_nx,
+                                      SkidBuffer.shares(q_layout.size, LOAD_BITS), "step_c")
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
-                              load_bits=LOAD_BITS)
+                              load_bits=LOAD_BITS, ready_copies=step_copies)
         # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
         # put beside the ring's pointer, level and room tests: the head's register sits with
         # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
@@ -645,19 +653,44 @@ class SparseDecompressor(wiring.Component):
         # SELECT_BITS (a single flag's net was the ULX3S SoC's critical path at 78fbc02), and
         # its load, the late x_done, on a global network where the platform has one (at
         # ab43dbc that one LUT's net reached 767 clock enables of the ULX3S SoC, up to 13.4 ns)
-        register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in, out_valid=x_valid,
-                       out_ready=x_done, out_payload=x, reset=flush, select_bits=SELECT_BITS,
-                       global_load="sparse_x_load")
+        xs = register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in,
+                            out_valid=x_valid, out_ready=x_done, out_payload=x, reset=flush,
+                            select_bits=SELECT_BITS, global_load="sparse_x_load")
+        # The decoder steps when it runs, the queue's head is a segment (not an error marker)
+        # whose bytes the byte buffer holds, X has room, no WGS check has failed and the bus
+        # has answered no error. The WGS check does not hold the step back: a segment that
+        # fails it is stepped like the others, and the failure (registered with its group) is
+        # raised in the next cycle, before anything of that segment reaches the writer (it
+        # stops in X), and stops the steps after it.
+        # Every one of those tests is a register, and the step is one too: worked out a cycle
+        # ahead from the values the tests' registers load (``*_nx``), so it equals the tests
+        # of this cycle (``step_ref``, kept for the tests) with no logic between the step and
+        # the hundreds of flip-flops it enables: the queue's head, the byte ring's pointer, the
+        # group's counts. (From the tests' registers through two LUTs it was
+        # sparse_d128_a64's critical path, 12.8 ns, docs/fpga.md.)
         step = Signal()
-        # the WGS check does not hold the step back: a segment that fails it is stepped like
-        # the others, and the failure (registered with its group) is raised in the next cycle,
-        # before anything of that segment reaches the writer (it stops in X),
-        # and stops the steps after it. The check's compare stays off the step's path.
-        m.d.comb += [step.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
-                             ~bus_error),
+        err_at = q_layout["err"]
+        h_valid_nx = ~flush & segq.r_rdy_next
+        marker_nx = h_valid_nx & (segq.r_data_next[err_at.offset:err_at.offset + err_at.width]
+                                  != 0)
+        mis_seen_nx = Mux(check_pass, 0, mis_r)
+        near_bytes_nx = databuf.level >= ring_need
+        near_bytes_ok_nx = h_valid & ~step & ~flush
+        have_bytes_nx = databuf.deep_next | (near_bytes_nx & near_bytes_ok_nx)
+        xs_rdy_nx = flush | xs.w_rdy_next
+        bus_error_nx = reader.error_next | writer.error_next | writer.range_error_next
+        m.d.comb += step_nx.eq((state_nx == _State.RUN) & h_valid_nx & ~marker_nx &
+                               ~(mismatch | mis_seen_nx) & have_bytes_nx & xs_rdy_nx &
+                               ~bus_error_nx)
+        m.d.sync += [step.eq(step_nx), near_bytes.eq(near_bytes_nx),
+                     near_bytes_ok.eq(near_bytes_ok_nx), chk_r.eq(mismatch),
+                     mis_seen.eq(mis_seen_nx)]
+        step_ref = Signal()
+        m.d.comb += [step_ref.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
+                                 ~bus_error),
                      h_take.eq(step), databuf.take.eq(ring_need), databuf.take_en.eq(step)]
-        m.d.sync += [near_bytes.eq(databuf.level >= ring_need),
-                     near_bytes_ok.eq(h_valid & ~step & ~flush)]
+        #: for the tests: the step, and the same decision made from this cycle's registers
+        self.probes = {"step": step, "step_ref": step_ref}
 
         # the segment's elements, the window's first, from X's registers
         window = databuf.finish(m, x.raw, x.off)
@@ -678,8 +711,7 @@ class SparseDecompressor(wiring.Component):
         moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
 
-        m.d.sync += [chk_r.eq(mismatch), mis_group.eq(group_idx),
-                     mis_seen.eq(mis_r)]
+        m.d.sync += mis_group.eq(group_idx)
         # X's entry, from the head or the tail (as d_all says); the stages after it load their
         # registers whenever they are free and only their valid bits wait on the stage
         # before: the step, late in the cycle, reaches a few registers, not the hundreds a
@@ -877,41 +909,46 @@ class SparseDecompressor(wiring.Component):
                          error_group.eq(Mux(raise_error == Error.WGS_MISMATCH, mis_group,
                                             group_idx))]
 
+        # the next state is a signal of its own: the decoder works out its step a cycle ahead
+        # from it (above)
+        m.d.comb += state_nx.eq(state)
+        m.d.sync += state.eq(state_nx)
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(start):
-                    m.d.sync += [state.eq(_State.CHECK), error_code.eq(0), error_group.eq(0),
+                    m.d.comb += state_nx.eq(_State.CHECK)
+                    m.d.sync += [error_code.eq(0), error_group.eq(0),
                                  emitted.eq(0), check_wait.eq(1)]
             with m.Case(_State.CHECK):
                 with m.If(check_wait):
                     m.d.sync += check_wait.eq(0)
                 with m.Elif(check_bad):
-                    m.d.sync += state.eq(_State.FINISH)
+                    m.d.comb += state_nx.eq(_State.FINISH)
                 with m.Else():
-                    m.d.comb += [writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data)]
+                    m.d.comb += [writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
+                                 check_pass.eq(1), state_nx.eq(_State.RUN)]
                     m.d.sync += [
-                        reader_load.eq(1), state.eq(_State.RUN), s_pos.eq(0), room.eq(A),
+                        reader_load.eq(1), s_pos.eq(0), room.eq(A),
                         g_active.eq(0),
                         s_all.eq(0), s_halt.eq(0), groups_set.eq(0), kern_left.eq(kernels),
                         kg_ok.eq(0), next_ok.eq(0), wgs_room.eq(weight_bytes),
                         wmb_left.eq(wmb_bits),
                         wmb_plenty.eq(wmb_bits >= A), r2_valid.eq(0),
-                        d_open.eq(0), d_all.eq(0), group_idx.eq(0), mis_seen.eq(0),
+                        d_open.eq(0), d_all.eq(0), group_idx.eq(0),
                     ]
                     m.d.comb += pq_clear.eq(1)
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
-                    m.d.sync += state.eq(_State.ABORT)
+                    m.d.comb += state_nx.eq(_State.ABORT)
                 with m.Elif(finished & ~out_pending & (~write_en | writer.done)):
-                    m.d.sync += state.eq(_State.ABORT)        # drain reads, then finish
+                    m.d.comb += state_nx.eq(_State.ABORT)     # drain reads, then finish
             with m.Case(_State.ABORT):
                 with m.If(reader.idle & writer.idle):
-                    m.d.sync += state.eq(_State.FINISH)
+                    m.d.comb += state_nx.eq(_State.FINISH)
             with m.Case(_State.FINISH):
                 m.d.comb += [flush.eq(1), done_set.eq(1), err_set.eq(error_code != 0),
-                             pq_clear.eq(1)]
-                m.d.sync += [state.eq(_State.IDLE), sent_stream.eq(0), sent_write.eq(0),
-                             r2_valid.eq(0)]
+                             pq_clear.eq(1), state_nx.eq(_State.IDLE)]
+                m.d.sync += [sent_stream.eq(0), sent_write.eq(0), r2_valid.eq(0)]
         return m
 
 

@@ -71,8 +71,8 @@ class StreamReader(wiring.Component):
     ``o_data`` comes from a register whatever the depth's storage.
 
     ``stop`` halts new bursts. ``idle``: nothing requested or in flight. ``error``: a read
-    answered SLVERR/DECERR since the last ``flush``. ``flush`` (only when idle) empties the FIFOs
-    and clears ``error``.
+    answered SLVERR/DECERR since the last ``flush`` (``error_next``, an attribute: its value in
+    the next cycle). ``flush`` (only when idle) empties the FIFOs and clears ``error``.
     """
 
     def __init__(self, *, streams, data_width, addr_width=32, id_width=4, max_burst=16,
@@ -101,6 +101,8 @@ class StreamReader(wiring.Component):
             "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
             "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
         })
+        #: what ``error`` will be in the next cycle (an attribute, not a port)
+        self.error_next = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -199,10 +201,8 @@ class StreamReader(wiring.Component):
         issued_r = Signal.like(issued)
         m.d.sync += [issued_r.eq(issued), inflight.eq(inflight + issued_r - beat)]
         error = Signal()
-        with m.If(self.flush):
-            m.d.sync += error.eq(0)
-        with m.Elif(beat & (axi.rresp != Resp.OKAY)):
-            m.d.sync += error.eq(1)
+        m.d.comb += self.error_next.eq(~self.flush & (error | (beat & (axi.rresp != Resp.OKAY))))
+        m.d.sync += error.eq(self.error_next)
         # (while issued_r holds a grant's length, arvalid is set: idle is low either way)
         m.d.comb += [self.error.eq(error), self.idle.eq((inflight == 0) & ~arvalid)]
         return m
@@ -216,8 +216,9 @@ class StreamWriter(wiring.Component):
     after ``finish`` (held high once the last beat has entered) the remainder goes out in shorter
     bursts. ``stop`` halts new bursts (those issued complete). ``done``: finished and every
     burst answered. ``error``: a write answered SLVERR/DECERR; ``range_error``: the next burst
-    would pass the top of the address space (it is not issued). ``flush`` (when nothing is in
-    flight) empties the FIFO and clears both errors.
+    would pass the top of the address space (it is not issued); ``error_next`` and
+    ``range_error_next`` (attributes) are their values in the next cycle. ``flush`` (when
+    nothing is in flight) empties the FIFO and clears both errors.
     """
 
     def __init__(self, *, data_width, addr_width=32, id_width=4, max_burst=16):
@@ -233,6 +234,9 @@ class StreamWriter(wiring.Component):
             "finish": In(1), "stop": In(1), "flush": In(1),
             "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
         })
+        #: what ``error`` and ``range_error`` will be in the next cycle (attributes, not ports)
+        self.error_next = Signal()
+        self.range_error_next = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -280,10 +284,8 @@ class StreamWriter(wiring.Component):
         with m.If(issue):
             m.d.sync += [awvalid.eq(1), axi.awaddr.eq(addr[:self.addr_width]),
                          axi.awlen.eq(burst - 1), addr.eq(addr + (burst << beat_log2))]
-        with m.If(self.flush):
-            m.d.sync += range_error.eq(0)
-        with m.Elif(ready_to_issue & over):
-            m.d.sync += range_error.eq(1)
+        m.d.comb += self.range_error_next.eq(~self.flush & (range_error | (ready_to_issue & over)))
+        m.d.sync += range_error.eq(self.range_error_next)
         with m.If(self.load):
             m.d.sync += addr.eq(self.addr)
         m.d.sync += stale.eq(Cat(issue | self.load | self.flush, stale[0]))
@@ -312,10 +314,9 @@ class StreamWriter(wiring.Component):
         pending = Signal(8)
         m.d.sync += pending.eq(pending + issue - (axi.bvalid & axi.bready))
         error = Signal()
-        with m.If(self.flush):
-            m.d.sync += error.eq(0)
-        with m.Elif(axi.bvalid & (axi.bresp != Resp.OKAY)):
-            m.d.sync += error.eq(1)
+        m.d.comb += self.error_next.eq(~self.flush &
+                                       (error | (axi.bvalid & (axi.bresp != Resp.OKAY))))
+        m.d.sync += error.eq(self.error_next)
         idle = (pending == 0) & ~awvalid & ~lens.r_rdy
         m.d.comb += [self.error.eq(error), self.range_error.eq(range_error), self.idle.eq(idle),
                      self.done.eq(self.finish & idle & (fifo.level == 0))]

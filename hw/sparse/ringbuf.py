@@ -19,7 +19,8 @@ later from its own registers of ``data`` and ``offset`` (loaded as it takes): ``
 is those bits, and :meth:`finish` does the rest.
 ``level``: units held. ``deep``: a register, ``level >= out_units`` (any take the consumer
 can make is there), exact every cycle, for a consumer whose own take decision cannot wait on a
-compare of ``level``. ``take``: how many units the consumer would remove (at most ``level``
+compare of ``level``; ``deep_next`` (an attribute, not a port) is its value in the next
+cycle. ``take``: how many units the consumer would remove (at most ``level``
 when ``take_en`` is set); ``take_en``: remove them this cycle. ``flush``: empties the buffer (a
 word accepted in the same cycle is dropped too).
 
@@ -75,6 +76,9 @@ class RingBuffer(wiring.Component):
         if late_bits:
             ports["offset"] = Out(late_bits)
         super().__init__(ports)
+        #: what ``deep`` will be in the next cycle, for a consumer that works out its next
+        #: take decision a cycle ahead
+        self.deep_next = Signal()
 
     def finish(self, m, data, offset):
         """The rotation's last ``late_bits`` stages on ``data`` and ``offset`` (the consumer's
@@ -122,21 +126,24 @@ class RingBuffer(wiring.Component):
             x = shadow(a * n - self.out_units)   # level - k + a n >= out_units
             return x >= 0, self.take <= x
 
-        room_next, deep_next = [], []
-        for t, out in ((0, room_next), (1, deep_next)):
+        room_next, deep_cases = [], []
+        for t, out in ((0, room_next), (1, deep_cases)):
             for a in range(2):
                 cases = [Signal(name=f"{('fits', 'holds')[t]}_{k}{a}") for k in range(2)]
                 m.d.comb += [case.eq(test)
                              for case, test in zip(cases, next_test(t, a), strict=True)]
                 out.append(cases)
         deep = Signal()
-        m.d.comb += self.deep.eq(deep)
+        m.d.comb += [self.deep.eq(deep),
+                     self.deep_next.eq(~self.flush & Mux(self.take_en,
+                                                         Mux(accept, deep_cases[1][1],
+                                                             deep_cases[0][1]),
+                                                         Mux(accept, deep_cases[1][0],
+                                                             deep_cases[0][0])))]
         m.d.sync += [
             room.eq(self.flush | Mux(self.take_en, Mux(accept, room_next[1][1], room_next[0][1]),
                                      Mux(accept, room_next[1][0], room_next[0][0]))),
-            deep.eq(~self.flush & Mux(self.take_en,
-                                      Mux(accept, deep_next[1][1], deep_next[0][1]),
-                                      Mux(accept, deep_next[1][0], deep_next[0][0])))]
+            deep.eq(self.deep_next)]
 
         # a take moves the read pointer round the ring; worked out from registers (``take`` is
         # the consumer's register), ``take_en`` only picks the result

@@ -11,7 +11,7 @@ write nothing past the verified atoms, and leave the block ready for the next jo
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi.stream import define_stream
 
 from model.board.driver import first_diff
@@ -55,6 +55,25 @@ class TB:
         self.sink = AtomSink(AtomBus.from_prefix(dut, "o_atoms", bus_separator="__"),
                              dut.clk, dut.rst)
         quiet(self.sink.log)
+        self.steps = 0
+        self.step_mismatch = None
+        cocotb.start_soon(self.watch_step())
+
+    async def watch_step(self):
+        """The decoder's step is a register worked out a cycle ahead (hw/sparse/decompressor.py);
+        in every cycle it must equal ``step_ref``, the same decision made from that cycle's
+        registers. Notes the first cycle where they differ, and counts the steps."""
+        dut = self.dut
+        step, ref = dut.step, dut.step_ref
+        cycle = 0
+        while True:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            cycle += 1
+            now, want = int(step.value), int(ref.value)
+            if now != want and self.step_mismatch is None:
+                self.step_mismatch = (cycle, now, want)
+            self.steps += now
 
     def stalls(self, on=True, p=0.3):
         set_axil_pauses(self.master, self.rng if on else None)
@@ -103,7 +122,13 @@ class TB:
             self.sink.recv_nowait()
         for name, fields in program(job, stream=stream):
             await self.drv.write(name, **fields)
+        steps = self.steps
         await self.wait_done()
+        if self.step_mismatch is not None:
+            cycle, now, want = self.step_mismatch
+            raise AssertionError(f"cycle {cycle}: the decoder's step register is {now}, its "
+                                 f"tests from this cycle's registers say {want}")
+        self.job_steps = self.steps - steps
         code = (await self.drv.error.read()).code
         cycles = (await self.drv.cycles.read()).value
         got = bytearray()
@@ -122,6 +147,7 @@ class TB:
         packed = compress(image)
         job, code, got, cycles, last = await self.run(packed, write=write, stream=stream)
         assert code == Error.NONE, f"{what}: error code {Error(code).name}"
+        assert self.job_steps > 0, f"{what}: the decoder never stepped"
         want = image.data.tobytes()
         if stream:
             assert last, f"{what}: no atom marked last"
