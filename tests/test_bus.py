@@ -225,44 +225,54 @@ def test_skid_buffer_order_rate_and_level(seed, load):
                                           load_bits=5 if load == "shares" else None), seed)
 
 
-@pytest.mark.parametrize("form", ["copies", "one-stuck"])
-def test_skid_buffer_loads_from_ready_copies(form):
-    """With ``ready_copies`` each share of the output entry loads on its own copy of the
-    reader's handshake: with every copy equal to ``r_en`` the words come out in order; with
-    one copy stuck low, that share keeps stale bits (so the shares do read their copies)."""
+@pytest.mark.parametrize("form", ["one", "shares", "global", "late"])
+def test_skid_buffer_loads_from_a_ready_worked_out_ahead(form):
+    """With ``ready_next`` (the reader's handshake of the next cycle) the output entry loads on
+    registers, one, one per share (``load_bits``) or through the global network's stand-in,
+    under random flushes of a reset inserted around it (told as ``clear``): the words come out
+    in order. Told the handshake of the same cycle instead (``late``), it loads a cycle late
+    and gives wrong words (so the loads do come from ``ready_next``)."""
+    from amaranth.hdl import ResetInserter
+
     from hw.bus.fifo import SkidBuffer
 
     rng = random.Random(7)
-    n = SkidBuffer.shares(16, 5)
-    copies = [Signal(name=f"ready_c{k}") for k in range(n)]
-    buf = SkidBuffer(width=16, load_bits=5, ready_copies=copies)
+    flush, ready_next = Signal(), Signal()
+    buf = SkidBuffer(width=16, load_bits=5 if form in ("shares", "late") else None,
+                     global_load="load" if form == "global" else None, clear=flush,
+                     ready_next=ready_next)
     m = Module()
-    m.submodules.buf = buf
-    m.d.comb += [c.eq(buf.r_en if form == "copies" or k else 0) for k, c in enumerate(copies)]
-    seen = {"wrong": 0, "out": 0}
+    m.submodules.buf = ResetInserter(flush)(buf)
+    seen = {"wrong": 0, "out": 0, "flushes": 0}
 
     async def bench(ctx):
         queue, word = [], 1
-        for _ in range(1000):
-            push, pop = rng.random() < 0.7, rng.random() < 0.5
+        pops = [rng.random() < 0.5 for _ in range(3001)]
+        for t in range(3000):
+            push, fl = rng.random() < 0.7, rng.random() < 0.03
             ctx.set(buf.w_en, push)
             ctx.set(buf.w_data, word)
-            ctx.set(buf.r_en, pop)
+            ctx.set(buf.r_en, pops[t])
+            ctx.set(ready_next, pops[t] if form == "late" else pops[t + 1])
+            ctx.set(flush, fl)
             await ctx.delay(1e-9)
-            if ctx.get(buf.r_rdy) and pop:
+            if ctx.get(buf.r_rdy) and pops[t]:
                 seen["wrong"] += ctx.get(buf.r_data) != queue.pop(0)
                 seen["out"] += 1
             if ctx.get(buf.w_rdy) and push:
                 queue.append(word)
                 word = word * 5 % 0xFFF1 + 1
+            if fl:
+                queue.clear()
+                seen["flushes"] += 1
             await ctx.tick()
 
     sim = Simulator(m)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert seen["out"] > 300
-    assert (seen["wrong"] == 0) == (form == "copies"), seen
+    assert seen["out"] > 800 and seen["flushes"] > 30, seen
+    assert (seen["wrong"] == 0) == (form != "late"), seen
 
 
 class _CopiesApart:
@@ -342,10 +352,6 @@ def test_skid_buffer_rejects_select_bits(rejected):
         SkidBuffer(width=8, load_bits=-2)
     with rejected(ValueError, "load_bits and global_load are two ways to spread the load"):
         SkidBuffer(width=8, load_bits=4, global_load="load")
-    with rejected(ValueError, "ready_copies needs load_bits: a copy is one share's"):
-        SkidBuffer(width=8, ready_copies=[Signal()])
-    with rejected(ValueError, "ready_copies: 1 copies for 2 shares of 4 bits"):
-        SkidBuffer(width=8, load_bits=4, ready_copies=[Signal()])
 
 
 def test_block_ram_users_leave_read_write_collisions_undefined():

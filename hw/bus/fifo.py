@@ -76,7 +76,7 @@ def holds_entries(m, name, fifo):
 
 def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_payload,
                    reset=None, domain=None, bypass=False, global_load=None, select_bits=None,
-                   load_bits=None, ready_copies=None):
+                   load_bits=None, ready_next=None):
     """A register slice from one valid/ready channel (``valid``, ``ready``, ``payload``) to
     another (``out_*``): a :class:`SkidBuffer`, whose output and whose ready are registers. It
     cuts every combinational path between the two sides and still passes a transfer per
@@ -88,14 +88,15 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
     ``global_load`` (a name) puts the output entry's load enable on a global network where
     the platform has them; ``select_bits`` gives the output entry's data select one copy per
-    that many bits, and ``load_bits`` its load enable one LUT per that many bits, each from
-    its own copy of ``out_ready`` if ``ready_copies`` gives them (all :class:`SkidBuffer`)."""
+    that many bits, ``load_bits`` its load enable one LUT per that many bits, and
+    ``ready_next`` (``out_ready``'s value in the next cycle) makes the load a register (all
+    :class:`SkidBuffer`)."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
     width = len(Value.cast(payload))
     buf = SkidBuffer(width=width, global_load=global_load, select_bits=select_bits, clear=reset,
-                     load_bits=load_bits, ready_copies=ready_copies)
+                     load_bits=load_bits, ready_next=ready_next)
     if reset is not None:
         buf = ResetInserter(reset)(buf)
     if domain is not None:
@@ -144,13 +145,17 @@ class SkidBuffer(Elaboratable):
     ``r_en`` then crosses the die once, into the shares' LUTs, and not once into one LUT and
     again from it to every share (on a platform without copies they are one register and one
     LUT, as without ``load_bits``). Not with ``global_load``; a buffer with an inserted reset
-    must be told it as ``clear`` here too. Where the reader's handshake is itself a register
-    worked out a cycle ahead, ``ready_copies`` (one signal per share, :meth:`shares` of them,
-    each equal to ``r_en`` in every cycle: copies from :func:`hw.fabric.register_copies`) gives
-    each share's load LUT its own copy, so no net of the load crosses the die at all."""
+    must be told it as ``clear`` here too.
+
+    Where the reader works out its handshake a cycle ahead, ``ready_next`` (a signal that
+    equals, in every cycle, what ``r_en`` will be in the next) makes the load itself a
+    register, ``~r_rdy | r_en`` worked out a cycle early: no LUT stands between it and the
+    entry's clock enables. With ``load_bits`` each share has its own copy of that register;
+    with ``global_load`` the register feeds the global network. A buffer with an inserted
+    reset must be told it as ``clear`` here too."""
 
     def __init__(self, *, width, global_load=None, select_bits=None, clear=None,
-                 load_bits=None, ready_copies=None):
+                 load_bits=None, ready_next=None):
         for name, bits in (("select_bits", select_bits), ("load_bits", load_bits)):
             if bits is not None and bits < 1:
                 self._MustUse__silence = True
@@ -159,16 +164,7 @@ class SkidBuffer(Elaboratable):
             self._MustUse__silence = True
             raise ValueError("load_bits and global_load are two ways to spread the load: "
                              "choose one")
-        if ready_copies is not None:
-            self._MustUse__silence = True
-            if load_bits is None:
-                raise ValueError("ready_copies needs load_bits: a copy is one share's")
-            want = self.shares(width, load_bits)
-            if len(ready_copies) != want:
-                raise ValueError(f"ready_copies: {len(ready_copies)} copies for {want} shares "
-                                 f"of {load_bits} bits")
-            self._MustUse__silence = False
-        self.ready_copies = ready_copies
+        self.ready_next = ready_next
         _fifo_ports(self, width)
         self.global_load = global_load
         self.select_bits = select_bits
@@ -187,11 +183,6 @@ class SkidBuffer(Elaboratable):
         #: what ``r_data`` will be in the next cycle, for a user that keeps its own copy of part
         #: of the output entry (:func:`hw.fabric.register_copies`) beside the logic it feeds
         self.r_data_next = Signal(width)
-
-    @staticmethod
-    def shares(width, load_bits):
-        """How many shares of ``load_bits`` a ``width``-bit entry's load is split into."""
-        return -(-width // load_bits)
 
     def elaborate(self, platform):
         m = Module()
@@ -215,17 +206,24 @@ class SkidBuffer(Elaboratable):
         # its load's LUT among its data, and the flags made from that LUT went there and back
         # (sparse_d64_a32's critical path at d7fb4ff --seed 3: the output queue's reader's
         # handshake to its load's LUT, 3.1 ns across the die, and 3.1 ns back to ``skid_v``)
-        if self.load_bits is None:
-            empties = [Signal(init=1, name="out_empty")]
-            m.d.sync += empties[0].eq(~r_rdy_nx)
+        n_loads = 1 if self.load_bits is None else -(-self.width // self.load_bits)
+        if self.ready_next is not None:
+            # the loads as registers: the entry is empty or read in the next cycle. Like the
+            # select's copies, not under an inserted reset, so they are told it (``clear``:
+            # the entry is empty after it)
+            load_nx = ~r_rdy_nx | self.ready_next
+            if self.clear is not None:
+                load_nx = load_nx | self.clear
+            loads = register_copies(platform, m, load_nx, n_loads, "load_c", 1)
         else:
-            # copies, each with its share's load LUT; like the select's, not under an
-            # inserted reset, so they are told it (``clear``: the entry is empty after it)
-            empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
-            empties = register_copies(platform, m, empty_nx,
-                                      self.shares(self.width, self.load_bits), "out_empty", 1)
-        readies = self.ready_copies or [self.r_en] * len(empties)
-        loads = [e | r for e, r in zip(empties, readies, strict=True)]
+            if self.load_bits is None:
+                empties = [Signal(init=1, name="out_empty")]
+                m.d.sync += empties[0].eq(~r_rdy_nx)
+            else:
+                # copies, each with its share's load LUT; told the inserted reset likewise
+                empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
+                empties = register_copies(platform, m, empty_nx, n_loads, "out_empty", 1)
+            loads = [e | self.r_en for e in empties]
         # the output entry's data: from the second entry if it holds one, else from the input
         if self.select_bits is None:
             sel = [skid_v]

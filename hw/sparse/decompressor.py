@@ -70,7 +70,7 @@ from amaranth.lib.wiring import In, Out
 from model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
-from ..bus.fifo import SkidBuffer, register_slice
+from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
@@ -559,15 +559,12 @@ class SparseDecompressor(wiring.Component):
         # (its load, the decoder's take, is no candidate for a global network: the take is a
         # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
         # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab). The take
-        # is a register worked out a cycle ahead (``step``, below), and each share of the
-        # head loads on a copy of its own (on the ECP5 board tops; elsewhere Yosys merges them
-        # with ``step``)
+        # is worked out a cycle ahead (``step``, below), and so the head's load is a register
+        # too, one copy per share of the head on the ECP5 board tops
         step_nx = Signal()
-        step_copies = register_copies(platform, m, step_nx,
-                                      SkidBuffer.shares(q_layout.size, LOAD_BITS), "step_c")
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
-                              load_bits=LOAD_BITS, ready_copies=step_copies)
+                              load_bits=LOAD_BITS, ready_next=step_nx)
         # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
         # put beside the ring's pointer, level and room tests: the head's register sits with
         # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
@@ -653,9 +650,16 @@ class SparseDecompressor(wiring.Component):
         # SELECT_BITS (a single flag's net was the ULX3S SoC's critical path at 78fbc02), and
         # its load, the late x_done, on a global network where the platform has one (at
         # ab43dbc that one LUT's net reached 767 clock enables of the ULX3S SoC, up to 13.4 ns)
+        # X's load is a register: X hands on (``x_done``) worked out a cycle ahead, from the
+        # next values of its own valid and bad flags and of P's and Q's (``x_done_nx``, set
+        # below). From P's valid through two LUTs and the load's LUT it was
+        # sparse_d128_a64's critical path at 24d63a8 with SUM_LEVELS = 4 (12.7 ns, 5.5 of it
+        # the load's one net)
+        x_done_nx = Signal()
         xs = register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in,
                             out_valid=x_valid, out_ready=x_done, out_payload=x, reset=flush,
-                            select_bits=SELECT_BITS, global_load="sparse_x_load")
+                            select_bits=SELECT_BITS, global_load="sparse_x_load",
+                            ready_next=x_done_nx)
         # The decoder steps when it runs, the queue's head is a segment (not an error marker)
         # whose bytes the byte buffer holds, X has room, no WGS check has failed and the bus
         # has answered no error. The WGS check does not hold the step back: a segment that
@@ -754,6 +758,14 @@ class SparseDecompressor(wiring.Component):
         # the output queue's ready next cycle: a flush empties it
         emit_nx = flush | atomq.w_rdy_next
         q_free_nx = ~q_valid_nx | ~q_comp_nx | emit_nx
+        # X hands on in the next cycle: it will hold a segment that passed the WGS check, and
+        # P will be free (empty, or Q free to take P's)
+        bad_at = xs_layout["bad"]
+        m.d.comb += x_done_nx.eq(~flush & xs.r_rdy_next & ~xs.r_data_next[bad_at.offset] &
+                                 (~p_valid_nx | q_free_nx))
+        x_done_r = Signal()                 # for the tests: x_done_nx a cycle on
+        m.d.sync += x_done_r.eq(x_done_nx)
+        self.probes.update({"x_load": x_done_r, "x_load_ref": x_done})
         n_copies = max(1, A // ELEMENTS_PER_COPY)
         p_en = register_copies(platform, m, ~p_valid_nx | q_free_nx, n_copies, "p_free_r", 1)
         q_en = register_copies(platform, m, q_free_nx, n_copies, "q_free_r", 1)

@@ -60,20 +60,22 @@ class TB:
         cocotb.start_soon(self.watch_step())
 
     async def watch_step(self):
-        """The decoder's step is a register worked out a cycle ahead (hw/sparse/decompressor.py);
-        in every cycle it must equal ``step_ref``, the same decision made from that cycle's
-        registers. Notes the first cycle where they differ, and counts the steps."""
+        """Two decisions are registers worked out a cycle ahead (hw/sparse/decompressor.py):
+        the decoder's step and X's hand-on (its load). In every cycle each must equal the same
+        decision made from that cycle's registers (``step_ref``, ``x_done``). Notes the first
+        cycle where one differs, and counts the steps."""
         dut = self.dut
-        step, ref = dut.step, dut.step_ref
+        pairs = [("step", dut.step, dut.step_ref), ("X's hand-on", dut.x_done_r, dut.x_done)]
         cycle = 0
         while True:
             await RisingEdge(dut.clk)
             await ReadOnly()
             cycle += 1
-            now, want = int(step.value), int(ref.value)
-            if now != want and self.step_mismatch is None:
-                self.step_mismatch = (cycle, now, want)
-            self.steps += now
+            for name, early, ref in pairs:
+                now, want = int(early.value), int(ref.value)
+                if now != want and self.step_mismatch is None:
+                    self.step_mismatch = (cycle, name, now, want)
+            self.steps += int(dut.step.value)
 
     def stalls(self, on=True, p=0.3):
         set_axil_pauses(self.master, self.rng if on else None)
@@ -125,9 +127,9 @@ class TB:
         steps = self.steps
         await self.wait_done()
         if self.step_mismatch is not None:
-            cycle, now, want = self.step_mismatch
-            raise AssertionError(f"cycle {cycle}: the decoder's step register is {now}, its "
-                                 f"tests from this cycle's registers say {want}")
+            cycle, name, now, want = self.step_mismatch
+            raise AssertionError(f"cycle {cycle}: the register of the decoder's {name} is "
+                                 f"{now}, its tests from this cycle's registers say {want}")
         self.job_steps = self.steps - steps
         code = (await self.drv.error.read()).code
         cycles = (await self.drv.cycles.read()).value
