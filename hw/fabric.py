@@ -71,13 +71,18 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     return [q] * count
 
 
+def shares(width: int, copies):
+    """The bits each of ``copies`` (copies of one control bit) looks after in a ``width``-bit
+    value: pairs (copy, slice), copy k taking the k-th of ``len(copies)`` equal shares (the
+    last may be shorter, and a surplus copy takes none)."""
+    step = -(-width // len(copies))
+    starts = range(0, width, step)
+    return [(c, slice(lo, lo + step)) for c, lo in zip(copies[:len(starts)], starts, strict=True)]
+
+
 def shared_select(selects, when_set, when_clear):
     """``Mux(select, when_set, when_clear)`` for wide values, with ``selects`` copies of the
-    select (from :func:`register_copies`): copy k chooses the k-th of ``len(selects)`` equal
-    shares of the bits (the last may be shorter, and a surplus copy chooses nothing), so that
-    no one net reaches every multiplexer."""
-    width = len(when_set)
-    step = -(-width // len(selects))
-    starts = range(0, width, step)
-    return Cat(*(Mux(s, when_set[lo:lo + step], when_clear[lo:lo + step])
-                 for s, lo in zip(selects[:len(starts)], starts, strict=True)))
+    select (from :func:`register_copies`), each choosing for its share of the bits
+    (:func:`shares`), so that no one net reaches every multiplexer."""
+    return Cat(*(Mux(s, when_set[part], when_clear[part])
+                 for s, part in shares(len(when_set), selects)))

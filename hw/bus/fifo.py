@@ -12,7 +12,7 @@ from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from ..fabric import global_buffer, register_copies, shared_select
+from ..fabric import global_buffer, register_copies, shared_select, shares
 
 __all__ = ["registered", "register_slice", "block_ram_output", "BufferedFIFO", "RegisteredQueue"]
 
@@ -206,24 +206,22 @@ class SkidBuffer(Elaboratable):
         # its load's LUT among its data, and the flags made from that LUT went there and back
         # (sparse_d64_a32's critical path at d7fb4ff --seed 3: the output queue's reader's
         # handshake to its load's LUT, 3.1 ns across the die, and 3.1 ns back to ``skid_v``)
+        # Copies (of the load, or of ``~r_rdy``) are, like the select's, not under an inserted
+        # reset, so they are told it (``clear``: the entry is empty after it)
         n_loads = 1 if self.load_bits is None else -(-self.width // self.load_bits)
+        empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
         if self.ready_next is not None:
-            # the loads as registers: the entry is empty or read in the next cycle. Like the
-            # select's copies, not under an inserted reset, so they are told it (``clear``:
-            # the entry is empty after it)
-            load_nx = ~r_rdy_nx | self.ready_next
-            if self.clear is not None:
-                load_nx = load_nx | self.clear
-            loads = register_copies(platform, m, load_nx, n_loads, "load_c", 1)
+            # the loads as registers: the entry is empty or read in the next cycle
+            loads = register_copies(platform, m, empty_nx | self.ready_next, n_loads,
+                                    "load_c", 1)
+        elif self.load_bits is None:
+            empty = Signal(init=1, name="out_empty")
+            m.d.sync += empty.eq(~r_rdy_nx)
+            loads = [empty | self.r_en]
         else:
-            if self.load_bits is None:
-                empties = [Signal(init=1, name="out_empty")]
-                m.d.sync += empties[0].eq(~r_rdy_nx)
-            else:
-                # copies, each with its share's load LUT; told the inserted reset likewise
-                empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
-                empties = register_copies(platform, m, empty_nx, n_loads, "out_empty", 1)
-            loads = [e | self.r_en for e in empties]
+            # copies, each with its share's load LUT
+            loads = [e | self.r_en
+                     for e in register_copies(platform, m, empty_nx, n_loads, "out_empty", 1)]
         # the output entry's data: from the second entry if it holds one, else from the input
         if self.select_bits is None:
             sel = [skid_v]
@@ -246,10 +244,9 @@ class SkidBuffer(Elaboratable):
         # With ``select_bits`` each share's enable is the share's copy of skid_v (the copies
         # of the select): from skid_v alone, X's second entry's enable was one net of 15.4 ns
         # on the ULX3S SoC at 93ac741 --seed 2
-        step = -(-self.width // len(sel))
-        for lo, copy in zip(range(0, self.width, step), sel, strict=False):  # surplus: none
+        for copy, part in shares(self.width, sel):
             with m.If(~copy):
-                m.d.sync += skid_d[lo:lo + step].eq(self.w_data[lo:lo + step])
+                m.d.sync += skid_d[part].eq(self.w_data[part])
         return m
 
 
