@@ -267,8 +267,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     ring = [n for n in names if re.fullmatch(r"rd\d+_c\d+_ff", n)]
     assert sum(n.startswith("rd6_") for n in ring) == 16 + 2, ring
     want += ring
-    # the data ring's copy of the segment queue head's byte count (7 bits at 32 elements)
-    want += [f"ring_need{b}_c0_ff" for b in range(7)]
+    # the data ring's take (the segment queue head's byte count, a cycle ahead: 7 bits at
+    # 32 elements)
+    want += [f"take{b}_c0_ff" for b in range(7)]
     # the output queue's and the segment queue's loads: a copy of the entry's emptiness per
     # LOAD_BITS bits (the output queue holds 16-bit slots and a last flag; the segment queue
     # the rest)

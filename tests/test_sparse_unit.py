@@ -668,19 +668,23 @@ class _RingView(wiring.Component):
         return m
 
 
-def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, cycles=600):
+def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, take_ahead=False,
+                cycles=600):
     """Random whole words in (with gaps) and random takes out of a RingBuffer, ``take`` driven
-    every cycle and only sometimes enabled; each cycle its ``level`` and the units of the view
-    (the rotation finished, with ``late_bits``) below the level are compared with a Python list
-    of units."""
+    every cycle (with ``take_ahead``, as ``take_next`` a cycle before) and only sometimes
+    enabled; each cycle its ``level``, ``deep``, ``enough`` and the units of the view (the
+    rotation finished, with ``late_bits``) below the level are compared with a Python list of
+    units."""
     dut = _RingView(unit=unit, in_units=in_units, words=words, out_units=out_units,
-                    late_bits=late_bits)
+                    late_bits=late_bits, take_ahead=take_ahead)
     rng = np.random.default_rng(seed)
     mask = (1 << unit) - 1
     held = []                                   # the units held, oldest first
     counts = {"taken": 0, "in": 0, "wrapped": 0}
+    ahead = 0                                   # take_next, set the cycle before
 
     async def bench(ctx):
+        nonlocal ahead
         for cycle in range(cycles):
             assert ctx.get(dut.level) == len(held), f"cycle {cycle}: level"
             assert ctx.get(dut.deep) == (len(held) >= out_units), f"cycle {cycle}: deep"
@@ -693,10 +697,24 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, cycles=6
             units = [int(u) for u in rng.integers(0, mask + 1, in_units)]
             ctx.set(dut.i_valid, int(rng.random() < 0.6))
             ctx.set(dut.i_data, sum(u << (unit * k) for k, u in enumerate(units)))
-            take = int(rng.integers(0, min(len(held), out_units) + 1))
-            en = rng.random() < 0.5
-            ctx.set(dut.take, take if en or rng.random() < 0.5 else out_units)
+            if take_ahead:
+                # the take is what the bench gave a cycle before, anything up to out_units;
+                # a take is enabled only when it is held, and the next one is picked at random
+                # (often one that is held, so that takes are many)
+                take = ahead
+                assert ctx.get(dut.take) == take, f"cycle {cycle}: take"
+                en = take <= len(held) and rng.random() < 0.6
+                ahead = int(rng.integers(0, out_units + 1) if rng.random() < 0.3 else
+                            rng.integers(0, min(len(held), out_units) + 1))
+                ctx.set(dut.take_next, ahead)
+            else:
+                take = int(rng.integers(0, min(len(held), out_units) + 1))
+                en = rng.random() < 0.5
+                ctx.set(dut.take, take if en or rng.random() < 0.5 else out_units)
             ctx.set(dut.take_en, int(en))
+            await ctx.delay(1e-9)
+            assert ctx.get(dut.enough) == (len(held) >= ctx.get(dut.take)), \
+                f"cycle {cycle}: enough"
             await _buffer_cycle(ctx, dut, held, counts, en=en, take=take, word=units,
                                 in_units=in_units, capacity=in_units * words)
         counts["wrapped"] = counts["in"] // (in_units * words)
@@ -708,18 +726,22 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, cycles=6
     return counts
 
 
-@pytest.mark.parametrize("unit, in_units, words, out_units, late_bits",
-                         [(1, 16, 3, 8, 0), (1, 16, 3, 48, 0), (8, 4, 10, 16, 0),
-                          (8, 8, 3, 20, 0), (8, 4, 10, 16, 3), (8, 8, 3, 20, 1)])
+@pytest.mark.parametrize("unit, in_units, words, out_units, late_bits, take_ahead",
+                         [(1, 16, 3, 8, 0, False), (1, 16, 3, 48, 0, False),
+                          (8, 4, 10, 16, 0, False), (8, 8, 3, 20, 0, False),
+                          (8, 4, 10, 16, 3, True), (8, 8, 3, 20, 1, True),
+                          (8, 8, 3, 8, 0, True), (1, 16, 3, 16, 0, False)])
 @pytest.mark.parametrize("seed", range(3))
 def test_ring_buffer_keeps_the_units_in_order(unit, in_units, words, out_units, late_bits,
-                                              seed):
+                                              take_ahead, seed):
     """The mask and byte buffers' shapes (small, a capacity that is not a power of two; the
-    byte buffer's with its last stages left to the consumer): the units the consumer sees are
-    always the oldest ones held, in order, round the ring many times, whether or not a take is
-    enabled in the cycle a word enters."""
+    byte buffer's with its last stages left to the consumer and its take given a cycle ahead;
+    out_units equal to a word's units, where a test's bound is the level itself): the units
+    the consumer sees are always the oldest ones held, in order, round the ring many times,
+    whether or not a take is enabled in the cycle a word enters."""
     print(f"seed {seed}")
-    counts = run_ringbuf(unit, in_units, words, out_units, seed, late_bits=late_bits)
+    counts = run_ringbuf(unit, in_units, words, out_units, seed, late_bits=late_bits,
+                         take_ahead=take_ahead)
     assert counts["taken"] > 100 and counts["wrapped"] > 5
 
 

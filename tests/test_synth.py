@@ -194,7 +194,7 @@ def test_ecp5_block_builds_with_register_copies(tmp_path, monkeypatch):
     text = verilog.read_text()
     assert text.count("TRELLIS_FF ") > 100
     # the byte ring's copy of the queue head's need, a bit each (65 values at 32 elements)
-    assert len(re.findall(r"\) ring_need\d_c0_ff \(", text)) == 7
+    assert len(re.findall(r"\) take\d_c0_ff \(", text)) == 7
     assert "DCCA" not in text
     assert kept.mapper == "abc+copies"
     assert synth.collect("sparse_d64_a32", "ecp5", tmp_path).mapper == "abc+copies"

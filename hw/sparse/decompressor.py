@@ -173,7 +173,8 @@ class SparseDecompressor(wiring.Component):
                                                     words=-(-(A + 16 * DW) // (8 * DW)),
                                                     out_units=A, late_bits=MASK_LATE)
         databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
-                                                    out_units=2 * A, late_bits=LATE)
+                                                    out_units=2 * A, late_bits=LATE,
+                                                    take_ahead=True)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
         # each stream reaches its buffer through a register slice, so the buffers' readies do
         # not reach the reader's FIFOs (the reader's block RAM data passes a register of its
@@ -400,7 +401,7 @@ class SparseDecompressor(wiring.Component):
         near_bits = Signal()
         have_bits = maskbuf.deep | (near_bits & near_ok)
         take_seg = Signal()
-        m.d.sync += [near_bits.eq(maskbuf.level >= seg),
+        m.d.sync += [near_bits.eq(maskbuf.enough),
                      near_ok.eq(~(take_seg | setup | flush | start))]
         m.d.comb += [take_seg.eq(decide & wmb_enough & have_bits),
                      maskbuf.take.eq(seg), maskbuf.take_en.eq(take_seg),
@@ -568,16 +569,16 @@ class SparseDecompressor(wiring.Component):
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
                               load_bits=LOAD_BITS, ready_next=step_nx)
-        # the byte ring takes the head's ``need`` from a copy of its own, which the placer can
-        # put beside the ring's pointer, level and room tests: the head's register sits with
-        # the rest of the head, and at e6d4842 its net to the ring's room test crossed the die
-        # (4.8 ns, on sparse_d128_a64's critical path). The copy follows the head's next value,
-        # so it equals ``head.need`` in every cycle (and without a platform that keeps copies
-        # apart, Yosys merges the two)
+        # the byte ring takes the head's ``need`` a cycle ahead, from the queue's next output,
+        # into a copy of its own (``take``), which the placer can put beside the ring's
+        # pointer, level and tests: the head's register sits with the rest of the head, and at
+        # e6d4842 its net to the ring's room test crossed the die (4.8 ns, on
+        # sparse_d128_a64's critical path). With the next value the ring also keeps its level
+        # less the take in registers, and its tests are signs: its compare of the copy was on
+        # the early step's path (10.9 ns at 5e056c0, docs/fpga.md)
         need_at = q_layout["need"]
-        need_next = segq.r_data_next[need_at.offset:need_at.offset + need_at.width]
-        ring_need = Cat(*(register_copies(platform, m, need_next[b], 1, f"ring_need{b}_c")[0]
-                          for b in range(need_at.width)))
+        m.d.comb += databuf.take_next.eq(
+            segq.r_data_next[need_at.offset:need_at.offset + need_at.width])
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
         grp_bytes = Signal(32)                 # WGS bytes left in the group
@@ -681,7 +682,7 @@ class SparseDecompressor(wiring.Component):
         marker_nx = h_valid_nx & (segq.r_data_next[err_at.offset:err_at.offset + err_at.width]
                                   != 0)
         mis_seen_nx = Mux(check_pass, 0, mis_r)
-        near_bytes_nx = databuf.level >= ring_need
+        near_bytes_nx = databuf.enough
         near_bytes_ok_nx = h_valid & ~step & ~flush
         have_bytes_nx = databuf.deep_next | (near_bytes_nx & near_bytes_ok_nx)
         xs_rdy_nx = flush | xs.w_rdy_next
@@ -695,7 +696,7 @@ class SparseDecompressor(wiring.Component):
         step_ref = Signal()
         m.d.comb += [step_ref.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
                                  ~bus_error),
-                     h_take.eq(step), databuf.take.eq(ring_need), databuf.take_en.eq(step)]
+                     h_take.eq(step), databuf.take_en.eq(step)]
 
         # the segment's elements, the window's first, from X's registers
         window = databuf.finish(m, x.raw, x.off)

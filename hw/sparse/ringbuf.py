@@ -21,8 +21,15 @@ is those bits, and :meth:`finish` does the rest.
 can make is there), exact every cycle, for a consumer whose own take decision cannot wait on a
 compare of ``level``; ``deep_next`` (an attribute, not a port) is its value in the next
 cycle. ``take``: how many units the consumer would remove (at most ``level``
-when ``take_en`` is set); ``take_en``: remove them this cycle. ``flush``: empties the buffer (a
-word accepted in the same cycle is dropped too).
+when ``take_en`` is set); ``take_en``: remove them this cycle. ``enough``: ``level >= take``.
+``flush``: empties the buffer (a word accepted in the same cycle is dropped too).
+
+With ``take_ahead=True`` the consumer gives ``take`` a cycle ahead: ``take_next`` is the value
+``take`` (then an output, a register of ``take_next``) will have in the next cycle. ``enough``
+is then a register too, exact every cycle, and ``deep_next`` comes from registers through
+multiplexers alone, with no compare of the take (in the decompressor the take is the queue's
+head's byte count, known a cycle ahead from the queue's next output, and the compare was on
+the step's critical path).
 
 Timing
 ------
@@ -49,7 +56,7 @@ SELECT_BITS = 64
 
 class RingBuffer(wiring.Component):
     def __init__(self, *, unit: int, in_units: int, words: int, out_units: int,
-                 late_bits: int = 0):
+                 late_bits: int = 0, take_ahead: bool = False):
         self._MustUse__silence = True         # until the checks pass: a refused one is not used
         if words < 2:
             raise ValueError(f"words must be at least 2 (one filling while one drains), "
@@ -66,13 +73,17 @@ class RingBuffer(wiring.Component):
             raise ValueError(f"late_bits must be 0 to {(self.capacity - 1).bit_length() - 1} "
                              f"(the read pointer's bits less one), not {late_bits}")
         self.late_bits = late_bits
+        self.take_ahead = take_ahead
         self._MustUse__silence = False
         ports = {
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
             "data": Out(unit * (out_units + (1 << late_bits) - 1)),
-            "level": Out(range(self.capacity + 1)), "deep": Out(1),
+            "level": Out(range(self.capacity + 1)), "deep": Out(1), "enough": Out(1),
             "take": In(range(out_units + 1)), "take_en": In(1), "flush": In(1),
         }
+        if take_ahead:
+            ports["take_next"] = In(range(out_units + 1))
+            ports["take"] = Out(range(out_units + 1))
         if late_bits:
             ports["offset"] = Out(late_bits)
         super().__init__(ports)
@@ -98,68 +109,77 @@ class RingBuffer(wiring.Component):
         room = Signal(init=1)
         m.d.comb += [self.level.eq(level), self.i_ready.eq(room)]
         accept = self.i_valid & self.i_ready
-        # ``i_ready`` and ``deep`` are registers, exact every cycle: each is a test of the next
-        # level, ``level`` or ``level - take`` (as the consumer takes) plus ``n`` or not (as a
-        # word enters). A subtraction and then a compare would be two carry chains, so each
-        # test's bound rides on a copy of the level with the bound subtracted (a register kept
-        # in step with the level), and each case is one compare against ``take`` or a sign
-        # test; the handshakes only choose among the four.
-        kept = Signal.like(level)
-        m.d.comb += kept.eq(level - self.take)
-        after_take = Mux(self.take_en, kept, level)
+        if self.take_ahead:
+            # the take is a register here, loaded from the consumer's next value of it
+            take = Cat(*(register_copies(platform, m, self.take_next[b], 1, f"take{b}_c")[0]
+                         for b in range(len(self.take_next))))
+            m.d.comb += self.take.eq(take)
+        else:
+            take = self.take
+        # ``i_ready``, ``deep`` and ``enough`` are tests of the level: of the next level,
+        # ``level`` or ``level - take`` (as the consumer takes) plus ``n`` or not (as a word
+        # enters), for the first two, which are registers exact every cycle. Each test is a
+        # sign: of the level plus a constant (the test's bound, moved over) or of the level
+        # less the take plus that constant. Each such sum has a register of its own, kept in
+        # step with the level (``lvl``); the level less the take is worked out from it
+        # (``kept``), or with ``take_ahead`` it is a register too, kept in step with both from
+        # the take's next value. The handshakes then only choose among signs, with no carry
+        # chain between a register and the choice.
+        shadows = {}
+        if self.take_ahead:
+            # what a next ``kept`` adds to its base: the word if one enters, less the next take
+            added = Signal(signed(len(level) + 2))
+            m.d.comb += added.eq(Mux(accept & ~self.flush, n, 0) - self.take_next)
 
         def shadow(offset):
-            x = Signal(signed(len(level) + 2), init=offset,
-                       name=f"level_{offset}".replace("-", "m"))
-            with m.If(self.flush):
-                m.d.sync += x.eq(offset)
-            with m.Else():
-                m.d.sync += x.eq(after_take + Mux(accept, n + offset, offset))
-            return x
+            """(``level + offset``, ``level - take + offset``), each a signed value."""
+            if offset in shadows:
+                return shadows[offset]
+            width = len(level) + 2
+            tag = f"{offset}".replace("-", "m")
+            lvl = Signal(signed(width), init=offset, name=f"level_{tag}")
+            kept = Signal(signed(width), name=f"kept_{tag}", init=offset)
+            base = Mux(self.take_en, kept, lvl)
+            m.d.sync += lvl.eq(Mux(self.flush, offset, base + Mux(accept, n, 0)))
+            if self.take_ahead:
+                m.d.sync += kept.eq(Mux(self.flush, offset, base) + added)
+            else:
+                m.d.comb += kept.eq(lvl - take)
+            shadows[offset] = lvl, kept
+            return lvl, kept
 
-        def next_test(t, a):
-            """The room (``t`` 0) or ``deep`` (``t`` 1) test of the next level: taken or not
-            (``k``), a word in or not (``a``)."""
-            if t == 0:                           # level - k + a n <= cap - n
-                x = shadow((a + 1) * n - cap)    # level + (a + 1) n - cap
-                return x <= 0, self.take >= x
-            x = shadow(a * n - self.out_units)   # level - k + a n >= out_units
-            return x >= 0, self.take <= x
-
-        room_next, deep_cases = [], []
-        for t, out in ((0, room_next), (1, deep_cases)):
+        def next_test(offset, sign):
+            """The next level's test ``level' + offset`` negative (``sign`` 1) or not, a word
+            entering or not (as ``accept``), taken or not (as ``take_en``)."""
+            tests = []
             for a in range(2):
-                cases = [Signal(name=f"{('fits', 'holds')[t]}_{k}{a}") for k in range(2)]
-                m.d.comb += [case.eq(test)
-                             for case, test in zip(cases, next_test(t, a), strict=True)]
-                out.append(cases)
+                lvl, kept = shadow(offset + a * n)
+                tests.append(Mux(self.take_en, kept[-1], lvl[-1]) if sign else
+                             Mux(self.take_en, ~kept[-1], ~lvl[-1]))
+            return Mux(accept, tests[1], tests[0])
+
+        # a word fits: level' + n <= cap, so level' + n - cap - 1 < 0
+        room_next = next_test(n - cap - 1, 1)
+        # level' >= out_units
         deep = Signal()
-        m.d.comb += [self.deep.eq(deep),
-                     self.deep_next.eq(~self.flush & Mux(self.take_en,
-                                                         Mux(accept, deep_cases[1][1],
-                                                             deep_cases[0][1]),
-                                                         Mux(accept, deep_cases[1][0],
-                                                             deep_cases[0][0])))]
-        m.d.sync += [
-            room.eq(self.flush | Mux(self.take_en, Mux(accept, room_next[1][1], room_next[0][1]),
-                                     Mux(accept, room_next[1][0], room_next[0][0]))),
-            deep.eq(self.deep_next)]
+        m.d.comb += [self.deep.eq(deep), self.enough.eq(~shadow(0)[1][-1]),
+                     self.deep_next.eq(~self.flush & next_test(-self.out_units, 0))]
+        m.d.sync += [room.eq(self.flush | room_next), deep.eq(self.deep_next)]
+        m.d.comb += level.eq(shadow(0)[0])
 
         # a take moves the read pointer round the ring; worked out from registers (``take`` is
         # the consumer's register), ``take_en`` only picks the result
         stepped = Signal(range(2 * cap))
-        m.d.comb += stepped.eq(rd + self.take)
+        m.d.comb += stepped.eq(rd + take)
         moved = Signal.like(rd)
         m.d.comb += moved.eq(Mux(stepped >= cap, stepped - cap, stepped))
         rd_next = Signal.like(rd)
         m.d.comb += rd_next.eq(Mux(self.flush, 0, Mux(self.take_en, moved, rd)))
         m.d.sync += rd.eq(rd_next)
         with m.If(self.flush):
-            m.d.sync += [wr.eq(0), level.eq(0)]
-        with m.Else():
-            m.d.sync += level.eq(after_take + Mux(accept, n, 0))
-            with m.If(accept):
-                m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
+            m.d.sync += wr.eq(0)
+        with m.Elif(accept):
+            m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
 
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
         # the highest (the last ``late_bits`` of them left to :meth:`finish`). Each stage's
