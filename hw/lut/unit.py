@@ -41,7 +41,7 @@ lane reads entries i and i+1 in one cycle; each lane has its own read ports (mem
 per port on FPGAs), and one more pair serves register read-back.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -401,7 +401,11 @@ class LutUnit(wiring.Component):
         # rounded up (a distance of W bits never reaches 2^(W + 1)); in three steps of registers
         sat_exp = derived(Mux(sel_pos + 9 > W + 1, W + 1, sel_pos + 9), "satexp",
                           range(W + 2))
-        sat_neg = derived((512 + (Const(1, 11) << shl) - 1) >> shl, "satneg", 10)
+        # (512 >> shl rounded up depends on shl's 4 bits alone: a table, one LUT per bit, not
+        # the add and shift that say it, which were the ULX3S SoC's critical path at 7e82682,
+        # 12.5 ns from shl through a decode, a carry chain and four levels of shifter)
+        sat_neg = derived(Array(Const(((512 + (1 << s) - 1) >> s) & 1023, 10)
+                                for s in range(1 << len(shl)))[shl], "satneg", 10)
         sat = derived(Mux(sel_neg, sat_neg, Const(1, W + 2) << sat_exp), "idxsat", W + 2)
         return {**c, "sel_neg": sel_neg, "sel_pos": sel_pos, "shl": shl, "idx_sat": sat,
                 "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
