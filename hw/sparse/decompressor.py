@@ -88,8 +88,9 @@ LATE = 3
 #: the mask ring's likewise, on R1's registers: its read pointer's rotation into R1 was
 MASK_LATE = 2
 #: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
-#: rest run from the queue's head into X's registers)
-SUM_LEVELS = 3
+#: rest run from the queue's head into X's registers). 4 since cfdfc29: with 3, the three
+#: levels after the head were sparse_d128_a64's critical path (10.9 ns, 92.1 MHz; 95.1 with 4)
+SUM_LEVELS = 4
 #: bits of the X slice's output entry per copy of its select (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
 #: bits of the segment queue's and the output queue's output entries per load LUT (their
