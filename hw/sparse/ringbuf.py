@@ -154,8 +154,8 @@ class RingBuffer(wiring.Component):
             tests = []
             for a in range(2):
                 lvl, kept = shadow(offset + a * n)
-                tests.append(Mux(self.take_en, kept[-1], lvl[-1]) if sign else
-                             Mux(self.take_en, ~kept[-1], ~lvl[-1]))
+                negative = Mux(self.take_en, kept[-1], lvl[-1])
+                tests.append(negative if sign else ~negative)
             return Mux(accept, tests[1], tests[0])
 
         # a word fits: level' + n <= cap, so level' + n - cap - 1 < 0
