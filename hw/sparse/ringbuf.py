@@ -79,11 +79,12 @@ class RingBuffer(wiring.Component):
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
             "data": Out(unit * (out_units + (1 << late_bits) - 1)),
             "level": Out(range(self.capacity + 1)), "deep": Out(1), "enough": Out(1),
-            "take": In(range(out_units + 1)), "take_en": In(1), "flush": In(1),
+            # with take_ahead the take is the ring's register of take_next
+            "take": (Out if take_ahead else In)(range(out_units + 1)),
+            "take_en": In(1), "flush": In(1),
         }
         if take_ahead:
             ports["take_next"] = In(range(out_units + 1))
-            ports["take"] = Out(range(out_units + 1))
         if late_bits:
             ports["offset"] = Out(late_bits)
         super().__init__(ports)
