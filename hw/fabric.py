@@ -4,13 +4,22 @@ plain logic, as do the blocks' own builds by default; an ECP5 board top is elabo
 :class:`Ecp5Globals` (:func:`hw.top.board.board_platform`), an ECP5 block alone with
 :class:`Ecp5Copies` when built with ``--copies`` (:mod:`hw.synth`).
 
-Two requests: :func:`global_buffer` (a signal of large fan-out on a global network) and
-:func:`register_copies` (a register in several copies that the synthesis keeps apart), and
-:func:`shared_select`, a wide multiplexer whose select comes in such copies."""
+Three requests: :func:`global_buffer` (a signal of large fan-out on a global network),
+:func:`register_copies` (a register in several copies that the synthesis keeps apart) and
+:func:`registered_product` (a multiply with its operand and product registers inside the
+multiplier block); and :func:`shared_select`, a wide multiplexer whose select comes in such copies.
 
-from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
+The cells these requests instantiate on the ECP5 (``DCCA``, ``TRELLIS_FF``, ``MULT18X18D``) have
+behavioural models in ``sim/models/ecp5.v``, so that a block elaborated with :class:`Ecp5Globals`
+can be simulated as the board builds it (the ``-ecp5`` cases of :mod:`sim.benches`)."""
 
-__all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies", "shared_select"]
+from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
+
+__all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies",
+           "registered_product", "shared_select"]
+
+#: the ECP5 multiplier block's operand width (MULT18X18D: 18 x 18 bits, signed or unsigned)
+MULT18 = 18
 
 
 class Ecp5Copies:
@@ -31,6 +40,39 @@ class Ecp5Copies:
                 i_CLK=ClockSignal(), i_LSR=ResetSignal(), i_CE=Const(1), i_DI=value, o_Q=q)
             copies.append(q)
         return copies
+
+    def registered_product(self, m, a, b, enable, name, width):
+        """:func:`registered_product` as one ``MULT18X18D`` with its input registers (A, B) and
+        its output register on, all clocked by the domain's clock, enabled by ``enable`` (CE0)
+        and cleared by its reset (RST0). The pipeline register stays off: nextpnr's timing for
+        the block knows the input and output registers (its ``MULT18X18D`` timing classes) but
+        not that one. Each operand goes in extended to 18 bits, with SIGNEDA/SIGNEDB set by
+        its own signedness."""
+        ports = {"i_CLK0": ClockSignal(), "i_CE0": enable, "i_RST0": ResetSignal(),
+                 "i_SOURCEA": Const(0), "i_SOURCEB": Const(0)}
+        for port, value in (("A", a), ("B", b)):
+            sign = value.shape().signed
+            if len(value) > MULT18:
+                raise ValueError(f"registered_product {name}: operand {port} has "
+                                 f"{len(value)} bits; one MULT18X18D takes 18")
+            wide = Signal(signed(MULT18) if sign else MULT18, name=f"{name}_{port.lower()}18")
+            m.d.comb += wide.eq(value)
+            ports[f"i_SIGNED{port}"] = Const(int(sign))
+            ports.update({f"i_{port}{k}": wide[k] for k in range(MULT18)})
+        if width > 2 * MULT18:
+            raise ValueError(f"registered_product {name}: a {width}-bit product is wider than "
+                             f"the block's 36 bits")
+        p = Signal(2 * MULT18, name=f"{name}_p36")
+        ports.update({f"o_P{k}": p[k] for k in range(2 * MULT18)})
+        m.submodules[f"{name}_mult"] = Instance(
+            "MULT18X18D", p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0",
+            p_REG_OUTPUT_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTB_CE="CE0",
+            p_REG_OUTPUT_CE="CE0", p_REG_INPUTA_RST="RST0", p_REG_INPUTB_RST="RST0",
+            p_REG_OUTPUT_RST="RST0", p_REG_PIPELINE_CLK="NONE", p_GSR="DISABLED",
+            p_RESETMODE="SYNC", **ports)
+        product = Signal(signed(width), name=name)
+        m.d.comb += product.eq(p[:width].as_signed())
+        return product
 
 
 class Ecp5Globals(Ecp5Copies):
@@ -69,6 +111,25 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     q = Signal(name=name, init=reset)
     m.d.sync += q.eq(value)
     return [q] * count
+
+
+def registered_product(platform, m: Module, a, b, enable, name: str, width: int):
+    """``a * b`` two cycles later, as a signed value of ``width`` bits: the operands are
+    registered, then their product, the registers held while ``enable`` is low and cleared by
+    the domain's reset. On a platform that offers it (the ECP5 board tops, a block built with
+    ``--copies``) the three registers are those of one multiplier block, so that nothing but
+    the block's own delay lies between them; ``a`` and ``b`` must then fit the block (18 bits
+    each, signed or unsigned). Elsewhere (simulation, the blocks' own builds) they are
+    flip-flops either side of a multiplier the tools infer."""
+    product = getattr(platform, "registered_product", None)
+    if product is not None:
+        return product(m, a, b, enable, name, width)
+    ra = Signal(a.shape(), name=f"{name}_a")
+    rb = Signal(b.shape(), name=f"{name}_b")
+    p = Signal(signed(width), name=name)
+    with m.If(enable):
+        m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
+    return p
 
 
 def shares(width: int, copies):

@@ -45,6 +45,11 @@ class Case:
     regression: bool = True
     #: the cocotb tests to run (their names, comma-separated); all when None
     tests: str | None = None
+    #: the platform the toplevel is elaborated with (:func:`sim.runner.sim_platform`): None for
+    #: plain logic, as the other cases; "ecp5" as the ECP5 board tops build it, its vendor cells
+    #: (global buffers, kept register copies, multiplier blocks with their own registers)
+    #: simulated from sim/models/ecp5.v
+    platform: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ BENCHES: tuple[Bench, ...] = (
         # port feeds it, and one, as the UP5K SoC's 32-bit port does (also in `soc/up5k`)
         Case("sdp-l2-serial", {"lanes": 2, "flavor": "sdp", "serial": True}, ("verilator",)),
         Case("cdp-l1-serial", {"lanes": 1, "flavor": "cdp", "serial": True}),
+        # as the ULX3S builds it: the stages' enable through a DCCA, each product in a
+        # MULT18X18D with its own operand and product registers (sim/models/ecp5.v)
+        Case("sdp-l1-ecp5", {"lanes": 1, "flavor": "sdp"}, ("verilator",), platform="ecp5"),
+        Case("cdp-l1-ecp5", {"lanes": 1, "flavor": "cdp"}, ("verilator",), platform="ecp5"),
     )),
     Bench("sparse", "sim.sparse.test_sparse", sparse_decompressor, (
         # the narrowest bus on both simulators; the widest on Verilator in `make sim` only
@@ -95,6 +104,9 @@ BENCHES: tuple[Bench, ...] = (
                    "test_start_while_busy_is_ignored,test_hwinfo"),
         Case("d512-a64", {"data_width": 512, "atom_elements": 64}, ("verilator",),
              regression=False),
+        # as the ULX3S builds it: the control registers' copies as TRELLIS_FF cells
+        Case("d64-a32-ecp5", {"data_width": 64, "atom_elements": 32}, ("verilator",),
+             platform="ecp5"),
     )),
     Bench("dma", "sim.dma.test_dma", dma_engine, (
         Case("d64", {"data_width": 64}),

@@ -49,6 +49,20 @@ _OPT = os.environ.get("ATOMCUBE_CXX_OPT", "-O1")
 VERILATOR_CXX_OPT = {"OPT_FAST": _OPT, "OPT_GLOBAL": _OPT}
 
 
+def sim_platform(name: str | None):
+    """A case's ``platform`` (:class:`sim.benches.Case`): the platform object its toplevel is
+    elaborated with and the Verilog models of the cells that platform instantiates. ``None``:
+    no platform, no models. ``"ecp5"``: :class:`hw.fabric.Ecp5Globals`, as the ECP5 board tops
+    use it, with ``sim/models/ecp5.v``."""
+    if name is None:
+        return None, []
+    if name == "ecp5":
+        from hw.fabric import Ecp5Globals
+
+        return Ecp5Globals(), [ROOT / "sim" / "models" / "ecp5.v"]
+    raise ValueError(f"platform: {name!r} is not a simulation platform (known: 'ecp5')")
+
+
 class SimulatorMissing(RuntimeError):
     """The requested simulator is not installed; the message says how to install it."""
 
@@ -95,11 +109,12 @@ def _patched_environ(changes: dict[str, str]):
                 os.environ[k] = v
 
 
-def emit_verilog(component, name: str, path: Path) -> Path:
-    """Write ``component`` as Verilog module ``name`` to ``path`` (only if the text changed)."""
+def emit_verilog(component, name: str, path: Path, platform=None) -> Path:
+    """Write ``component`` as Verilog module ``name`` to ``path`` (only if the text changed),
+    elaborated with ``platform`` (:mod:`hw.fabric`; none: plain logic)."""
     from amaranth.back import verilog
 
-    text = verilog.convert(component, name=name, emit_src=False)
+    text = verilog.convert(component, name=name, emit_src=False, platform=platform)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
@@ -204,8 +219,10 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     toplevel = bench.toplevel_name
     t0 = time.monotonic()
     try:
-        source = emit_verilog(bench.toplevel(**case.params), toplevel, build_dir / f"{toplevel}.v")
-        sources, build_args, cocotb_waves = [source], list(BUILD_ARGS[simulator]), waves
+        platform, models = sim_platform(case.platform)
+        source = emit_verilog(bench.toplevel(**case.params), toplevel,
+                              build_dir / f"{toplevel}.v", platform)
+        sources, build_args, cocotb_waves = [source, *models], list(BUILD_ARGS[simulator]), waves
         if waves and simulator == "icarus":
             sources.append(_icarus_dump(build_dir, toplevel))
             build_args += ["-s", "atomcube_waves"]

@@ -217,8 +217,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per level) and the tile path's row take (one per group of its walker's
     registers), and the decompressor's output and segment queues' loads (one per 64 bits of
-    each). With no platform (simulation,
-    the blocks' own builds, the iCE40) there are neither."""
+    each). The LUT unit's products are MULT18X18D blocks with their own operand and product
+    registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
+    none of these cells."""
     from amaranth.back import rtlil
 
     from hw.top.board import BOARDS, BoardTop, board_platform
@@ -285,6 +286,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert loads == sorted([f"load_c{k}_ff" for k in range(len(loads) - 1)] + ["load_c0_ff"])
     want += loads
     assert names == sorted(want), names
+    # the LUT unit's products, each a multiplier block with its own operand and product
+    # registers (SDP: two slices of the fraction and two of the distance, per table and lane)
+    mults = re.findall(r"cell \\MULT18X18D \\(\S+)", with_globals)
+    assert len(mults) == 2 * 4 * b.soc.lut_lanes, mults
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
     assert "DCCA" not in plain and "TRELLIS_FF" not in plain

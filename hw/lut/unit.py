@@ -51,7 +51,7 @@ from model.registers.lut import lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
-from ..fabric import global_buffer
+from ..fabric import global_buffer, registered_product
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
@@ -354,7 +354,8 @@ class LutUnit(wiring.Component):
                 m.d.sync += x0.eq(i.payload.data[lane])
             results = {}
             for t in ("le", "lo"):
-                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, mems, W, FB, OW)
+                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, mems, W, FB, OW,
+                                              platform)
             # which table, registered into the output
             (le_out, le_st), (lo_out, lo_st) = results["le"], results["lo"]
             chosen = Signal(name=f"chosen_{lane}")
@@ -411,7 +412,7 @@ class LutUnit(wiring.Component):
                 "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
                 "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
 
-    def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW):
+    def _table_lane(self, m, advance, c, t, lane, x0, mems, W, FB, OW, platform):
         """Stages P1 to P13 of one table for one lane (see :data:`STAGES`); returns (result,
         state) as registered at the end of P13."""
         name = f"{t}{lane}"
@@ -498,30 +499,31 @@ class LutUnit(wiring.Component):
         sh4 = reg(sh_r, "sh4", 5)
         state4 = reg(state_r, "st4", 2)
 
-        # P7: each multiplier block's operands, a copy of its own. These registers have the
-        # block as their only load, so the placer can put them beside it; the block's product
-        # register (P8) has one load too. Without them, one operand register fed several blocks
-        # and the placer left a block 30 rows from both of its registers (the ULX3S SoC at
-        # 18bb5cb: 10.3 of 14.8 ns in routing)
+        # P7 and P8: one product per multiplier block, from registered copies of its operands
+        # (hw.fabric.registered_product; on the ECP5 board tops, the block's own input and
+        # output registers). Registers of their own, with the block as their only load, so the
+        # placer can put them beside it: with one operand register feeding several blocks, the
+        # placer left a block 30 rows from both of its registers (the ULX3S SoC at 18bb5cb:
+        # 10.3 of 14.8 ns in routing). In fabric flip-flops, the block's delay and the routing
+        # to and from it made 270 of the 301 LUT endpoints over 10 ns on the SoC at 7e82682.
         K = 17
         fsl = [(0, frac4[:K])] + ([(K, frac4[K:])] if FB > K else [])
-        fops = [(lo, reg(dy4, f"dyop{lo}"), reg(piece, f"frop{lo}")) for lo, piece in fsl]
+        fp5 = [(lo, registered_product(platform, m, dy4, piece, advance, f"fp{lo}_5_{name}",
+                                       17 + len(piece) + 1))
+               for lo, piece in fsl]
         # the distance in 17-bit slices, the top one signed, so that every product fits one
         # 18 x 18 multiplier (SDP's 35 bits: two; CDP's 41: three). A wider slice is split by
         # the tools into two multipliers and an add, in one stage (CDP: 10.4 ns on the ECP5).
-        xops = []
+        xq5 = []
         for lo in range(0, W + 3, K):
             top = lo + K >= W + 3 - 1
             piece = xr4[lo:].as_signed() if top else xr4[lo:lo + K]
-            xops.append((lo, reg(scale4, f"scop{lo}"), reg(piece, f"xrop{lo}"), top))
+            xq5.append((lo, registered_product(platform, m, scale4, piece, advance,
+                                               f"q{lo}_5_{name}",
+                                               16 + len(piece) + (0 if top else 1))))
             if top:
                 break
         y0_o, sh_o, state_o = reg(y0_4, "y0_o"), reg(sh4, "sh_o"), reg(state4, "st_o")
-
-        # P8: one product per multiplier block
-        fp5 = [(lo, reg(a * b, f"fp{lo}_5", signed(17 + len(b) + 1))) for lo, a, b in fops]
-        xq5 = [(lo, reg(a * b, f"q{lo}_5", signed(16 + len(b) + (0 if top else 1))))
-               for lo, a, b, top in xops]
         y0_5, sh5, state5 = reg(y0_o, "y0_5"), reg(sh_o, "sh5"), reg(state_o, "st5")
 
         # P9: the products' sums

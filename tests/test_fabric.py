@@ -1,0 +1,98 @@
+"""hw.fabric's requests without a board: the plain-logic form in Amaranth's simulator, the ECP5
+form's cells and parameters, and the rules on what fits one multiplier block. (The ECP5 forms'
+behaviour is simulated in the ``-ecp5`` cocotb cases, against sim/models/ecp5.v.)"""
+
+import random
+import re
+
+import pytest
+from amaranth import Elaboratable, Module, Signal, signed
+from amaranth.back import rtlil
+from amaranth.sim import Simulator
+
+from hw.fabric import Ecp5Copies, Ecp5Globals, registered_product
+
+
+class Product(Elaboratable):
+    """A registered product of two operands of the given shapes, with an enable."""
+
+    def __init__(self, a_shape, b_shape, width, platform=None):
+        self.a, self.b = Signal(a_shape), Signal(b_shape)
+        self.en = Signal()
+        self.width, self.platform = width, platform
+
+    def elaborate(self, platform):
+        m = Module()
+        self.p = registered_product(self.platform, m, self.a, self.b, self.en, "prod",
+                                    self.width)
+        return m
+
+
+@pytest.mark.parametrize("a_shape, b_shape, width", [
+    (signed(17), 18, 36), (signed(16), signed(18), 34), (signed(16), 17, 34), (8, 8, 17)])
+def test_plain_product_is_two_cycles_late_and_holds_while_disabled(a_shape, b_shape, width):
+    """With no platform: the product of the operands presented two enabled cycles before,
+    unchanged while the enable is low (random enables, random operands, seed printed)."""
+    seed = random.randrange(1 << 32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    dut = Product(a_shape, b_shape, width)
+    m = Module()
+    m.submodules.dut = dut
+
+    def draw(sig):
+        lo, hi = (-(1 << (len(sig) - 1)), 1 << (len(sig) - 1)) if sig.shape().signed \
+            else (0, 1 << len(sig))
+        return rng.randrange(lo, hi)
+
+    async def bench(ctx):
+        taken = []                # operands the operand registers took, in order
+        for _ in range(400):
+            a, b, en = draw(dut.a), draw(dut.b), rng.random() < 0.6
+            ctx.set(dut.a, a)
+            ctx.set(dut.b, b)
+            ctx.set(dut.en, en)
+            await ctx.tick()
+            if en:
+                taken.append(a * b)
+            # the product register holds the product of the operands taken before the last
+            want = taken[-2] if len(taken) >= 2 else 0
+            assert ctx.get(dut.p) == want, (seed, a, b)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_ecp5_product_is_one_multiplier_block_with_its_registers():
+    """On the ECP5 platforms: one MULT18X18D, its input and output registers on CLK0 with
+    the enable on CE0 and the reset on RST0, the pipeline register off, each operand's
+    signedness on SIGNEDA/SIGNEDB; no flip-flops of its own."""
+    for platform in (Ecp5Copies(), Ecp5Globals()):
+        m = Module()
+        m.submodules.dut = dut = Product(signed(17), 18, 36, platform)
+        text = rtlil.convert(m, ports=[dut.a, dut.b, dut.en])
+        cells = re.findall(r"cell \\MULT18X18D \\(\S+)", text)
+        assert [c.rsplit(".", 1)[-1] for c in cells] == ["prod_mult"]
+        body = text[text.index("cell \\MULT18X18D"):]
+        body = body[:body.index("\n  end")]
+        for reg in ("INPUTA", "INPUTB", "OUTPUT"):
+            assert f'parameter \\REG_{reg}_CLK "CLK0"' in body
+            assert f'parameter \\REG_{reg}_CE "CE0"' in body
+            assert f'parameter \\REG_{reg}_RST "RST0"' in body
+        assert 'parameter \\REG_PIPELINE_CLK "NONE"' in body
+        assert re.search(r"connect \\SIGNEDA 1'1", body)
+        assert re.search(r"connect \\SIGNEDB 1'0", body)
+        assert "$dff" not in text and "$adff" not in text
+
+
+def test_ecp5_product_refuses_an_operand_wider_than_the_block():
+    m = Module()
+    m.submodules.dut = dut = Product(signed(19), 8, 27, Ecp5Copies())
+    with pytest.raises(ValueError, match=r"operand A has 19 bits; one MULT18X18D takes 18"):
+        rtlil.convert(m, ports=[dut.a, dut.b, dut.en])
+    m = Module()
+    m.submodules.dut = dut = Product(signed(18), 18, 37, Ecp5Copies())
+    with pytest.raises(ValueError, match=r"37-bit product is wider than the block's 36 bits"):
+        rtlil.convert(m, ports=[dut.a, dut.b, dut.en])
