@@ -114,6 +114,9 @@ BENCHES: tuple[Bench, ...] = (
         # AXI4's longest bursts: 256 beats of 16 bytes, a whole 4 KiB page
         Case("d128-b256", {"data_width": 128, "max_burst": 256, "read_fifo": 256},
              ("verilator",)),
+        # as the ULX3S builds it: the datapath reset and the run queue's and read slice's loads
+        # through DCCAs, the registers' copies as TRELLIS_FF cells
+        Case("d64-ecp5", {"data_width": 64}, ("verilator",), platform="ecp5"),
     )),
     # the SoC through its UART: the line at 8 clock cycles a bit, the memory stalling at random.
     # The full SoC simulates at about 10 000 cycles a second and its tests run 40 million
