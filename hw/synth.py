@@ -50,9 +50,10 @@ FAMILIES = {
         # placements left their long decision nets spread over the die (docs/fpga.md)
         "place": ["--placer-heap-timingweight", "30"],
         # with --copies, a block is elaborated with its registers' copies kept apart as on the
-        # board top (TRELLIS_FF instances); not with global buffers, which nextpnr cannot route
-        # out of context (hw.fabric.Ecp5Copies). By default a block is elaborated as a user's
-        # design would (no platform: Yosys merges each set of copies)
+        # board top (TRELLIS_FF instances) and its products in multiplier blocks with their own
+        # registers (the LUT unit); not with global buffers, which nextpnr cannot route out of
+        # context (hw.fabric.Ecp5Copies). By default a block is elaborated as a user's design
+        # would (no platform: Yosys merges each set of copies)
         "copies": Ecp5Copies,
         "device": "ECP5 LFE5U-85F-6",
         "lut": ("TRELLIS_COMB",),
@@ -280,7 +281,8 @@ def build(block: str, family: str, outdir: Path | None = None,
           mapper: str | None = None, copies: bool = False, seed: int | None = None) -> Result:
     """Synthesise, place and route one block; returns its figures. ``mapper``: see
     :data:`MAPPERS`; by default :func:`default_mapper`. ``copies`` (ECP5 only): elaborate with
-    the registers' copies kept apart, as on the board top (:class:`hw.fabric.Ecp5Copies`);
+    the registers' copies kept apart and the products in multiplier blocks with their own
+    registers, as on the board top (:class:`hw.fabric.Ecp5Copies`);
     the record's mapper then reads ``<mapper>+copies``. ``seed`` (ECP5 only): nextpnr's
     placement seed instead of its own (0 or None: its own, as for ``hw.bitstream``); the
     record's mapper then ends in `` seed <n>``. The same netlist placed with another seed can
