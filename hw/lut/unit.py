@@ -541,8 +541,15 @@ class LutUnit(wiring.Component):
         # (or its clamp, for a left shift)
         hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
         rnd7 = reg(p6 + Mux(p6[-1], half6m, half6), "rnd7", signed(W + 3 + 17))
-        clamped7 = reg(Mux(p6 > (1 << 40), 1 << 40, Mux(p6 < -(1 << 40), -(1 << 40), p6)),
-                       "clamp7", signed(42))
+        # the clamp to +-2^40 tested on p6's bits, not by two compares: above 2^40 is a clear
+        # sign and a bit set from bit 41 up, or bit 40 with any bit below it; below -2^40 a
+        # set sign and a clear bit from bit 40 up. OR trees of LUTs, where the compares were
+        # two 51-bit carry chains (SDP) whose results then steered all 42 bits (the ULX3S SoC
+        # at 20ada5f: 56 of the unit's 143 endpoints over 10 ns were this register)
+        sign6 = p6[-1]
+        over6 = ~sign6 & (p6[41:-1].any() | (p6[40] & p6[:40].any()))
+        under6 = sign6 & ~p6[40:-1].all()
+        clamped7 = reg(Mux(over6, 1 << 40, Mux(under6, -(1 << 40), p6)), "clamp7", signed(42))
         left7 = reg(sh6 >= 16, "left7", 1)
         sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 
