@@ -292,7 +292,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert len(mults) == 2 * 4 * b.soc.lut_lanes, mults
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
-    assert "DCCA" not in plain and "TRELLIS_FF" not in plain
+    assert "DCCA" not in plain and "TRELLIS_FF" not in plain and "MULT18X18D" not in plain
 
 
 def test_soc_config_rules():

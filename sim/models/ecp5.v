@@ -86,12 +86,6 @@ module MULT18X18D(
             $display("sim/models/ecp5.v: MULT18X18D %m: a register clock, enable, reset or RESETMODE this model does not cover");
             $finish;
         end
-    always @(posedge CLK0)
-        if (RST0) begin
-            a_r <= 0; sa_r <= 0; b_r <= 0; sb_r <= 0;
-        end else if (CE0) begin
-            a_r <= a; sa_r <= SIGNEDA; b_r <= b; sb_r <= SIGNEDB;
-        end
     wire [17:0] a_in = (REG_INPUTA_CLK == "CLK0") ? a_r : a;
     wire [17:0] b_in = (REG_INPUTB_CLK == "CLK0") ? b_r : b;
     wire sa = (REG_INPUTA_CLK == "CLK0") ? sa_r : SIGNEDA;
@@ -101,8 +95,12 @@ module MULT18X18D(
     wire [35:0] a_x = {{18{sa & a_in[17]}}, a_in};
     wire [35:0] b_x = {{18{sb & b_in[17]}}, b_in};
     wire [35:0] product = a_x * b_x;
+    // the three registers share CLK0, CE0 and RST0 (the only configuration covered)
     always @(posedge CLK0)
-        if (RST0) p_r <= 0;
-        else if (CE0) p_r <= product;
+        if (RST0) begin
+            a_r <= 0; sa_r <= 0; b_r <= 0; sb_r <= 0; p_r <= 0;
+        end else if (CE0) begin
+            a_r <= a; sa_r <= SIGNEDA; b_r <= b; sb_r <= SIGNEDB; p_r <= product;
+        end
     assign {P35, P34, P33, P32, P31, P30, P29, P28, P27, P26, P25, P24, P23, P22, P21, P20, P19, P18, P17, P16, P15, P14, P13, P12, P11, P10, P9, P8, P7, P6, P5, P4, P3, P2, P1, P0} = (REG_OUTPUT_CLK == "CLK0") ? p_r : product;
 endmodule
