@@ -39,6 +39,19 @@ from .tile import TileTransposer, path_ports
 SETTLE = 11 + TileTransposer.CONFIG_STAGES
 
 
+
+def one_bit_set(v):
+    """Whether exactly one bit of ``v`` is set (a power of two), as a tree of (any, several)
+    pairs: no carry chain. ``(v & (v - 1)) == 0``, a 32-bit subtraction and a zero test,
+    was the ULX3S SoC's critical path at 20ada5f --seed 4 (the column extent's, 13.75 ns)."""
+    flags = [(v[i], Const(0)) for i in range(len(v))]
+    while len(flags) > 1:
+        pairs = [(a | b, s | t | (a & b))
+                 for (a, s), (b, t) in zip(flags[0::2], flags[1::2], strict=False)]
+        flags = pairs + flags[len(pairs) * 2:]         # an odd one out goes up as it is
+    some, several = flags[0]
+    return some & ~several
+
 class Path(enum.Enum, shape=2):
     ELEMENTS = 0
     ROWS = 1
@@ -127,16 +140,13 @@ class MidEnd(wiring.Component):
         m.d.comb += [eb.eq(1 << elog), L.eq(Const(BB, LB + 1) >> elog),
                      T.eq(Const(self._tile.tile_beats * BB, LB + 8) >> elog)]
 
-        def pow2(v):
-            return (v != 0) & ((v & (v - 1)) == 0)
-
         # stage 2: each dimension's properties
         col_ok = [reg((k < ndims) & (n_sst[k] == eb) & (n_val[k] == n_ext[k]) & (n_ext[k] > 1),
                       f"col_ok{k}") for k in range(4)]
         whole = [reg(n_val[k] == n_ext[k], f"whole{k}") for k in range(MAX_DIMS)]
         src_aligned = [reg((n_sst[k] & (BB - 1)) == 0, f"src_aligned{k}")
                        for k in range(MAX_DIMS)]
-        ext0_small = reg(pow2(n_ext[0]) & (n_ext[0] < L), "ext0_small")
+        ext0_small = reg(one_bit_set(n_ext[0]) & (n_ext[0] < L), "ext0_small")
         # (a compare with each of the four shifted extents, then the choice: no shifter in
         # front of the compare)
         d1_follows = reg(Array(n_dst[1] == (n_ext[0] << e) for e in range(4))[elog],
@@ -170,7 +180,7 @@ class MidEnd(wiring.Component):
             with m.If((k < ndims) & (col != k) & ~(g_rows & (k == 1)) & cont[k - 1]):
                 m.d.comb += c_hi_c.eq(k)
         c_hi = reg(c_hi_c, "c_hi")
-        col_small = reg(pow2(col_ext), "col_small")
+        col_small = reg(one_bit_set(col_ext), "col_small")
         col_under_t = reg(col_ext < T, "col_under_t")
         col_under_l = reg(col_ext < L, "col_under_l")
         s0_packed = reg(sst_whole[0] & (sst_el[0] == col_ext), "s0_packed")
