@@ -209,8 +209,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     load go through a DCCA each (six; with the clock, seven of the eight global networks
     nextpnr routes into logic inputs).
     These are registered copies, as TRELLIS_FF instances so that Yosys cannot merge them: the
-    decompressor's expansion-stage enables, its gearbox's slot enables and its one-byte
-    packing's choice (one per four elements), its X slice's select and its rings' read
+    decompressor's expansion-stage enables, its gearbox's slot enables and input choices and
+    its one-byte packing's choice (one per four elements), its X slice's select and its rings' read
     pointers, the DMA check products' load flag (two per product), the number of the
     dimension the DMA checks (a copy per field it selects), the DMA descriptor's
     loads (one of each per register), the DMA row path's
@@ -234,7 +234,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", with_globals)
     names = sorted(c.rsplit(".", 1)[-1] for c in cells)
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
-                                   "slot1_empty", "two_c") for k in range(groups)]
+                                   "slot1_empty", "slot0_en", "slot1_en", "two_c")
+            for k in range(groups)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     # ... its checked dimension's number, each of its 3 bits in a copy per field selected
     want += [f"k_chk{b}_f{k}_ff" for b in range(3) for k in range(4)]

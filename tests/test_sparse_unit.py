@@ -269,12 +269,13 @@ def test_gearbox_keeps_the_bytes_in_order(atom_elements, beat_bytes, two, seed):
 
 @pytest.mark.parametrize("atom_elements, beat_bytes, two", [(32, 8, 1), (64, 64, 0), (32, 64, 0)])
 def test_gearbox_flush_drops_what_it_holds(atom_elements, beat_bytes, two):
-    """A flush with both slots full and a beat of one already sent drops them: the atoms
-    pushed after it come out alone, whole and in order."""
+    """A flush with the slots and the output slice full and a beat of one already sent drops
+    them all: the atoms pushed after it come out alone, whole and in order."""
     dut = AtomGearbox(atom_elements=atom_elements, beat_bytes=beat_bytes)
     rng = np.random.default_rng(5)
     size = atom_elements * (2 if two else 1)
-    old, new = (rng.integers(0, 256, (4, size), dtype=np.uint8) for _ in range(2))
+    # more old atoms than the slots and the slice hold (at most 8 half-beat atoms)
+    old, new = (rng.integers(0, 256, (k, size), dtype=np.uint8) for k in (12, 4))
     got = bytearray()
 
     async def push(ctx, atoms, o_ready):
@@ -300,8 +301,8 @@ def test_gearbox_flush_drops_what_it_holds(atom_elements, beat_bytes, two):
         ctx.set(dut.i_valid, 0)                     # its first beat out (a whole beat)
         ctx.set(dut.o_ready, 1)
         await ctx.tick()
-        await push(ctx, old[1:], 0)                 # the slots fill; nothing leaves
-        assert not ctx.get(dut.i_ready)
+        assert await push(ctx, old[1:], 0) < len(old) - 1  # all fills up; nothing leaves
+        assert not ctx.get(dut.i_ready) and ctx.get(dut.o_valid)
         ctx.set(dut.flush, 1)
         await ctx.tick()
         ctx.set(dut.flush, 0)

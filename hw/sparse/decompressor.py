@@ -276,12 +276,12 @@ class SparseDecompressor(wiring.Component):
             with m.If(to_gear):
                 m.d.sync += sent_write.eq(1)
 
-        # gearbox -> writer, one beat per cycle, through a register slice: the gearbox's beat
-        # choice and the writer FIFO's write data (LUT RAM, spread over its width) were one
-        # path on sparse_d128_a64 at 93ac741 (11.5 ns, 9.7 of it routing)
-        beats = register_slice(m, "beats", valid=gearbox.o_valid, ready=gearbox.o_ready,
-                               payload=gearbox.o_data, out_valid=writer.i_valid,
-                               out_ready=writer.i_ready, out_payload=writer.i_data, reset=flush)
+        # gearbox -> writer, one beat per cycle: the gearbox's beats leave through a register
+        # slice of its own (its beat choice and the writer FIFO's write data, LUT RAM spread
+        # over its width, were one path on sparse_d128_a64 at 93ac741, 11.5 ns, 9.7 of it
+        # routing)
+        m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
+                     gearbox.o_ready.eq(writer.i_ready)]
 
         run = state == _State.RUN
         bus_error = reader.error | writer.error | writer.range_error
@@ -909,7 +909,7 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [
             reader.stop.eq(reads_stop),
             writer.stop.eq(state != _State.RUN),
-            writer.finish.eq(finished & ~out_pending & gearbox.empty & ~beats.nonempty),
+            writer.finish.eq(finished & ~out_pending & gearbox.empty),
         ]
         done_set = Signal()
         err_set = Signal()

@@ -4,31 +4,38 @@ An atom is ``atom_bytes`` bytes (a job constant: ``atom_elements`` or twice that
 beat ``beat_bytes``. Atoms land in *slots*, registers as wide as the largest atom, filled in
 turn. The slot at the read pointer goes out from its low end:
 
-- an atom of one or more beats (``atom_bytes >= beat_bytes``) goes out a beat per cycle, the
-  beat chosen by a count of the beats sent, and frees its slot with its last beat;
+- an atom of one or more beats (``atom_bytes >= beat_bytes``) goes out a beat per cycle: the
+  slot moves down by a beat as each one leaves, so the next is always at its low end, and a
+  count of the beats sent frees the slot with its last;
 - an atom of half a beat (32 one-byte elements on a 512-bit bus, the only such case) goes out
   with the next one: a beat is two slots' low halves, and both slots free together.
 
 Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
 ``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
 combinational path runs from the bus back into the decoder. A slot's bits load the input
-whenever the slot is empty and hold while it is full, so their enables wait on no handshake:
-they are registers, worked out a cycle ahead, one copy per few elements
-(:func:`hw.fabric.register_copies`). The beat out is chosen from the slots by the read pointer
-and the count of beats sent, both registers.
+whenever the slot is empty, move down a beat as one leaves it and hold otherwise, so their
+enables wait on no handshake: they are registers, worked out a cycle ahead, one copy per few
+elements (:func:`hw.fabric.register_copies`). The beats leave through a register slice of the
+gearbox's own (:class:`~hw.bus.fifo.SkidBuffer`), whose ``w_rdy_next`` tells a cycle ahead
+whether a beat leaves; so the beat into the slice is a choice of the slots' low ends by the
+read pointer, not a choice among all of a slot's beats by a count (that choice, from the count
+across the die into the slice, was sparse_d128_a64's critical path at a6b99fb with ``LATE =
+4``, 11.0 ns, and the ULX3S SoC's at 20ada5f --seed 1, 12.6 ns).
 
 Ports
 -----
 ``two``: the job's elements are two bytes (``atom_bytes = 2 * atom_elements``); hold it steady
 while the gearbox holds data. ``i_valid``/``i_ready``/``i_data``: an atom (the low
-``atom_bytes`` bytes of ``i_data``). ``o_valid``/``o_ready``/``o_data``: a beat.
-``empty``: no atom held. ``flush``: drops everything held.
+``atom_bytes`` bytes of ``i_data``). ``o_valid``/``o_ready``/``o_data``: a beat (all three
+registers' outputs or inputs of the output slice). ``empty``: nothing held, in a slot or in the
+slice. ``flush``: drops everything held.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..bus.fifo import SkidBuffer
 from ..fabric import register_copies
 
 __all__ = ["AtomGearbox"]
@@ -64,41 +71,51 @@ class AtomGearbox(wiring.Component):
         rd = Signal(range(n))
         sent = Signal(range(max(2 * A // DB, 1)))       # beats of the read slot already out
 
+        # the output slice, emptied by a flush (its select and load copies told it as `clear`)
+        out = SkidBuffer(width=8 * DB, clear=self.flush)
+        m.submodules.out = ResetInserter(self.flush)(out)
+        m.d.comb += [self.o_valid.eq(out.r_rdy), self.o_data.eq(out.r_data),
+                     out.r_en.eq(self.o_ready)]
+
         atom_bytes = Mux(self.two, 2 * A, A)
         whole = (atom_bytes >= DB) if self.half else Const(1)    # the atom is a beat or more
         last = sent == Mux(self.two, 2 * A // DB - 1, max(A // DB, 1) - 1)
+
+        def beat_valid(flags, at):
+            """Whether the beat at read pointer ``at`` is held, by ``flags``."""
+            if not self.half:
+                return flags.bit_select(at, 1)
+            both = flags.bit_select(at, 1) & flags.bit_select((at + 1)[:len(at)], 1)
+            return Mux(whole, flags.bit_select(at, 1), both)
+
+        valid = Signal()
+        m.d.comb += [valid.eq(beat_valid(full, rd)), out.w_en.eq(valid),
+                     self.i_ready.eq(~full.bit_select(wr, 1)),
+                     self.empty.eq((full == 0) & ~out.nonempty)]
+        # the beat: the read slot's low end (a slot's bits above its atom are never sent)
+        low = Array(s[:8 * DB] for s in slots)[rd]
+        if self.half:
+            pair = Array(Cat(slots[k][:4 * DB], slots[(k + 1) % n][:4 * DB]) for k in range(n))
+            m.d.comb += out.w_data.eq(Mux(whole, low, pair[rd]))
+        else:
+            m.d.comb += out.w_data.eq(low)
+
+        take = valid & out.w_rdy
+        load = self.i_valid & self.i_ready
         nxt = Signal(range(n))
         m.d.comb += nxt.eq(rd + 1)
-
-        m.d.comb += [self.i_ready.eq(~full.bit_select(wr, 1)), self.empty.eq(full == 0)]
-        if self.half:
-            pair = [Cat(slots[k][:4 * DB], slots[(k + 1) % n][:4 * DB]) for k in range(n)]
-            both = Signal()
-            m.d.comb += both.eq(full.bit_select(rd, 1) & full.bit_select(nxt, 1))
-            m.d.comb += self.o_valid.eq(Mux(whole, full.bit_select(rd, 1), both))
-        else:
-            m.d.comb += self.o_valid.eq(full.bit_select(rd, 1))
-        # the beat ``sent`` of the read slot (a slot's bits above its atom are never chosen)
-        beats = max(2 * A // DB, 1)
-        chosen = Array(Array(s[8 * DB * j:8 * DB * (j + 1)] for j in range(beats))
-                       for s in slots)[rd][sent]
-        if self.half:
-            m.d.comb += self.o_data.eq(Mux(whole, chosen, Array(pair)[rd]))
-        else:
-            m.d.comb += self.o_data.eq(chosen)
-
-        take = self.o_valid & self.o_ready
-        load = self.i_valid & self.i_ready
+        rd_nx = Signal(range(n))
+        sent_nx = Signal.like(sent)
         frees = Signal(n)                    # slots freed by this cycle's beat
+        m.d.comb += [rd_nx.eq(rd), sent_nx.eq(sent)]
         with m.If(take):
             with m.If(~whole):
-                m.d.comb += frees.eq((Const(1, n) << rd) | (Const(1, n) << nxt))
-                m.d.sync += rd.eq(rd + 2)
+                m.d.comb += [frees.eq((Const(1, n) << rd) | (Const(1, n) << nxt)),
+                             rd_nx.eq(rd + 2)]
             with m.Elif(last):
-                m.d.comb += frees.eq(Const(1, n) << rd)
-                m.d.sync += [rd.eq(nxt), sent.eq(0)]
+                m.d.comb += [frees.eq(Const(1, n) << rd), rd_nx.eq(nxt), sent_nx.eq(0)]
             with m.Else():
-                m.d.sync += sent.eq(sent + 1)
+                m.d.comb += sent_nx.eq(sent + 1)
         fills = Signal(n)
         with m.If(load):
             m.d.comb += fills.eq(Const(1, n) << wr)
@@ -106,19 +123,28 @@ class AtomGearbox(wiring.Component):
         full_nx = Signal(n)
         m.d.comb += full_nx.eq(Mux(self.flush, 0, (full & ~frees) | fills))
         m.d.sync += full.eq(full_nx)
+        with m.If(self.flush):
+            m.d.comb += [rd_nx.eq(0), sent_nx.eq(0)]
+            m.d.sync += wr.eq(0)
+        m.d.sync += [rd.eq(rd_nx), sent.eq(sent_nx)]
+        # whether a beat leaves in the next cycle: the slice's room then (a flush aside, but a
+        # flush empties every slot, and no beat is then valid) and the beat's flags then
+        take_nx = Signal()
+        m.d.comb += take_nx.eq(beat_valid(full_nx, rd_nx) & out.w_rdy_next)
         # An empty slot takes the input every cycle; the handshake that fills it only sets its
-        # `full` flag, and from then on it holds. So a slot's enable is its flag (on the full
-        # ULX3S SoC the input's valid, crossing the die from the decompressor's control into a
-        # slot's ~1,000 enables, was the critical path), in copies made from the flag's next
-        # value, each for ELEMENTS_PER_COPY elements' bits
+        # `full` flag, and from then on it holds but for a move down a beat as one leaves. So a
+        # slot's enable is its flag or the take from it (on the full ULX3S SoC the input's
+        # valid, crossing the die from the decompressor's control into a slot's ~1,000
+        # enables, was the critical path), and its choice of input the flag: copies made from
+        # their next values, each for ELEMENTS_PER_COPY elements' bits
         copies = max(1, A // ELEMENTS_PER_COPY)
         for k, s in enumerate(slots):
             empty = register_copies(platform, m, ~full_nx[k], copies, f"slot{k}_empty", 1)
+            moves = register_copies(platform, m, ~full_nx[k] | (take_nx & (rd_nx == k)),
+                                    copies, f"slot{k}_en", 1)
+            down = s >> (8 * DB)
             for g in range(copies):
                 lo, hi = g * len(s) // copies, (g + 1) * len(s) // copies
-                with m.If(empty[g]):
-                    m.d.sync += s[lo:hi].eq(self.i_data[lo:hi])
-        with m.If(self.flush):
-            m.d.sync += [wr.eq(0), rd.eq(0), sent.eq(0)]
+                with m.If(moves[g]):
+                    m.d.sync += s[lo:hi].eq(Mux(empty[g], self.i_data[lo:hi], down[lo:hi]))
         return m
-
