@@ -452,6 +452,67 @@ def test_reader_streams_under_random_stalls(seed, depth):
         assert addr == starts[s] + 8 * counts[s]
 
 
+@pytest.mark.parametrize("depth", [16, 32])       # distributed RAM, and block RAM's register
+def test_reader_flush_restores_the_credit_exactly(depth):
+    """A flush in the cycle a beat leaves (the FIFO full, nothing in flight): the credit comes
+    back whole, and the beat's own return (a cycle late, from a register) is not added on top.
+    With the consumer then stalled for good, the next job has no more beats in flight than
+    the FIFO (and block RAM's output register) holds."""
+    # short bursts, so that a spare beat of credit would let the job's last beat go too
+    dut = StreamReader(streams=1, data_width=64, max_burst=4, fifo_depth=depth)
+    held = depth + (depth >= RegisteredQueue.PIPE_DEPTH)
+    axi = dut.axi
+    counts = {"in": 0, "out": 0}
+
+    async def run(ctx, cycles, o_ready, pending):
+        for _ in range(cycles):
+            ctx.set(axi.arready, 1)
+            ctx.set(axi.rvalid, int(bool(pending)))
+            if pending:
+                ctx.set(axi.rlast, int(pending[0][1] == 1))
+            ctx.set(dut.o_ready[0], o_ready)
+            await ctx.delay(1e-9)
+            if ctx.get(axi.arvalid):
+                pending.append([ctx.get(axi.araddr), ctx.get(axi.arlen) + 1])
+            if pending and ctx.get(axi.rready):
+                counts["in"] += 1
+                pending[0][1] -= 1
+                if pending[0][1] == 0:
+                    pending.pop(0)
+            if o_ready and ctx.get(dut.o_valid[0]):
+                counts["out"] += 1
+            await ctx.tick()
+
+    async def load(ctx, beats):
+        ctx.set(dut.addr[0], 0x10000)
+        ctx.set(dut.beats[0], beats)
+        ctx.set(dut.load, 1)
+        await ctx.tick()
+        ctx.set(dut.load, 0)
+
+    async def bench(ctx):
+        pending = []
+        await load(ctx, 200)
+        await run(ctx, 100, 0, pending)             # the FIFO fills; nothing leaves
+        first = counts["in"]
+        assert depth <= first <= held and not pending
+        ctx.set(dut.flush, 1)                       # the flush, with a beat leaving
+        ctx.set(dut.o_ready[0], 1)
+        await ctx.delay(1e-9)
+        assert ctx.get(dut.o_valid[0])
+        await ctx.tick()
+        ctx.set(dut.flush, 0)
+        counts["in"] = 0
+        await load(ctx, held + 1)                   # one beat more than the credit allows
+        await run(ctx, 100, 0, pending)
+        assert first <= counts["in"] <= held, f"{counts['in']} beats in flight after the flush"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 @pytest.mark.parametrize("seed", [7, 8, 9, 10])
 def test_beat_reader_under_random_stalls(seed):
     """BeatReader (the UP5K's LUT port): AR, R and the output stall at random and R answers
