@@ -39,7 +39,6 @@ from .tile import TileTransposer, path_ports
 SETTLE = 11 + TileTransposer.CONFIG_STAGES
 
 
-
 def one_bit_set(v):
     """Whether exactly one bit of ``v`` is set (a power of two), as a tree of (any, several)
     pairs: no carry chain. ``(v & (v - 1)) == 0``, a 32-bit subtraction and a zero test,
@@ -51,6 +50,7 @@ def one_bit_set(v):
         flags = pairs + flags[len(pairs) * 2:]         # an odd one out goes up as it is
     some, several = flags[0]
     return some & ~several
+
 
 class Path(enum.Enum, shape=2):
     ELEMENTS = 0

@@ -82,7 +82,7 @@ class ShiftBuffer(wiring.Component):
         m.d.comb += en.eq(self.take_en.replicate(u * cap))
         # whether a word fits at the next level, worked out for both choices of ``take_en``
         # (as the level is), so the late decision again only chooses
-        fits = self.capacity - self.in_units
+        fits = cap - self.in_units
         with m.If(self.flush):
             m.d.sync += [buf.eq(0), level.eq(0), ready.eq(1)]
         with m.Else():
