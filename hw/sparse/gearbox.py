@@ -31,11 +31,11 @@ registers' outputs or inputs of the output slice). ``empty``: nothing held, in a
 slice. ``flush``: drops everything held.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import SkidBuffer
+from ..bus.fifo import register_slice
 from ..fabric import register_copies
 
 __all__ = ["AtomGearbox"]
@@ -71,11 +71,13 @@ class AtomGearbox(wiring.Component):
         rd = Signal(range(n))
         sent = Signal(range(max(2 * A // DB, 1)))       # beats of the read slot already out
 
-        # the output slice, emptied by a flush (its select and load copies told it as `clear`)
-        out = SkidBuffer(width=8 * DB, clear=self.flush)
-        m.submodules.out = ResetInserter(self.flush)(out)
-        m.d.comb += [self.o_valid.eq(out.r_rdy), self.o_data.eq(out.r_data),
-                     out.r_en.eq(self.o_ready)]
+        # the output slice (emptied by a flush): the beat goes in when the slice has room
+        valid = Signal()                     # the beat at the read pointer is held
+        beat = Signal(8 * DB)
+        room = Signal()
+        out = register_slice(m, "out", valid=valid, ready=room, payload=beat,
+                             out_valid=self.o_valid, out_ready=self.o_ready,
+                             out_payload=self.o_data, reset=self.flush)
 
         atom_bytes = Mux(self.two, 2 * A, A)
         whole = (atom_bytes >= DB) if self.half else Const(1)    # the atom is a beat or more
@@ -88,19 +90,18 @@ class AtomGearbox(wiring.Component):
             both = flags.bit_select(at, 1) & flags.bit_select((at + 1)[:len(at)], 1)
             return Mux(whole, flags.bit_select(at, 1), both)
 
-        valid = Signal()
-        m.d.comb += [valid.eq(beat_valid(full, rd)), out.w_en.eq(valid),
+        m.d.comb += [valid.eq(beat_valid(full, rd)),
                      self.i_ready.eq(~full.bit_select(wr, 1)),
                      self.empty.eq((full == 0) & ~out.nonempty)]
         # the beat: the read slot's low end (a slot's bits above its atom are never sent)
         low = Array(s[:8 * DB] for s in slots)[rd]
         if self.half:
             pair = Array(Cat(slots[k][:4 * DB], slots[(k + 1) % n][:4 * DB]) for k in range(n))
-            m.d.comb += out.w_data.eq(Mux(whole, low, pair[rd]))
+            m.d.comb += beat.eq(Mux(whole, low, pair[rd]))
         else:
-            m.d.comb += out.w_data.eq(low)
+            m.d.comb += beat.eq(low)
 
-        take = valid & out.w_rdy
+        take = valid & room
         load = self.i_valid & self.i_ready
         nxt = Signal(range(n))
         m.d.comb += nxt.eq(rd + 1)
