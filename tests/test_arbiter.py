@@ -12,14 +12,16 @@ from hw.top.interconnect import AxiArbiter
 ID_BITS = 4
 
 
-def run_arbiter(n, seed, *, per=10, stall=0.3, active=None, limit=6000):
+def run_arbiter(n, seed, *, per=10, stall=0.3, active=None, limit=6000, near=False):
     """``n`` managers, each with ``per`` write bursts and ``per`` read bursts (of 1 to 4 beats),
     through the arbiter to a port that answers them. ``stall``: how often a manager or the port
-    holds back a valid or a ready; ``active``: the managers that issue anything (default all).
-    Returns what the port saw and what each manager got back."""
+    holds back a valid or a ready; ``active``: the managers that issue anything (default all);
+    ``near``: the arbiter's ``near_slices``. Returns what the port saw and what each manager got
+    back."""
     rng = np.random.default_rng(seed)
-    print(f"arbiter: {n} managers, seed {seed}")
-    dut = AxiArbiter(n, addr_width=32, data_width=32, id_width=ID_BITS, write_depth=4)
+    print(f"arbiter: {n} managers, seed {seed}, near_slices {near}")
+    dut = AxiArbiter(n, addr_width=32, data_width=32, id_width=ID_BITS, write_depth=4,
+                     near_slices=near)
     active = range(n) if active is None else active
     ms = [getattr(dut, f"s{i}") for i in range(n)]
     o = dut.m_axi
@@ -135,9 +137,11 @@ def run_arbiter(n, seed, *, per=10, stall=0.3, active=None, limit=6000):
     return aw, ar, w, port, got
 
 
-@pytest.mark.parametrize("n,seed", [(1, 0), (2, 1), (3, 2), (4, 3), (3, 4)])
-def test_arbiter_passes_everything_once_and_in_order(n, seed):
-    aw, ar, w, port, got = run_arbiter(n, seed)
+@pytest.mark.parametrize("n,seed,near", [(1, 0, False), (2, 1, False), (3, 2, False),
+                                         (4, 3, False), (3, 4, False), (1, 7, True),
+                                         (4, 8, True), (3, 9, True)])
+def test_arbiter_passes_everything_once_and_in_order(n, seed, near):
+    aw, ar, w, port, got = run_arbiter(n, seed, near=near)
     sb = max(1, (n - 1).bit_length())
     for ch, todo in (("aw", aw), ("ar", ar)):
         assert len(port[ch]) == sum(len(t) for t in todo)
@@ -160,12 +164,27 @@ def test_arbiter_passes_everything_once_and_in_order(n, seed):
         assert got["b"][i] == [ident for _, _, ident in aw[i]], i
 
 
-def test_arbiter_serves_a_lone_manager_an_address_a_cycle():
+@pytest.mark.parametrize("near", [False, True])
+def test_arbiter_serves_a_lone_manager_an_address_a_cycle(near):
     """With no stalls and one manager of three issuing single-beat reads, the port sees an
-    address in every cycle once the first is through: the grant adds latency, not gaps."""
-    _, _, _, port, _ = run_arbiter(3, 5, per=16, stall=0.0, active=[1])
+    address in every cycle once the first is through: the grant (and the slices beside the
+    managers) add latency, not gaps."""
+    _, _, _, port, _ = run_arbiter(3, 5, per=16, stall=0.0, active=[1], near=near)
     at = port["ar_at"]
     assert len(at) == 16 and at[-1] - at[0] == 15, at
+
+
+def test_arbiter_near_slices_add_a_cycle_of_latency():
+    """The slices beside the managers are there: the first address reaches the port a cycle
+    later with them than without."""
+    first = [run_arbiter(3, 5, per=4, stall=0.0, active=[2], near=near)[3]["ar_at"][0]
+             for near in (False, True)]
+    assert first[1] == first[0] + 1, first
+
+
+def test_arbiter_near_slices_need_the_arbiters_own():
+    with pytest.raises(ValueError, match="near_slices"):
+        AxiArbiter(2, slices=False, near_slices=True)
 
 
 def test_arbiter_alternates_between_busy_managers():

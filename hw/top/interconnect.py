@@ -230,14 +230,26 @@ class AxiArbiter(wiring.Component):
     to another's ready, nor from a manager to the port. Write data follows the order in which
     write addresses were granted (a FIFO of ``write_depth`` grants), and may reach the port
     before its address does, as AXI4 allows. ``slices=False`` leaves the address slices out
-    (the grant drives the port directly; for small, slow builds)."""
+    (the grant drives the port directly; for small, slow builds).
+
+    ``near_slices=True`` puts a second register slice on each manager's AR and AW, ahead of
+    the first: one for the placer to put beside the manager (whose ready then comes from a
+    register there) and one beside the grant, so the net across the die runs from register to
+    register. A cycle more of latency on each address; still an address a cycle. (On the full
+    ULX3S SoC the blocks sit far apart: at 030c4ae --seed 2 its critical path was the LUT
+    port's AWREADY, from the arbiter's slice across the die into its writer's issue, 13.4
+    ns.)"""
 
     def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8,
-                 slices=True):
+                 slices=True, near_slices=False):
         if managers < 1:
             raise ValueError(f"managers must be at least 1, not {managers!r}")
+        if near_slices and not slices:
+            raise ValueError("near_slices: the slices beside the managers come with the "
+                             "arbiter's own (slices=True)")
         self.managers = managers
         self.slices = slices
+        self.near_slices = near_slices
         self.sel_bits = max(1, (managers - 1).bit_length())
         self.write_depth = write_depth
         self.in_sig = AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -294,8 +306,16 @@ class AxiArbiter(wiring.Component):
                 src = [getattr(p, f"{ch}{f}") for f in chans[ch]]
                 mf.append([Signal.like(d, name=f"{ch}{i}_{f}")
                            for f, d in zip(chans[ch], src, strict=True)])
-                register_slice(m, f"{ch}{i}", valid=getattr(p, f"{ch}valid"),
-                               ready=getattr(p, f"{ch}ready"), payload=Cat(src),
+                valid, ready = getattr(p, f"{ch}valid"), getattr(p, f"{ch}ready")
+                payload = Cat(src)
+                if self.near_slices:
+                    near_v = Signal(name=f"{ch}{i}_near_valid")
+                    near_r = Signal(name=f"{ch}{i}_near_ready")
+                    near_p = Signal(len(payload), name=f"{ch}{i}_near")
+                    register_slice(m, f"{ch}{i}_near", valid=valid, ready=ready, payload=payload,
+                                   out_valid=near_v, out_ready=near_r, out_payload=near_p)
+                    valid, ready, payload = near_v, near_r, near_p
+                register_slice(m, f"{ch}{i}", valid=valid, ready=ready, payload=payload,
                                out_valid=mv[i], out_ready=mr[i], out_payload=Cat(mf[i]),
                                bypass=not self.slices)
             valids = Signal(n, name=f"{ch}_valids")

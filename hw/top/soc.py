@@ -158,8 +158,10 @@ class Soc(wiring.Component):
             irqs["lut"], irqs["lut_port"] = lut.irq, port.irq
         m.d.comb += self.irq.eq(Cat(irqs[k] for k in IRQ_BITS))
 
+        # with `slices`, each block's address channels get a second slice, beside the block:
+        # the blocks sit far apart on the ECP5 (docs/board.md, "Twenty-second session")
         arb = m.submodules.arbiter = AxiArbiter(len(managers), data_width=c.data_width,
-                                                  slices=c.slices)
+                                                  slices=c.slices, near_slices=c.slices)
         for i, mgr in enumerate(managers):
             wiring.connect(m, mgr, getattr(arb, f"s{i}"))
         ram = m.submodules.ram = AxiRam(size=c.mem_bytes, data_width=c.data_width,
