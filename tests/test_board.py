@@ -260,10 +260,11 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # a copy per group of the walker's registers (its decisions, the source and destination
     # addresses in two groups each, its five counters)
     want += [f"{n}{k}_ff" for n in ("walking_c", "rows_room_c", "runs_rdy_c") for k in range(10)]
-    # the decompressor's X slice: its select, one copy per 64 of its several hundred bits
-    n_sel = sum(n.startswith("skid_sel") for n in names)
-    assert n_sel >= 8, names
-    want += [f"skid_sel{k}_ff" for k in range(n_sel)]
+    # the decompressor's X slice and segment queue: their select, one copy per 64 of their
+    # several hundred bits
+    sel = [n for n in names if re.fullmatch(r"skid_sel\d+_ff", n)]
+    assert len(sel) >= 8 + 4 and "skid_sel7_ff" in sel and sel.count("skid_sel3_ff") == 2, sel
+    want += sel
     # the mask and data rings' read pointers: per bit, one copy per 64 bits of its rotation
     # stage (the data ring's top stage, 8 x (64 + 63) bits: 16 copies; the mask ring's: 2)
     ring = [n for n in names if re.fullmatch(r"rd\d+_c\d+_ff", n)]

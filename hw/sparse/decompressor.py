@@ -91,7 +91,8 @@ MASK_LATE = 2
 #: rest run from the queue's head into X's registers). 4 since cfdfc29: with 3, the three
 #: levels after the head were sparse_d128_a64's critical path (10.9 ns, 92.1 MHz; 95.1 with 4)
 SUM_LEVELS = 4
-#: bits of the X slice's output entry per copy of its select (:class:`~..bus.fifo.SkidBuffer`)
+#: bits of the X slice's and the segment queue's output entries per copy of their select
+#: (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
 #: bits of the segment queue's and the output queue's output entries per load LUT (their
 #: loads are the decoder's step and the output's handshake, late decisions: from one LUT
@@ -567,9 +568,12 @@ class SparseDecompressor(wiring.Component):
         # is worked out a cycle ahead (``step``, below), and so the head's load is a register
         # too, one copy per share of the head on the ECP5 board tops
         step_nx = Signal()
+        # its select (second entry or input) in copies, as X's: from one flag, across ~240
+        # bits, that net was the ULX3S SoC's critical path at 777c358 --seed 3, 6.2 ns of
+        # 13.4 on the way through the queue's next `need` into the byte ring's kept sums
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
-                              load_bits=LOAD_BITS, ready_next=step_nx)
+                              load_bits=LOAD_BITS, ready_next=step_nx, select_bits=SELECT_BITS)
         # the byte ring takes the head's ``need`` a cycle ahead, from the queue's next output,
         # into a copy of its own (``take``), which the placer can put beside the ring's
         # pointer, level and tests: the head's register sits with the rest of the head, and at
