@@ -260,6 +260,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # a copy per group of the walker's registers (its decisions, the source and destination
     # addresses in two groups each, its five counters)
     want += [f"{n}{k}_ff" for n in ("walking_c", "rows_room_c", "runs_rdy_c") for k in range(10)]
+    # ... and its beat generator's own copy of the element size (2 bits)
+    want += ["elog_g0_c0_ff", "elog_g1_c0_ff"]
     # the decompressor's X slice and segment queue: their select, one copy per 64 of their
     # several hundred bits
     sel = [n for n in names if re.fullmatch(r"skid_sel\d+_ff", n)]

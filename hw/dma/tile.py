@@ -538,8 +538,14 @@ class TileTransposer(wiring.Component):
                         m.d.sync += [r.eq(nx[i]) for r, _, nx in regs if nx[i] is not None]
 
         # -- beat generator ---------------------------------------------------------------------
+        # the row's byte count shifts by a copy of the element size of its own (the
+        # descriptor's a cycle late, as `elog` is): `lgl` sits with its many other users, and
+        # from it through `elog` (3.6 ns on one net) and this sum into the row queue was the
+        # ULX3S SoC's critical path at 134653f --seed 3 (12.3 ns)
+        elog_g = Cat(register_copies(platform, m, self.elog[b], 1, f"elog_g{b}_c")[0]
+                     for b in range(len(self.elog)))
         row_bytes = Signal(LB + KB + 1)
-        m.d.comb += row_bytes.eq(ncols << elog)
+        m.d.comb += row_bytes.eq(ncols << elog_g)
         offset = s_row[:LB]
         nout = (row_bytes + BB - 1) >> LB
         nbeats = (offset + row_bytes + BB - 1) >> LB
