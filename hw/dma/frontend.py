@@ -359,9 +359,13 @@ class FrontEnd(wiring.Component):
                 m.d.sync += t.eq(make(v) if make else v)
         # the descriptor's read is asked for once, from FETCH's first cycle after the back
         # end's reset, and only at a good address: `want_fetch` is set as FETCH is entered
+        # The back end sees the request a cycle later, from a register that the placer can
+        # put beside its AR registers (from this decode across the die into their enables,
+        # 14 endpoints of the ULX3S SoC at 134653f --seed 3 arrived 11.5 ns after the clock)
         want_fetch = Signal()
-        m.d.comb += self.fetch_go.eq(want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over)
-        with m.If(self.fetch_go):
+        go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
+        m.d.sync += self.fetch_go.eq(go)
+        with m.If(go):
             m.d.sync += want_fetch.eq(0)
 
         # the dimension's extent and valid, and the sums plus the element bytes, follow their
