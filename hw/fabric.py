@@ -5,7 +5,8 @@ plain logic, as do the blocks' own builds by default; an ECP5 board top is elabo
 :class:`Ecp5Copies` when built with ``--copies`` (:mod:`hw.synth`).
 
 Three requests: :func:`global_buffer` (a signal of large fan-out on a global network),
-:func:`register_copies` (a register in several copies that the synthesis keeps apart) and
+:func:`register_copies` (a register in several copies that the synthesis keeps apart; and
+:func:`registered_copy`, a wide value's copy made of them) and
 :func:`registered_product` (a multiply with its operand and product registers inside the
 multiplier block); and :func:`shared_select`, a wide multiplexer whose select comes in such copies.
 
@@ -15,7 +16,7 @@ can be simulated as the board builds it (the ``-ecp5`` cases of :mod:`sim.benche
 
 from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
 
-__all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies",
+__all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies", "registered_copy",
            "registered_product", "shared_select"]
 
 #: the ECP5 multiplier block's operand width (MULT18X18D: 18 x 18 bits, signed or unsigned)
@@ -111,6 +112,17 @@ def register_copies(platform, m: Module, value, count: int, name: str, reset: in
     q = Signal(name=name, init=reset)
     m.d.sync += q.eq(value)
     return [q] * count
+
+
+def registered_copy(platform, m: Module, value, name: str):
+    """``value`` (any width) as it was a cycle before, in registers of its own: a copy, for one
+    group of its users, of a value that many read all over a block (a job's configuration),
+    which the placer can put beside that group. On a platform with copies each bit is a
+    :func:`register_copies` register (``<name><bit>_c0``) that the synthesis keeps apart from
+    other registers of the same value; elsewhere Yosys may merge them."""
+    value = Cat(value)
+    return Cat(*(register_copies(platform, m, value[b], 1, f"{name}{b}_c")[0]
+                 for b in range(len(value))))
 
 
 def registered_product(platform, m: Module, a, b, enable, name: str, width: int):

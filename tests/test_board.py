@@ -260,8 +260,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # a copy per group of the walker's registers (its decisions, the source and destination
     # addresses in two groups each, its five counters)
     want += [f"{n}{k}_ff" for n in ("walking_c", "rows_room_c", "runs_rdy_c") for k in range(10)]
-    # ... and its beat generator's own copy of the element size (2 bits)
-    want += ["elog_g0_c0_ff", "elog_g1_c0_ff"]
+    # ... and copies of its configuration for some of its users: the element size (2 bits),
+    # log2 of the rows' and columns' first dimensions (2 and 3 bits: 8 bytes, 8-beat tiles)
+    want += [f"{n}{b}_c0_ff" for n, bits in (("elog_g", 2), ("lg0_w", 2), ("lgc_w", 3))
+             for b in range(bits)]
     # the decompressor's X slice and segment queue: their select, one copy per 64 of their
     # several hundred bits
     sel = [n for n in names if re.fullmatch(r"skid_sel\d+_ff", n)]

@@ -10,7 +10,7 @@ from amaranth import Elaboratable, Module, Signal, signed
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from hw.fabric import Ecp5Copies, Ecp5Globals, registered_product
+from hw.fabric import Ecp5Copies, Ecp5Globals, registered_copy, registered_product
 
 
 class Product(Elaboratable):
@@ -96,3 +96,43 @@ def test_ecp5_product_refuses_an_operand_wider_than_the_block():
     m.submodules.dut = dut = Product(signed(18), 18, 37, Ecp5Copies())
     with pytest.raises(ValueError, match=r"37-bit product is wider than the block's 36 bits"):
         rtlil.convert(m, ports=[dut.a, dut.b, dut.en])
+
+
+class Copy(Elaboratable):
+    """A registered copy of a 5-bit value."""
+
+    def __init__(self, platform=None):
+        self.v = Signal(5)
+        self.platform = platform
+
+    def elaborate(self, platform):
+        m = Module()
+        self.q = registered_copy(self.platform, m, self.v, "cp")
+        return m
+
+
+def test_registered_copy_is_the_value_a_cycle_late():
+    dut = Copy()
+    rng = random.Random(7)
+    values = [rng.randrange(32) for _ in range(40)]
+    seen = []
+
+    async def bench(ctx):
+        for v in values:
+            ctx.set(dut.v, v)
+            seen.append(ctx.get(dut.q))       # still the value before
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [0] + values[:-1]
+
+
+def test_ecp5_registered_copy_is_a_flip_flop_per_bit():
+    m = Module()
+    m.submodules.dut = dut = Copy(Ecp5Copies())
+    text = rtlil.convert(m, ports=[dut.v])
+    cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", text)
+    assert sorted(c.rsplit(".", 1)[-1] for c in cells) == [f"cp{b}_c0_ff" for b in range(5)]

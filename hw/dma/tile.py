@@ -69,7 +69,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import BufferedFIFO, RegisteredQueue, register_slice, registered
-from ..fabric import register_copies
+from ..fabric import register_copies, registered_copy
 
 DIMS = 6
 ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
@@ -236,19 +236,24 @@ class TileTransposer(wiring.Component):
                 m.d.comb += lgc_c.eq(i)
         lg0 = reg(lg0_c, "lg0")               # log2 of the rows' first dimension
         lgc = reg(lgc_c, "lgc")               # log2 of the columns' first dimension
+        # the wide sums and shifts below by copies of their own of both (``lgc`` sits with its
+        # many other users: from it, 6.0 ns on one net, into `col_wrap` was the ULX3S SoC's
+        # critical path at 89a11c3 --seed 2, 12.8 ns)
+        lg0_w = registered_copy(platform, m, lg0_c, "lg0_w")
+        lgc_w = registered_copy(platform, m, lgc_c, "lgc_w")
         sh0 = reg(Mux(g_rows, lg0, 0), "sh0", range(LB + 1))
         # row a's index in dimension 0 is a & lo_mask
         lo_mask = reg(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1), "lo_mask", LB)
-        rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0, ext[ROWS]), "rows_total", 38)
-        cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc, ext[COLS]), "cols_total", 43)
+        rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0_w, ext[ROWS]), "rows_total", 38)
+        cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc_w, ext[COLS]), "cols_total", 43)
         vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", 32)
         # (at most L: it is compared with a row's index in dimension 0, which is under L)
         v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", 32)
         v_lo = reg(Mux(v_lo_full > L, L, v_lo_full), "v_lo", LB + 1)
         # source step after the last index of dimension 0 in a grouped row
-        row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0) + sst[ROWS], "row_wrap", aw)
+        row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0_w) + sst[ROWS], "row_wrap", aw)
         # destination step after the last index of the columns' first dimension
-        col_wrap = reg(dstr[COLS_HI] - (dstr[COLS] << lgc) + dstr[COLS], "col_wrap", aw)
+        col_wrap = reg(dstr[COLS_HI] - (dstr[COLS] << lgc_w) + dstr[COLS], "col_wrap", aw)
 
         # packed rows: rows of 2**lgc elements, shorter than a beat, one after the other in the
         # source from a beat boundary on: a beat holds P = 2**lgp of them and is written to the
@@ -542,8 +547,7 @@ class TileTransposer(wiring.Component):
         # descriptor's a cycle late, as `elog` is): `lgl` sits with its many other users, and
         # from it through `elog` (3.6 ns on one net) and this sum into the row queue was the
         # ULX3S SoC's critical path at 134653f --seed 3 (12.3 ns)
-        elog_g = Cat(register_copies(platform, m, self.elog[b], 1, f"elog_g{b}_c")[0]
-                     for b in range(len(self.elog)))
+        elog_g = registered_copy(platform, m, self.elog, "elog_g")
         row_bytes = Signal(LB + KB + 1)
         m.d.comb += row_bytes.eq(ncols << elog_g)
         offset = s_row[:LB]
