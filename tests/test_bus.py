@@ -213,6 +213,36 @@ def test_registered_queue_order_rate_and_level(seed, depth, global_load):
         RegisteredQueue(width=8, depth=1)
 
 
+@pytest.mark.parametrize("depth, cycles", [(8, 3), (40, 5)])
+def test_registered_queue_latency(depth, cycles):
+    """A word written into an empty queue is offered ``cycles`` clock edges later: the FIFO
+    and the output slice; at block RAM depths also the write register in front of the RAM and
+    the register after it."""
+    from hw.bus.fifo import RegisteredQueue
+
+    q = RegisteredQueue(width=8, depth=depth)
+    took = []
+
+    async def bench(ctx):
+        await ctx.tick()
+        ctx.set(q.w_en, 1)
+        ctx.set(q.w_data, 0x5A)
+        assert ctx.get(q.w_rdy)
+        await ctx.tick()
+        ctx.set(q.w_en, 0)
+        n = 1
+        while not ctx.get(q.r_rdy) and n < 20:
+            await ctx.tick()
+            n += 1
+        took.append((n, ctx.get(q.r_data)))
+
+    sim = Simulator(q)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert took == [(cycles, 0x5A)]
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("load", ["one", "global", "shares"])
 def test_skid_buffer_order_rate_and_level(seed, load):

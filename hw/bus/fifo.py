@@ -278,10 +278,14 @@ class RegisteredQueue(Elaboratable):
     whether two entries were free a cycle ago (a write a cycle takes at most one), so a writer's
     decision does not wait on the level's compare; the queue then holds at most ``depth - 1``
     entries besides its output slice. ``global_load`` (a name) puts the output slice's load
-    enable on a global network where the platform has them (:class:`SkidBuffer`)."""
+    enable on a global network where the platform has them (:class:`SkidBuffer`).
 
-    #: from this depth on the storage is taken to be block RAM, whose read data passes a
-    #: register of its own before the output slice (an entry more, a cycle more of latency)
+    From ``PIPE_DEPTH`` on (block RAM), a write passes a register before the RAM, and the
+    RAM's read data a register before the output slice: two entries and two cycles of latency
+    more, so that the RAM's fixed site meets registers on both sides."""
+
+    #: from this depth on the storage is taken to be block RAM, whose data pass a register of
+    #: its own on the way in and on the way out (:meth:`elaborate`)
     PIPE_DEPTH = 32
 
     def __init__(self, *, width, depth, global_load=None):
@@ -303,24 +307,40 @@ class RegisteredQueue(Elaboratable):
         m = Module()
         q = m.submodules.queue = BufferedFIFO(width=self.width, depth=self.depth)
         m.d.comb += self.nonempty.eq(holds_entries(m, "held", self))
-        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
-        if self.depth >= 4:
-            room = registered_room(m, "room", q)
-            m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q))]
-        else:
-            m.d.comb += self.w_rdy.eq(q.w_rdy)
+        if self.depth < self.PIPE_DEPTH:
+            m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
+            if self.depth >= 4:
+                room = registered_room(m, "room", q)
+                m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q))]
+            else:
+                m.d.comb += self.w_rdy.eq(q.w_rdy)
         if self.depth < self.PIPE_DEPTH:
             out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
                                  out_valid=self.r_rdy, out_ready=self.r_en,
                                  out_payload=self.r_data, global_load=self.global_load)
             m.d.comb += self.level.eq(q.level + out.level)
             return m
+        # block RAM: a write goes into a register first, and from there into the RAM a cycle
+        # later, so the RAM's data input (a fixed site, often far from the writer) is fed
+        # from a register and not from the writer's logic (the DMA row path's run entry,
+        # six LUTs and then 3.5 ns across the die into the run queue's RAM, held dma_d64 at
+        # 89.6 MHz at 89a11c3). The room register counts the entry in that register: three
+        # entries free a cycle ago, as for the queue alone, leave room for it too (at most
+        # two land between)
+        wq_valid = Signal(name="wq_valid")
+        wq_data = Signal(self.width, name="wq_data", reset_less=True)
+        m.d.sync += [wq_valid.eq(self.w_en & self.w_rdy), wq_data.eq(self.w_data)]
+        m.d.comb += [q.w_en.eq(wq_valid), q.w_data.eq(wq_data)]
+        room_nx = q.level + wq_valid < self.depth - 2
+        room = Signal(name="room")
+        m.d.sync += room.eq(room_nx)
+        m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_nx)]
         slice_rdy = Signal()
         p_valid, p_data = block_ram_output(m, "p", q, slice_rdy)
         out = register_slice(m, "out", valid=p_valid, ready=slice_rdy, payload=p_data,
                              out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data,
                              global_load=self.global_load)
-        m.d.comb += self.level.eq(q.level + p_valid + out.level)
+        m.d.comb += self.level.eq(wq_valid + q.level + p_valid + out.level)
         return m
 
 
