@@ -44,19 +44,21 @@ def chosen_sum(m, name, choose, chosen, otherwise):
     return Mux(choose, a, b)
 
 
-def registered_room(m, name, *fifos):
+def registered_room(m, name, *fifos, held=0):
     """A register that says whether each of ``fifos`` (with ``level`` and ``depth``) had two
     free entries a cycle ago: room for a write decided now, even if the write decided in the
     cycle before lands first (a FIFO takes at most one entry a cycle). A writer that waits on
-    it does not wait on the levels' compares; each FIFO then fills to ``depth - 1`` at most."""
+    it does not wait on the levels' compares; each FIFO then fills to ``depth - 1`` at most.
+    ``held``: entries on their way into each FIFO (a write register in front of it), counted
+    as already in."""
     room = Signal(name=name)
-    m.d.sync += room.eq(room_next(*fifos))
+    m.d.sync += room.eq(room_next(*fifos, held=held))
     return room
 
 
-def room_next(*fifos):
+def room_next(*fifos, held=0):
     """The value :func:`registered_room` takes at the next clock edge."""
-    return Cat(*(f.level < f.depth - 2 for f in fifos)).all()
+    return Cat(*(f.level + held < f.depth - 2 for f in fifos)).all()
 
 
 def holds_entries(m, name, fifo):
@@ -314,7 +316,6 @@ class RegisteredQueue(Elaboratable):
                 m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q))]
             else:
                 m.d.comb += self.w_rdy.eq(q.w_rdy)
-        if self.depth < self.PIPE_DEPTH:
             out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
                                  out_valid=self.r_rdy, out_ready=self.r_en,
                                  out_payload=self.r_data, global_load=self.global_load)
@@ -331,10 +332,8 @@ class RegisteredQueue(Elaboratable):
         wq_data = Signal(self.width, name="wq_data", reset_less=True)
         m.d.sync += [wq_valid.eq(self.w_en & self.w_rdy), wq_data.eq(self.w_data)]
         m.d.comb += [q.w_en.eq(wq_valid), q.w_data.eq(wq_data)]
-        room_nx = q.level + wq_valid < self.depth - 2
-        room = Signal(name="room")
-        m.d.sync += room.eq(room_nx)
-        m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_nx)]
+        room = registered_room(m, "room", q, held=wq_valid)
+        m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q, held=wq_valid))]
         slice_rdy = Signal()
         p_valid, p_data = block_ram_output(m, "p", q, slice_rdy)
         out = register_slice(m, "out", valid=p_valid, ready=slice_rdy, payload=p_data,
