@@ -294,6 +294,12 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert len(loads) >= 3 + 1, loads
     assert loads == sorted([f"load_c{k}_ff" for k in range(len(loads) - 1)] + ["load_c0_ff"])
     want += loads
+    # the on-chip memory's read and write word addresses (13 bits for 64 KiB of 8-byte
+    # words), a copy for each byte lane's block RAM array
+    words = (b.soc.mem_bytes // 8).bit_length() - 1
+    assert words == 13
+    want += [f"{ch}{k}_{bit}_c0_ff" for ch in ("ra", "wa") for k in range(8)
+             for bit in range(words)]
     assert names == sorted(want), names
     # the LUT unit's products, each a multiplier block with its own operand and product
     # registers (SDP: two slices of the fraction and two of the distance, per table and lane)

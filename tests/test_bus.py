@@ -403,7 +403,10 @@ def test_block_ram_users_leave_read_write_collisions_undefined():
         return re.search(rf"attribute \\no_rw_check 1\n\s*memory width {width} size {depth} "
                          rf"\\{name}\n", text) is not None
 
-    assert marked(AxiRam(size=4096, data_width=64), "mem", 64, 512)
+    # the memory's block RAM: one array per byte lane with the slices (the ECP5 builds), one
+    # array without
+    assert all(marked(AxiRam(size=4096, data_width=64), f"mem{k}", 8, 512) for k in range(8))
+    assert marked(AxiRam(size=4096, data_width=64, slices=False), "mem", 64, 512)
     assert marked(BufferedFIFO(width=64, depth=512), "storage", 64, 511)
     # so is a RegisteredQueue's (its FIFO is a BufferedFIFO)
     assert marked(RegisteredQueue(width=64, depth=512), "storage", 64, 511)
@@ -451,3 +454,173 @@ def test_axi_ram_burst_check(size):
 
     sim.add_testbench(bench)
     sim.run()
+
+
+def _ram_bursts(rng, size, lo, hi, count, write):
+    """``count`` random bursts in [lo, hi) of a ``size``-byte, 64-bit memory: INCR and FIXED,
+    beats of 2, 4 or 8 bytes at addresses aligned to them; one in ten reaches past the end of
+    the memory instead (answered DECERR). Each is (addr, len, size, burst, beats), a write's
+    beats (data, strobes), a read's None."""
+    out = []
+    for _ in range(count):
+        bsize = rng.choice([1, 2, 3, 3, 3])
+        length = rng.randrange(16)
+        burst = rng.choice([Burst.INCR, Burst.INCR, Burst.INCR, Burst.FIXED])
+        span = (1 if burst == Burst.FIXED else length + 1) << bsize
+        if rng.random() < 0.1:
+            addr = size - span + (1 << bsize) * rng.randrange(1, 4)
+        else:
+            addr = rng.randrange(lo, hi - span + 1) >> bsize << bsize
+        beats = [(rng.getrandbits(64), rng.getrandbits(8)) for _ in range(length + 1)] \
+            if write else None
+        out.append((addr, length, bsize, burst, beats))
+    return out
+
+
+def _ram_apply(mem, size, burst):
+    """A write burst into ``mem`` (a bytearray), as the memory does it: nothing past the end."""
+    addr, length, bsize, kind, beats = burst
+    span = (1 if kind == Burst.FIXED else length + 1) << bsize
+    if addr + span > size:
+        return Resp.DECERR
+    for b, (data, strb) in enumerate(beats):
+        word = (addr if kind == Burst.FIXED else addr + (b << bsize)) >> 3 << 3
+        for i in range(8):
+            if strb >> i & 1:
+                mem[word + i] = data >> (8 * i) & 0xFF
+    return Resp.OKAY
+
+
+def _ram_read(mem, size, burst):
+    """What a read burst returns: (data, resp, last) per beat; zeros and DECERR past the end."""
+    addr, length, bsize, kind, _ = burst
+    span = (1 if kind == Burst.FIXED else length + 1) << bsize
+    if addr + span > size:
+        return [(0, Resp.DECERR, b == length) for b in range(length + 1)]
+    out = []
+    for b in range(length + 1):
+        word = (addr if kind == Burst.FIXED else addr + (b << bsize)) >> 3 << 3
+        out.append((int.from_bytes(mem[word:word + 8], "little"), Resp.OKAY, b == length))
+    return out
+
+
+@pytest.mark.parametrize("slices", [True, False])
+@pytest.mark.parametrize("stalls", [0, 0xACE1])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_axi_ram_reads_what_was_written(slices, stalls, seed):
+    """The on-chip memory as a manager sees it, with random stalls on every channel (and, with
+    ``stalls``, the memory's own): random write bursts (byte strobes, INCR and FIXED, narrow
+    beats, some past the end) over the whole memory, then reads of its lower half alongside
+    writes to its upper half, then reads of the upper half. With ``slices`` the memory is an
+    array per byte lane, each with its own copies of the addresses: a copy a cycle off shows up
+    as a wrong word."""
+    size = 4096
+    rng = random.Random(seed)
+    print(f"axi ram: slices {slices}, stalls {stalls:#x}, seed {seed}")
+    dut = AxiRam(size=size, data_width=64, addr_width=32, id_width=4, stalls=stalls,
+                 slices=slices)
+    a = dut.s_axi
+    mem = bytearray(size)
+    phases = [
+        (_ram_bursts(rng, size, 0, size, 40, True), []),
+        (_ram_bursts(rng, size, size // 2, size, 20, True),
+         _ram_bursts(rng, size, 0, size // 2, 20, False)),
+        ([], _ram_bursts(rng, size, size // 2, size, 20, False)),
+    ]
+    got = {"b": [], "r": []}
+    want = {"b": [], "r": []}
+
+    def maybe():
+        return rng.random() < 0.7
+
+    async def bench(ctx):
+        cycle = 0
+        for writes, reads in phases:
+            # each phase reads what the phases before it wrote; its writes and reads touch
+            # different halves, so their order between each other does not matter
+            want["r"].extend(beat for r in reads for beat in _ram_read(mem, size, r))
+            want["b"].extend(_ram_apply(mem, size, w) for w in writes)
+            beats = [beat for w in writes for beat in
+                     ((d, s, k == len(w[4]) - 1) for k, (d, s) in enumerate(w[4]))]
+            n_aw = n_ar = n_w = n_b = n_r = 0
+            n_beats = sum(r[1] + 1 for r in reads)
+            while n_b < len(writes) or n_r < n_beats:
+                cycle += 1
+                assert cycle < 20_000, "the memory hangs"
+                for ch, todo, k in (("aw", writes, n_aw), ("ar", reads, n_ar)):
+                    up = ctx.get(getattr(a, f"{ch}valid"))
+                    if k < len(todo) and (up or maybe()):
+                        addr, length, bsize, kind, _ = todo[k]
+                        ctx.set(getattr(a, f"{ch}valid"), 1)
+                        ctx.set(getattr(a, f"{ch}addr"), addr)
+                        ctx.set(getattr(a, f"{ch}len"), length)
+                        ctx.set(getattr(a, f"{ch}size"), bsize)
+                        ctx.set(getattr(a, f"{ch}burst"), kind)
+                        ctx.set(getattr(a, f"{ch}id"), k % 16)
+                    else:
+                        ctx.set(getattr(a, f"{ch}valid"), 0)
+                if n_w < len(beats) and (ctx.get(a.wvalid) or maybe()):
+                    data, strb, last = beats[n_w]
+                    ctx.set(a.wvalid, 1)
+                    ctx.set(a.wdata, data)
+                    ctx.set(a.wstrb, strb)
+                    ctx.set(a.wlast, last)
+                else:
+                    ctx.set(a.wvalid, 0)
+                ctx.set(a.bready, maybe())
+                ctx.set(a.rready, maybe())
+                await ctx.delay(1e-9)
+                if ctx.get(a.awvalid) and ctx.get(a.awready):
+                    n_aw += 1
+                if ctx.get(a.arvalid) and ctx.get(a.arready):
+                    n_ar += 1
+                if ctx.get(a.wvalid) and ctx.get(a.wready):
+                    n_w += 1
+                if ctx.get(a.bvalid) and ctx.get(a.bready):
+                    got["b"].append(Resp(ctx.get(a.bresp)))
+                    n_b += 1
+                if ctx.get(a.rvalid) and ctx.get(a.rready):
+                    got["r"].append((ctx.get(a.rdata), Resp(ctx.get(a.rresp)),
+                                     bool(ctx.get(a.rlast))))
+                    n_r += 1
+                await ctx.tick()
+            for ch in ("awvalid", "arvalid", "wvalid"):
+                ctx.set(getattr(a, ch), 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got["b"] == want["b"]
+    assert len(got["r"]) == len(want["r"])
+    for k, (g, w) in enumerate(zip(got["r"], want["r"], strict=True)):
+        assert g == w, f"read beat {k}: {g[0]:#018x} {g[1]} {g[2]}, want {w[0]:#018x} " \
+                       f"{w[1]} {w[2]}"
+    assert Resp.DECERR in got["b"] and Resp.OKAY in got["b"]
+
+
+def test_axi_ram_lane_addresses_are_kept_apart_on_the_ecp5():
+    """On an ECP5 board top each byte lane's block RAM array takes its read and write word
+    addresses from flip-flops of its own (``ra<lane>_<bit>_c0``, ``wa...``), which Yosys does
+    not merge; without the slices there is one array and no copies."""
+    from amaranth.back import rtlil
+
+    from hw.fabric import Ecp5Copies
+
+    class Top(wiring.Component):
+        def __init__(self, slices):
+            self.ram = AxiRam(size=4096, data_width=64, slices=slices)
+            super().__init__({"s_axi": wiring.In(self.ram.sig)})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.ram = self.ram
+            wiring.connect(m, wiring.flipped(self.s_axi), self.ram.s_axi)
+            return m
+
+    for slices, expect in ((True, sorted(f"{ch}{k}_{b}_c0_ff" for ch in ("ra", "wa")
+                                          for k in range(8) for b in range(9))),
+                           (False, [])):
+        text = rtlil.convert(Top(slices), platform=Ecp5Copies())
+        cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", text)
+        assert sorted(c.rsplit(".", 1)[-1] for c in cells) == expect

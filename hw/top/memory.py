@@ -15,7 +15,11 @@ the managers behind the arbiter. Builds for boards leave it at 0.
 
 ``slices`` (default True) puts a register and a register slice after the block RAM's read data,
 for the clock rate; ``slices=False`` (small, slow builds) drives the R channel from the block
-RAM's output directly.
+RAM's output directly. With ``slices`` the memory is also built as one block RAM array per byte
+lane, each addressed from copies of its own of the read and write addresses
+(:func:`hw.fabric.registered_copy`, kept apart on the ECP5 board tops): the full ULX3S SoC's 64
+KiB are 32 block RAMs, which the placer spreads over the die, and one address register driving
+them all was the SoC's critical path at e74246b --seed 3 (13.0 ns, most of it one net).
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -25,6 +29,7 @@ from amaranth.lib.wiring import In
 
 from ..bus.axi import AXI4Signature, Burst, Resp
 from ..bus.fifo import register_slice
+from ..fabric import registered_copy
 
 __all__ = ["AxiRam"]
 
@@ -64,6 +69,15 @@ class AxiRam(wiring.Component):
         past = far | (low + span > self.size)
         return Mux(bad, Resp.SLVERR, Mux(past, Resp.DECERR, Resp.OKAY))
 
+    @staticmethod
+    def _lane_addresses(platform, m, lanes, word, word_nx, name):
+        """The word address each of ``lanes`` block RAM arrays takes: ``word`` itself for one
+        array, else a copy of its own per array, loaded from ``word``'s next value ``word_nx``
+        and so always equal to ``word`` (``<name><lane>_<bit>_c0``)."""
+        if lanes == 1:
+            return [word]
+        return [registered_copy(platform, m, word_nx, f"{name}{k}_") for k in range(lanes)]
+
     def elaborate(self, platform):
         m = Module()
         a = self.s_axi
@@ -75,10 +89,14 @@ class AxiRam(wiring.Component):
         # cycle late from registers and forwarding them to a read of their address (157
         # flip-flops and 85 LUT4 for 64 KiB on 64 bits, and the ULX3S SoC's critical path at
         # 4ef91ba --seed 2: the read address across the die into that compare, 16.9 ns)
-        m.submodules.mem = mem = Memory(shape=self.data_width, depth=depth, init=[],
-                                        attrs={"no_rw_check": 1})
-        wp = mem.write_port(granularity=8)
-        rp = mem.read_port()
+        lanes = bpb if self.slices else 1
+        lane_bits = self.data_width // lanes
+        mems = [Memory(shape=lane_bits, depth=depth, init=[], attrs={"no_rw_check": 1})
+                for _ in range(lanes)]
+        for k, mem in enumerate(mems):
+            m.submodules["mem" if lanes == 1 else f"mem{k}"] = mem
+        wps = [mem.write_port(granularity=8) for mem in mems]
+        rps = [mem.read_port() for mem in mems]
 
         go = Signal(init=1)
         if self.stalls:
@@ -102,15 +120,19 @@ class AxiRam(wiring.Component):
         # writes: one burst at a time, its response after the last beat
         w_check, w_active, w_resp_pending = Signal(), Signal(), Signal()
         w_addr, w_far = Signal(self.addr_bits), Signal()
+        w_addr_nx = Signal(self.addr_bits)        # w_addr's next value
         w_size = Signal(3)
         w_burst = Signal(2)
         w_resp = Signal(2)
         m.d.comb += [a.awready.eq(~w_check & ~w_active & ~w_resp_pending & go),
                      a.wready.eq(w_active & go)]
         w_span, w_bad = Signal(17), Signal()
+        m.d.comb += w_addr_nx.eq(w_addr)
         with m.If(a.awvalid & a.awready):
             span, bad = self._span(a.awlen, a.awsize, a.awburst)
-            m.d.sync += [w_check.eq(1), Cat(w_addr, w_far).eq(Cat(*self._split(a.awaddr))),
+            low, far = self._split(a.awaddr)
+            m.d.comb += w_addr_nx.eq(low)
+            m.d.sync += [w_check.eq(1), w_far.eq(far),
                          w_size.eq(a.awsize),
                          w_burst.eq(a.awburst), a.bid.eq(a.awid), w_span.eq(span),
                          w_bad.eq(bad)]
@@ -118,10 +140,16 @@ class AxiRam(wiring.Component):
             m.d.sync += [w_check.eq(0), w_active.eq(1),
                          w_resp.eq(self._check(w_addr, w_far, w_span, w_bad))]
         beat_w = a.wvalid & a.wready
-        m.d.comb += [wp.addr.eq(w_addr[shift:]), wp.data.eq(a.wdata),
-                     wp.en.eq(Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0))]
+        strobes = Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0)
+        m.d.sync += w_addr.eq(w_addr_nx)
+        words = self._lane_addresses(platform, m, lanes, w_addr[shift:], w_addr_nx[shift:], "wa")
+        per = lane_bits // 8
+        for k, (wp, word) in enumerate(zip(wps, words, strict=True)):
+            m.d.comb += [wp.addr.eq(word),
+                         wp.data.eq(a.wdata[k * lane_bits:(k + 1) * lane_bits]),
+                         wp.en.eq(strobes[k * per:(k + 1) * per])]
         with m.If(beat_w):
-            m.d.sync += w_addr.eq(step(w_addr, w_size, w_burst))
+            m.d.comb += w_addr_nx.eq(step(w_addr, w_size, w_burst))
             with m.If(a.wlast):
                 m.d.sync += [w_active.eq(0), w_resp_pending.eq(1)]
         m.d.comb += [a.bvalid.eq(w_resp_pending), a.bresp.eq(w_resp)]
@@ -134,6 +162,7 @@ class AxiRam(wiring.Component):
         # `slices`: without, the read port's output is the R channel)
         r_check, r_active = Signal(), Signal()
         r_addr, r_far = Signal(self.addr_bits), Signal()
+        r_addr_nx = Signal(self.addr_bits)        # r_addr's next value
         r_len = Signal(8)
         r_left = Signal(9)
         r_size = Signal(3)
@@ -143,9 +172,13 @@ class AxiRam(wiring.Component):
         r_id = Signal.like(a.arid)
         m.d.comb += a.arready.eq(~r_check & ~r_active & ~rvalid & go)
         r_span, r_bad = Signal(17), Signal()
+        m.d.comb += r_addr_nx.eq(r_addr)
+        m.d.sync += r_addr.eq(r_addr_nx)
         with m.If(a.arvalid & a.arready):
             span, bad = self._span(a.arlen, a.arsize, a.arburst)
-            m.d.sync += [r_check.eq(1), Cat(r_addr, r_far).eq(Cat(*self._split(a.araddr))),
+            low, far = self._split(a.araddr)
+            m.d.comb += r_addr_nx.eq(low)
+            m.d.sync += [r_check.eq(1), r_far.eq(far),
                          r_len.eq(a.arlen),
                          r_size.eq(a.arsize), r_burst.eq(a.arburst), r_id.eq(a.arid),
                          r_span.eq(span), r_bad.eq(bad)]
@@ -154,9 +187,13 @@ class AxiRam(wiring.Component):
                          r_resp.eq(self._check(r_addr, r_far, r_span, r_bad))]
         advance = ~rvalid | rready
         fetch = r_active & advance & go
-        m.d.comb += [rp.addr.eq(r_addr[shift:]), rp.en.eq(fetch)]
+        words = self._lane_addresses(platform, m, lanes, r_addr[shift:], r_addr_nx[shift:], "ra")
+        for rp, word in zip(rps, words, strict=True):
+            m.d.comb += [rp.addr.eq(word), rp.en.eq(fetch)]
+        read_data = Cat(rp.data for rp in rps)
         with m.If(fetch):
-            m.d.sync += [r_addr.eq(step(r_addr, r_size, r_burst)), r_left.eq(r_left - 1),
+            m.d.comb += r_addr_nx.eq(step(r_addr, r_size, r_burst))
+            m.d.sync += [r_left.eq(r_left - 1),
                          rvalid.eq(1), rlast.eq(r_left == 1)]
             with m.If(r_left == 1):
                 m.d.sync += r_active.eq(0)
@@ -166,15 +203,15 @@ class AxiRam(wiring.Component):
             # no stages: the read port's output is the R channel (it holds while R stalls:
             # the port reads only when its output moves on, and no new burst starts meanwhile)
             m.d.comb += [rready.eq(a.rready), a.rvalid.eq(rvalid),
-                         a.rdata.eq(Mux(r_resp == Resp.OKAY, rp.data, 0)),
+                         a.rdata.eq(Mux(r_resp == Resp.OKAY, read_data, 0)),
                          a.rresp.eq(r_resp), a.rlast.eq(rlast), a.rid.eq(r_id)]
             return m
         held_valid, held_ready = Signal(), Signal()
-        held_data = Signal.like(rp.data)
+        held_data = Signal.like(read_data)
         held_tag = Signal(len(r_resp) + 1 + len(r_id))      # response, last, ID
         m.d.comb += rready.eq(~held_valid | held_ready)
         with m.If(rready):
-            m.d.sync += [held_valid.eq(rvalid), held_data.eq(rp.data),
+            m.d.sync += [held_valid.eq(rvalid), held_data.eq(read_data),
                          held_tag.eq(Cat(r_resp, rlast, r_id))]
         held_resp = held_tag[:len(r_resp)]
         beat = Cat(Mux(held_resp == Resp.OKAY, held_data, 0), held_tag)
