@@ -33,6 +33,8 @@ from .synth import (
     _commit,
     _netlist_ffs,
     _run,
+    _sigterm_raises,
+    kill_running,
     read_log_utilisation,
     read_report,
     yosys_script,
@@ -223,6 +225,7 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ff
         k = seed + attempt - 1 if seed else attempt
         seeds.append(("nextpnr's own seed" if own else f"--seed {k}", 0 if own else k))
     lock = threading.Lock()
+    cancelled = threading.Event()          # the sweep was interrupted: start nothing more
 
     def say(text):
         with lock:
@@ -235,8 +238,14 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ff
             (folder / name).unlink(missing_ok=True)
         for name in inputs:
             _link(out / name, folder / name)
+        if cancelled.is_set():
+            return named, folder, None, None, "interrupted"
         say(f"      {named}: placing in {folder.name}/")
-        watch = RouteWatch(lambda text: say(f"      {named}: {text.strip()}"))
+        route = RouteWatch(lambda text: say(f"      {named}: {text.strip()}"))
+
+        def watch(line):
+            return "interrupted" if cancelled.is_set() else route(line)
+
         try:
             stopped = _run(pnr + _seed_args(named), folder / "nextpnr.stdout", watch)
         except RuntimeError as e:
@@ -255,8 +264,20 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ff
         return named, folder, fmax, slow, None
 
     log(f"      sweep: {count} seeds, {jobs} at a time")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        runs = list(pool.map(lambda s: place(*s), seeds))
+    # the placements run in threads, and signals reach the main thread only: on Ctrl-C or
+    # SIGTERM it kills every nextpnr running and starts no more (a nextpnr left running on
+    # its own would hold a core for half an hour)
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        with _sigterm_raises():
+            runs = list(pool.map(lambda s: place(*s), seeds))
+    except BaseException:
+        cancelled.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     routed = [r for r in runs if r[2] is not None]
     rows = [(named, "-" if fmax is None else f"{fmax:.2f}",
              *(() if not slow_ns else ("-" if slow is None else f"{slow:,}",)),

@@ -221,6 +221,19 @@ def _sigterm_raises():
         signal.signal(signal.SIGTERM, before)
 
 
+#: the watched tools running now (:func:`_run`), so that a build running several at once, one
+#: per thread, can stop them all when it is interrupted (:func:`kill_running`)
+_LIVE: set = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_running():
+    """Kill every watched tool :func:`_run` has running (in any thread)."""
+    with _LIVE_LOCK:
+        for proc in _LIVE:
+            proc.kill()
+
+
 def _run(cmd: list[str], log: Path, watch=None) -> str | None:
     """Run a tool in the log's folder: YoWASP tools see the files below their working folder
     only, so every path in ``cmd`` is relative to it. ``watch``, if given, sees each line of
@@ -236,6 +249,8 @@ def _run(cmd: list[str], log: Path, watch=None) -> str | None:
         else:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     cwd=log.parent, text=True, bufsize=1)
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
             stop, ended = None, False
             try:
                 for line in proc.stdout:
@@ -251,6 +266,8 @@ def _run(cmd: list[str], log: Path, watch=None) -> str | None:
                     proc.kill()
                 proc.stdout.close()
                 proc.wait()
+                with _LIVE_LOCK:
+                    _LIVE.discard(proc)
             if stop:
                 return stop
     if proc.returncode != 0:

@@ -444,3 +444,47 @@ def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
     assert any("4 endpoints later than 10 ns" in s for s in said), said
     with pytest.raises(ValueError, match="slow_ns must be more than 0"):
         bitstream.build("ulx3s", outdir=tmp_path, log=said.append, slow_ns=0)
+
+
+def test_sweep_kills_its_placements_when_the_build_is_terminated(tmp_path):
+    """SIGTERM to a sweep placing two seeds at once ends both nextpnr runs (they run in
+    threads, which signals do not reach), and the seeds not yet started never start."""
+    tool = "import os, time; open('tool.pid', 'w').write(str(os.getpid())); " \
+           "print('started', flush=True); time.sleep(120)"
+    (tmp_path / "net.json").write_text("{}")
+    build = (f"import sys; sys.path.insert(0, {str(Path(synth.__file__).parents[1])!r})\n"
+             f"from pathlib import Path\nfrom hw import bitstream, synth\n"
+             f"synth._tool = lambda name: sys.executable\n"
+             f"bitstream._sweep(['python', '-c', {tool!r}], 'ulx3s', Path({str(tmp_path)!r}), "
+             f"['net.json'], ('nextpnr.json',), 1, 3, 2, 'ecp5', None, None, print)\n")
+    parent = subprocess.Popen([sys.executable, "-c", build], stdout=subprocess.DEVNULL)
+    pids = [tmp_path / f"sweep-{k}" / "tool.pid" for k in (1, 2)]
+    children = []
+    try:
+        for _ in range(300):
+            if all(p.exists() and p.read_text() for p in pids):
+                break
+            time.sleep(0.1)
+        children = [int(p.read_text()) for p in pids]
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+        for _ in range(100):
+            alive = []
+            for child in children:
+                try:
+                    os.kill(child, 0)
+                    alive.append(child)
+                except ProcessLookupError:
+                    pass
+            children = alive
+            if not children:
+                break
+            time.sleep(0.1)
+        assert not children, "a placement outlived the terminated sweep"
+        assert not (tmp_path / "sweep-3").exists(), "the third seed started"
+    finally:
+        parent.kill()
+        parent.wait()
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
