@@ -23,6 +23,8 @@ class Product(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
+        # the refusal tests' modules end in a ValueError, unused: that is intended
+        m._MustUse__silence = True
         self.p = registered_product(self.platform, m, self.a, self.b, self.en, "prod",
                                     self.width)
         return m
