@@ -512,8 +512,8 @@ def test_axi_ram_reads_what_was_written(slices, stalls, seed):
     ``stalls``, the memory's own): random write bursts (byte strobes, INCR and FIXED, narrow
     beats, some past the end) over the whole memory, then reads of its lower half alongside
     writes to its upper half, then reads of the upper half. With ``slices`` the memory is an
-    array per byte lane, each with its own copies of the addresses and a cycle's registers in
-    front of its writes: a copy or a register a cycle off shows up as a wrong word."""
+    array per byte lane, each with its own copies of the addresses: a copy a cycle off shows up
+    as a wrong word."""
     size = 4096
     rng = random.Random(seed)
     print(f"axi ram: slices {slices}, stalls {stalls:#x}, seed {seed}")

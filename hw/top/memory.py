@@ -19,8 +19,7 @@ RAM's output directly. With ``slices`` the memory is also built as one block RAM
 lane, each addressed from copies of its own of the read and write addresses
 (:func:`hw.fabric.registered_copy`, kept apart on the ECP5 board tops): the full ULX3S SoC's 64
 KiB are 32 block RAMs, which the placer spreads over the die, and one address register driving
-them all was the SoC's critical path at e74246b --seed 3 (13.0 ns, most of it one net). Each
-lane also writes from registers of its own, a cycle after the beat is taken.
+them all was the SoC's critical path at e74246b --seed 3 (13.0 ns, most of it one net).
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -121,15 +120,19 @@ class AxiRam(wiring.Component):
         # writes: one burst at a time, its response after the last beat
         w_check, w_active, w_resp_pending = Signal(), Signal(), Signal()
         w_addr, w_far = Signal(self.addr_bits), Signal()
+        w_addr_nx = Signal(self.addr_bits)        # w_addr's next value
         w_size = Signal(3)
         w_burst = Signal(2)
         w_resp = Signal(2)
         m.d.comb += [a.awready.eq(~w_check & ~w_active & ~w_resp_pending & go),
                      a.wready.eq(w_active & go)]
         w_span, w_bad = Signal(17), Signal()
+        m.d.comb += w_addr_nx.eq(w_addr)
         with m.If(a.awvalid & a.awready):
             span, bad = self._span(a.awlen, a.awsize, a.awburst)
-            m.d.sync += [w_check.eq(1), Cat(w_addr, w_far).eq(Cat(*self._split(a.awaddr))),
+            low, far = self._split(a.awaddr)
+            m.d.comb += w_addr_nx.eq(low)
+            m.d.sync += [w_check.eq(1), w_far.eq(far),
                          w_size.eq(a.awsize),
                          w_burst.eq(a.awburst), a.bid.eq(a.awid), w_span.eq(span),
                          w_bad.eq(bad)]
@@ -138,25 +141,15 @@ class AxiRam(wiring.Component):
                          w_resp.eq(self._check(w_addr, w_far, w_span, w_bad))]
         beat_w = a.wvalid & a.wready
         strobes = Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0)
+        m.d.sync += w_addr.eq(w_addr_nx)
+        words = self._lane_addresses(platform, m, lanes, w_addr[shift:], w_addr_nx[shift:], "wa")
         per = lane_bits // 8
-        if lanes == 1:
-            m.d.comb += [wps[0].addr.eq(w_addr[shift:]), wps[0].data.eq(a.wdata),
-                         wps[0].en.eq(strobes)]
-        else:
-            # each lane's array writes a beat a cycle after it is taken, from registers of its
-            # own (its address a copy of w_addr): the write data and strobes come from the
-            # arbiter across the die, 11.4 ns into a block RAM at f4e49aa --seed 2, and the
-            # registers split that distance. The write is done before its burst's response
-            # can reach a manager, so no read the response allows sees the old bytes.
-            for k, wp in enumerate(wps):
-                data = Signal(lane_bits, name=f"wd{k}")
-                en = Signal(per, name=f"we{k}")
-                m.d.sync += [data.eq(a.wdata[k * lane_bits:(k + 1) * lane_bits]),
-                             en.eq(strobes[k * per:(k + 1) * per])]
-                m.d.comb += [wp.addr.eq(registered_copy(platform, m, w_addr[shift:], f"wa{k}_")),
-                             wp.data.eq(data), wp.en.eq(en)]
+        for k, (wp, word) in enumerate(zip(wps, words, strict=True)):
+            m.d.comb += [wp.addr.eq(word),
+                         wp.data.eq(a.wdata[k * lane_bits:(k + 1) * lane_bits]),
+                         wp.en.eq(strobes[k * per:(k + 1) * per])]
         with m.If(beat_w):
-            m.d.sync += w_addr.eq(step(w_addr, w_size, w_burst))
+            m.d.comb += w_addr_nx.eq(step(w_addr, w_size, w_burst))
             with m.If(a.wlast):
                 m.d.sync += [w_active.eq(0), w_resp_pending.eq(1)]
         m.d.comb += [a.bvalid.eq(w_resp_pending), a.bresp.eq(w_resp)]
