@@ -242,11 +242,14 @@ class AxiArbiter(wiring.Component):
 
     def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8,
                  slices=True, near_slices=False):
+        # a refused arbiter is not a design left unused: no UnusedElaboratable warning for it
+        self._MustUse__silence = True
         if managers < 1:
             raise ValueError(f"managers must be at least 1, not {managers!r}")
         if near_slices and not slices:
             raise ValueError("near_slices: the slices beside the managers come with the "
                              "arbiter's own (slices=True)")
+        self._MustUse__silence = False
         self.managers = managers
         self.slices = slices
         self.near_slices = near_slices
