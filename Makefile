@@ -19,7 +19,7 @@
 #                  many placements to try when routing or placing fails, 3;
 #                  PNR_SEED=n: the first placement's nextpnr seed, 0 for nextpnr's own;
 #                  SWEEP=n: place with n seeds, keep the fastest and print their median
-#                  (JOBS=n of them at once); SLOW=ns: count,
+#                  (JOBS=n of them at once; auto: one per core); SLOW=ns: count,
 #                  by module, the endpoints later than ns after the clock; the full
 #                  ULX3S SoC takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
@@ -69,8 +69,7 @@ bitstream: $(FPGA_STAMP)
 	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
 	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
 	  $(if $(TRIES),--tries $(TRIES)) $(if $(PNR_SEED),--seed $(PNR_SEED)) \
-	  $(if $(SWEEP),--sweep $(SWEEP)) $(if $(JOBS),--jobs $(JOBS)) \
-	  $(if $(SLOW),--slow-endpoints $(SLOW))
+	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

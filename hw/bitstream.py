@@ -188,10 +188,16 @@ def slow_nets(report: dict, ns: float, count: int = 40) -> list[tuple[str, int, 
     return sorted(per, key=lambda r: (-r[2], r[0]))[:count]
 
 
-def _seed_args(named: str) -> list[str]:
-    """nextpnr's arguments for a seed as :func:`build` names it ("nextpnr's own seed" or
-    "--seed N")."""
-    return named.split() if named.startswith("--seed") else []
+def _seeds(first: int, count: int) -> list[tuple[str, int]]:
+    """The seeds ``count`` tries (or a sweep) place with, from ``first`` (0: nextpnr's own,
+    then 2, 3 and so on): each as (its name in the log, its number, 0 for nextpnr's own)."""
+    ks = [first + i for i in range(count)] if first else [0, *range(2, count + 1)]
+    return [("nextpnr's own seed" if k == 0 else f"--seed {k}", k) for k in ks]
+
+
+def _seed_args(k: int) -> list[str]:
+    """nextpnr's arguments for seed ``k`` (0: nextpnr's own, no argument)."""
+    return ["--seed", str(k)] if k else []
 
 
 def _raise_if_too_big(stdout: Path, board: str, e: Exception):
@@ -219,11 +225,7 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ff
     ``out``, and print and write (``sweep.txt``) each seed's outcome and the median Fmax."""
     from model.report import table
 
-    seeds = []
-    for attempt in range(1, count + 1):
-        own = not seed and attempt == 1
-        k = seed + attempt - 1 if seed else attempt
-        seeds.append(("nextpnr's own seed" if own else f"--seed {k}", 0 if own else k))
+    seeds = _seeds(seed, count)
     lock = threading.Lock()
     cancelled = threading.Event()          # the sweep was interrupted: start nothing more
 
@@ -247,7 +249,7 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ff
             return "interrupted" if cancelled.is_set() else route(line)
 
         try:
-            stopped = _run(pnr + _seed_args(named), folder / "nextpnr.stdout", watch)
+            stopped = _run(pnr + _seed_args(k), folder / "nextpnr.stdout", watch)
         except RuntimeError as e:
             _raise_if_too_big(folder / "nextpnr.stdout", board, e)
             stopped = f"nextpnr failed (log {folder.name}/nextpnr.stdout)"
@@ -386,14 +388,12 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                b.family, ffs, slow_ns, log)
     else:
         failed = []
-        for attempt in range(1, tries + 1):
+        for attempt, (named, k) in enumerate(_seeds(seed, tries), 1):
             report.unlink(missing_ok=True)
-            k = seed + attempt - 1 if seed else attempt      # this try's seed
-            named = "nextpnr's own seed" if not seed and attempt == 1 else f"--seed {k}"
             if attempt > 1:
                 log(f"      placing again with nextpnr {named} (try {attempt} of {tries})")
             try:
-                stopped = _run(pnr + _seed_args(named), out / "nextpnr.stdout", RouteWatch(log))
+                stopped = _run(pnr + _seed_args(k), out / "nextpnr.stdout", RouteWatch(log))
             except RuntimeError as e:
                 _raise_if_too_big(out / "nextpnr.stdout", b.name, e)
                 raise
@@ -434,6 +434,19 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                   commit=commit, **figures), bitstream
 
 
+def _jobs(text: str):
+    """``--jobs``: a count of at least 1, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"a count of at least 1 or 'auto', not {text!r}")
+    return n
+
+
 def main(argv=None) -> int:
     from model.report import table
 
@@ -465,9 +478,10 @@ def main(argv=None) -> int:
                          "report stay in sweep-<seed>/; prints, and writes into sweep.txt, "
                          "each seed's Fmax and their median (default: 1, no sweep; not with "
                          "--tries)")
-    ap.add_argument("--jobs", type=int, metavar="N", default=1,
-                    help="seeds a sweep places at once: a nextpnr each, one core and up to "
-                         "3 GB for the full ULX3S SoC (default: 1)")
+    ap.add_argument("--jobs", type=_jobs, metavar="N", default=1,
+                    help="seeds a sweep places at once, or 'auto': one per core, up to the "
+                         "sweep's seeds (a nextpnr each, one core and up to 3 GB for the full "
+                         "ULX3S SoC; default: 1)")
     ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
                     help="count, by module, the endpoints whose data arrive later than NS ns "
                          "after the clock (10 for the 100 MHz goal), into "
@@ -478,6 +492,8 @@ def main(argv=None) -> int:
         ap.error("--tries and --sweep: give one (a sweep tries each seed once)")
     if args.jobs != 1 and args.sweep == 1:
         ap.error("--jobs: only a sweep places seeds at once (give --sweep N)")
+    if args.jobs == "auto":
+        args.jobs = min(args.sweep, os.cpu_count() or 1)
     changes = {}
     if args.blocks is not None:
         chosen = set() if args.blocks == "none" else set(args.blocks.split(","))

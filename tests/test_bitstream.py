@@ -488,3 +488,34 @@ def test_sweep_kills_its_placements_when_the_build_is_terminated(tmp_path):
         for child in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("make_args, jobs", [([], None), (["SWEEP=3"], min(3, os.cpu_count())),
+                                             (["SWEEP=3", "JOBS=1"], 1)])
+def test_make_bitstream_gives_arguments_the_build_takes(monkeypatch, make_args, jobs):
+    """``make bitstream``'s command line, as make writes it, parses and reaches the build:
+    JOBS is also ``make test``'s (``auto`` by default), so it goes to the build only with a
+    sweep, and ``auto`` means a placement per core."""
+    import shlex
+
+    from hw.catalog import ROOT
+
+    text = subprocess.run(["make", "-n", "bitstream", *make_args], cwd=ROOT, text=True,
+                          capture_output=True, check=True).stdout.replace("\\\n", " ")
+    line = next(x for x in text.splitlines() if "-m hw.bitstream" in x)
+    words = shlex.split(line)
+    argv = words[words.index("hw.bitstream") + 1:]
+    seen = {}
+
+    def fake_build(board, **kwargs):
+        seen.update(kwargs, board=board)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(bitstream, "build", fake_build)
+    assert bitstream.main(argv) == 1
+    assert seen["board"] == "ulx3s"
+    assert seen["sweep"] == (3 if jobs else 1) and seen["jobs"] == (jobs or 1)
+    with pytest.raises(SystemExit):
+        bitstream.main(["--sweep", "2", "--jobs", "0"])
+    with pytest.raises(SystemExit):
+        bitstream.main(["--jobs", "2"])
