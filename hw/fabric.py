@@ -29,16 +29,19 @@ class Ecp5Copies:
     flip-flops as ``TRELLIS_FF`` instances, which Yosys keeps apart. It has no global buffers:
     nextpnr could not route a DCCA in a block placed out of context (docs/board.md)."""
 
-    def register_copies(self, m, value, count, name, reset):
+    def register_copies(self, m, value, count, name, reset, enable=None):
         # one TRELLIS_FF each: Yosys merges flip-flops with the same input (a keep attribute on
-        # their wires does not stop it), but not instances of a library cell
+        # their wires does not stop it), but not instances of a library cell. The reset wins
+        # over the enable (LSR_OVER_CE), as in Amaranth's registers
         copies = []
         for k in range(count):
             q = Signal(name=f"{name}{k}")
             m.submodules[f"{name}{k}_ff"] = Instance(
-                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
+                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1" if enable is None else "CE",
+                p_CLKMUX="CLK", p_LSRMUX="LSR",
                 p_SRMODE="LSR_OVER_CE", p_REGSET="SET" if reset else "RESET",
-                i_CLK=ClockSignal(), i_LSR=ResetSignal(), i_CE=Const(1), i_DI=value, o_Q=q)
+                i_CLK=ClockSignal(), i_LSR=ResetSignal(),
+                i_CE=Const(1) if enable is None else enable, i_DI=value, o_Q=q)
             copies.append(q)
         return copies
 
@@ -98,30 +101,34 @@ def global_buffer(platform, m, signal, name):
     return signal if buffer is None else buffer(m, signal, name)
 
 
-def register_copies(platform, m: Module, value, count: int, name: str, reset: int = 0):
+def register_copies(platform, m: Module, value, count: int, name: str, reset: int = 0,
+                    enable=None):
     """``count`` registers that each hold ``value`` (one bit) as it was a cycle before (``reset``
     after a reset): copies of one flip-flop, for an enable that would otherwise spread from
     one register to hundreds of flip-flops across the die. Each copy drives a share of them,
     and the placer can put it beside them. On a platform that offers it (the ECP5 board tops,
     a block built with ``--copies``) the copies stay apart in the netlist; elsewhere
     (simulation, the blocks' own builds) they are one register, as Yosys would merge them
-    anyway."""
+    anyway. With ``enable`` they load only in the cycles it is high (a reset still clears
+    them)."""
     copy = getattr(platform, "register_copies", None)
     if copy is not None:
-        return copy(m, value, count, name, reset)
+        return copy(m, value, count, name, reset, enable)
     q = Signal(name=name, init=reset)
-    m.d.sync += q.eq(value)
+    with m.If(1 if enable is None else enable):
+        m.d.sync += q.eq(value)
     return [q] * count
 
 
-def registered_copy(platform, m: Module, value, name: str):
-    """``value`` (any width) as it was a cycle before, in registers of its own: a copy, for one
-    group of its users, of a value that many read all over a block (a job's configuration),
-    which the placer can put beside that group. On a platform with copies each bit is a
-    :func:`register_copies` register (``<name><bit>_c0``) that the synthesis keeps apart from
-    other registers of the same value; elsewhere Yosys may merge them."""
+def registered_copy(platform, m: Module, value, name: str, enable=None):
+    """``value`` (any width) as it was a cycle before (or, with ``enable``, in the last cycle
+    ``enable`` was high), in registers of its own: a copy, for one group of its users, of a
+    value that many read all over a block (a job's configuration), which the placer can put
+    beside that group. On a platform with copies each bit is a :func:`register_copies`
+    register (``<name><bit>_c0``) that the synthesis keeps apart from other registers of the
+    same value; elsewhere Yosys may merge them."""
     value = Cat(value)
-    return Cat(*(register_copies(platform, m, value[b], 1, f"{name}{b}_c")[0]
+    return Cat(*(register_copies(platform, m, value[b], 1, f"{name}{b}_c", enable=enable)[0]
                  for b in range(len(value))))
 
 

@@ -310,7 +310,8 @@ class _CopiesApart:
     around the module that asks for them, as the ECP5 board tops' TRELLIS_FF instances are:
     they run in a domain of their own on the same clock."""
 
-    def register_copies(self, m, value, count, name, reset):
+    def register_copies(self, m, value, count, name, reset, enable):
+        assert enable is None
         copies = [Signal(name=f"{name}{k}", init=reset) for k in range(count)]
         m.d.copies += [q.eq(value) for q in copies]
         return copies

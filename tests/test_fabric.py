@@ -101,15 +101,17 @@ def test_ecp5_product_refuses_an_operand_wider_than_the_block():
 
 
 class Copy(Elaboratable):
-    """A registered copy of a 5-bit value."""
+    """A registered copy of a 5-bit value, loaded every cycle or (``enabled``) under ``en``."""
 
-    def __init__(self, platform=None):
+    def __init__(self, platform=None, enabled=False):
         self.v = Signal(5)
-        self.platform = platform
+        self.en = Signal()
+        self.platform, self.enabled = platform, enabled
 
     def elaborate(self, platform):
         m = Module()
-        self.q = registered_copy(self.platform, m, self.v, "cp")
+        self.q = registered_copy(self.platform, m, self.v, "cp",
+                                 enable=self.en if self.enabled else None)
         return m
 
 
@@ -138,3 +140,35 @@ def test_ecp5_registered_copy_is_a_flip_flop_per_bit():
     text = rtlil.convert(m, ports=[dut.v])
     cells = re.findall(r"cell \\TRELLIS_FF \\(\S+)", text)
     assert sorted(c.rsplit(".", 1)[-1] for c in cells) == [f"cp{b}_c0_ff" for b in range(5)]
+
+
+def test_registered_copy_with_an_enable_holds_while_it_is_low():
+    dut = Copy(enabled=True)
+    rng = random.Random(8)
+    steps = [(rng.randrange(32), rng.random() < 0.5) for _ in range(60)]
+    seen, want, held = [], [], 0
+
+    async def bench(ctx):
+        for v, en in steps:
+            ctx.set(dut.v, v)
+            ctx.set(dut.en, en)
+            seen.append(ctx.get(dut.q))
+            await ctx.tick()
+
+    for v, en in steps:
+        want.append(held)
+        held = v if en else held
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == want and len(set(seen)) > 5
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["always", "enabled"])
+def test_ecp5_registered_copy_takes_its_enable_on_the_flip_flops(enabled):
+    m = Module()
+    m.submodules.dut = dut = Copy(Ecp5Copies(), enabled=enabled)
+    text = rtlil.convert(m, ports=[dut.v, dut.en])
+    cemux = re.findall(r'parameter \\CEMUX "(\w+)"', text)
+    assert cemux == ["CE" if enabled else "1"] * 5, cemux

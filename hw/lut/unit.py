@@ -51,7 +51,7 @@ from model.registers.lut import lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
-from ..fabric import global_buffer, registered_product
+from ..fabric import global_buffer, registered_copy, registered_product
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
@@ -349,11 +349,14 @@ class LutUnit(wiring.Component):
         out_data, out_chosen, out_state = [], [], []
         counted = []
         for lane in range(lanes):
-            x0 = Signal(signed(W), name=f"x0_{lane}")
-            with m.If(advance):
-                m.d.sync += x0.eq(i.payload.data[lane])
             results = {}
             for t in ("le", "lo"):
+                # the input register, a copy per table (kept apart on the ECP5 board tops), so
+                # that each sits by its table's first stage: one register for both, between
+                # them, was the full ULX3S SoC's critical path at ab6060c --seed 5, 5.5 ns of
+                # routing into the LE table's range compare
+                x0 = registered_copy(platform, m, i.payload.data[lane], f"x0_{t}{lane}_",
+                                     enable=advance).as_signed()
                 results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, mems, W, FB, OW,
                                               platform)
             # which table, registered into the output
