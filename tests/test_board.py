@@ -215,7 +215,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     dimension the DMA checks (a copy per field it selects), the DMA descriptor's
     loads (one of each per register), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
-    state flags (one per level) and the tile path's row take (one per group of its walker's
+    state flags (one per group of a level's registers), the LUT unit's input register (one per
+    table) and the tile path's row take (one per group of its walker's
     registers), and the decompressor's output and segment queues' loads (one per 64 bits of
     each). The LUT unit's products are MULT18X18D blocks with their own operand and product
     registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
@@ -255,10 +256,13 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # realigner's state (u, v, sr, er, then the address and the tests: 5 at 64 bits) and one
     # for its held source beat (64 bits)
     want += [f"wr_rdy{k}_ff" for k in range(1 + 5 + 1)]
-    # the DMA walkers' ready, busy and prime, a copy per level (the element path's walker has
-    # 5 levels, the row path's 4)
+    # the DMA walkers' ready, busy and prime, a copy per group of a level's registers (the
+    # element path's walker has 5 levels, the row path's 4)
+    from hw.dma.walker import Walker
+
+    assert Walker.GROUPS == 4
     want += [f"{n}{k}_ff" for n in ("o_ready_c", "busy_c", "prime_c") for levels in (5, 4)
-             for k in range(levels)]
+             for k in range(levels * Walker.GROUPS)]
     # the tile path's row take: walking and the rooms of the row queue and of the runs' slice,
     # a copy per group of the walker's registers (its decisions, the source and destination
     # addresses in two groups each, its five counters)
@@ -300,6 +304,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert words == 13
     want += [f"{ch}{k}_{bit}_c0_ff" for ch in ("ra", "wa") for k in range(8)
              for bit in range(words)]
+    # the LUT unit's input register, a copy per table and lane (the SDP flavour's 32-bit
+    # samples)
+    want += [f"x0_{t}{lane}_{bit}_c0_ff" for t in ("le", "lo") for lane in range(b.soc.lut_lanes)
+             for bit in range(32)]
     assert names == sorted(want), names
     # the LUT unit's products, each a multiplier block with its own operand and product
     # registers (SDP: two slices of the fraction and two of the distance, per table and lane)

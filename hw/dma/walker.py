@@ -22,8 +22,9 @@ at least 1 (the front end checks).
 
 With ``ready_ahead=True`` the walker has an input ``ready_next`` more: what ``o.ready`` will be
 in the next cycle (a register slice's ``w_rdy_next``, when the output goes into one). Each
-level then loads on copies of its own of that ready and of the walker's two state flags
-(:func:`hw.fabric.register_copies`), so no one net of them reaches every level.
+group of each level's registers (:attr:`Walker.GROUPS`) then loads on copies of its own of
+that ready and of the walker's two state flags (:func:`hw.fabric.register_copies`), so no one
+net of them reaches every level, nor one enable all of a level's registers.
 """
 
 from amaranth import Module, Mux, Signal
@@ -39,6 +40,11 @@ def step_layout(addr_width: int) -> data.StructLayout:
 
 
 class Walker(wiring.Component):
+    #: the groups of a level's registers that load under enables of their own (from copies of
+    #: their own with ``ready_ahead``): the source address, the destination address, the
+    #: remaining count and its flags, the source count and its flags
+    GROUPS = 4
+
     def __init__(self, *, levels: int, addr_width: int = 32, count_width: int = 32,
                  ready_ahead: bool = False):
         if not 1 <= levels <= 5:
@@ -81,13 +87,21 @@ class Walker(wiring.Component):
         # With ready_ahead each level takes ready, busy and prime from copies of its own (its
         # loads below, and its restart values' and strides' loads while idle): the three nets
         # to all levels' enables were still among the SoC's slowest at a0cb0e8.
+        # Each level's loads go further, to GROUPS groups of its registers, each with copies
+        # of its own (ready_c[j][g]): one load net to a level's ~130 flip-flops was the full
+        # SoC's critical path at f7bb896 --seed 4 (`load2`, 8.8 ns on one net).
+        G = self.GROUPS
         if self.ready_ahead:
             # (a copy of ready is 0 after a reset, whatever the ready: busy's copies are too)
-            ready_c = register_copies(platform, m, self.ready_next, n, "o_ready_c")
-            busy_c = register_copies(platform, m, busy_next, n, "busy_c")
-            prime_c = register_copies(platform, m, prime_next, n, "prime_c")
+            def per_level(value, name):
+                flat = register_copies(platform, m, value, n * G, name)
+                return [flat[j * G:(j + 1) * G] for j in range(n)]
+            ready_c = per_level(self.ready_next, "o_ready_c")
+            busy_c = per_level(busy_next, "busy_c")
+            prime_c = per_level(prime_next, "prime_c")
         else:
-            ready_c, busy_c, prime_c = [self.o.ready] * n, [busy] * n, [prime] * n
+            ready_c, busy_c, prime_c = ([[v] * G for _ in range(n)]
+                                        for v in (self.o.ready, busy, prime))
         first = _held("first")
         m.d.comb += self.busy.eq(busy)
         m.d.comb += [
@@ -105,8 +119,10 @@ class Walker(wiring.Component):
         sst = [_held(self.addr_width, f"sst{k}") for k in range(n)]
         dst = [_held(self.addr_width, f"dst{k}") for k in range(n)]
         for k in range(n):
-            with m.If(~busy_c[k]):
-                m.d.sync += [sst[k].eq(self.src_stride[k]), dst[k].eq(self.dst_stride[k])]
+            with m.If(~busy_c[k][0]):
+                m.d.sync += sst[k].eq(self.src_stride[k])
+            with m.If(~busy_c[k][1]):
+                m.d.sync += dst[k].eq(self.dst_stride[k])
         # (named signals kept as wires, so Yosys does not share one adder between the levels
         # with the choice of level in front of it)
         up_s = [Signal(aw, name=f"up_s{k}", attrs={"keep": 1}) for k in range(n)]
@@ -139,10 +155,11 @@ class Walker(wiring.Component):
         # the restart values follow the configuration while idle (so their enable is one
         # register), and hold from start on
         for k in range(n):
-            with m.If(~busy_c[k]):
-                e, v = self.extent[k], self.valid[k]
-                m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2),
-                             any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
+            e, v = self.extent[k], self.valid[k]
+            with m.If(~busy_c[k][2]):
+                m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2)]
+            with m.If(~busy_c[k][3]):
+                m.d.sync += [any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
         # sel[j]: the next step loads level j (it counts, or a level above it does), a register
         # set with cnt
         sel = [_held(f"sel{k}") for k in range(n)]
@@ -172,30 +189,41 @@ class Walker(wiring.Component):
             wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
                          (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
             m.d.sync += set_cnt(wrap_next)
-        # each level's counters, flags and addresses load under one enable of their own: in
-        # the prime cycle (the first index, from the restart values and the bases) or on a
-        # step that counts or restarts the level. So `start`, a late decision of the mid end,
-        # reaches the three flags above and none of these, and the output's ready reaches
-        # each level's ~130 flip-flops through one LUT of registers (a shared enable over all
-        # levels, ~800 flip-flops, was the ULX3S SoC's critical path at b5058fc, 15.9 ns).
+        # each level's counters, flags and addresses load in the prime cycle (the first index,
+        # from the restart values and the bases) or on a step that counts or restarts the
+        # level, under enables of their own, one per group: the addresses sa and da, the
+        # remaining count with its wrap flags, the source count with its flags. So `start`, a
+        # late decision of the mid end, reaches the three flags above and none of these, and
+        # the output's ready reaches each group's ~33 flip-flops through one LUT of registers
+        # (a shared enable over all levels, ~800 flip-flops, was the ULX3S SoC's critical path
+        # at b5058fc, 15.9 ns).
         for j in range(n):
-            load = Signal(name=f"load{j}")
-            m.d.comb += load.eq(prime_c[j] | (busy_c[j] & ready_c[j] & sel[j]))
-            with m.If(load):
-                with m.If(prime_c[j] | ~cnt[j]):             # restarts (or starts)
+            load, restart = [], []
+            for g in range(G):
+                ld, rs = Signal(name=f"load{j}_{g}"), Signal(name=f"restart{j}_{g}")
+                m.d.comb += [ld.eq(prime_c[j][g] | (busy_c[j][g] & ready_c[j][g] & sel[j])),
+                             rs.eq(prime_c[j][g] | ~cnt[j])]    # restarts (or starts)
+                load.append(ld)
+                restart.append(rs)
+            for g, base, up, addr in ((0, self.src_base, up_s, sa), (1, self.dst_base, up_d, da)):
+                with m.If(load[g]):
+                    m.d.sync += addr[j].eq(Mux(restart[g],
+                                               Mux(prime_c[j][g], base, pick(up, j)), up[j]))
+            with m.If(load[2]):
+                with m.If(restart[2]):
                     m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
-                                 wrap_after[j].eq(two[j]),
-                                 vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
-                                 ok_after[j].eq(ok_two[j]),
-                                 sa[j].eq(Mux(prime_c[j], self.src_base, pick(up_s, j))),
-                                 da[j].eq(Mux(prime_c[j], self.dst_base, pick(up_d, j)))]
+                                 wrap_after[j].eq(two[j])]
                 with m.Else():                              # counts up
                     m.d.sync += [rem[j].eq(rem[j] - 1), wrap[j].eq(wrap_after[j]),
-                                 wrap_after[j].eq(rem[j] == 2),
-                                 vleft[j].eq(vleft[j] - ok[j]), ok[j].eq(ok_after[j]),
+                                 wrap_after[j].eq(rem[j] == 2)]
+            with m.If(load[3]):
+                with m.If(restart[3]):
+                    m.d.sync += [vleft[j].eq(self.valid[j]), ok[j].eq(any_valid[j]),
+                                 ok_after[j].eq(ok_two[j])]
+                with m.Else():
+                    m.d.sync += [vleft[j].eq(vleft[j] - ok[j]), ok[j].eq(ok_after[j]),
                                  ok_after[j].eq(ok_after[j] & Mux(ok[j], vleft[j] != 2,
-                                                                  vleft[j] != 1)),
-                                 sa[j].eq(up_s[j]), da[j].eq(up_d[j])]
+                                                                  vleft[j] != 1))]
         return m
 
 
