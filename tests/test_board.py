@@ -250,6 +250,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert sum(n.startswith("desc_beat") for n in names) == 29, names
     want += [n for n in names if re.fullmatch(r"desc_(bank\d+|beat\d+_\d+)_ff", n)]
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
+    # ... and each of its three paths' copy of the descriptor's addresses, element size and
+    # pad value (32 + 32 + 2 + 64 bits)
+    want += [f"desc_{t}{b}_c0_ff" for t in "ert" for b in range(130)]
     # ... and its tile slots' dimension selects, each bit in a copy per field
     want += [f"{n}{b}_f{k}_ff" for n in ("col", "o1", "o2") for b in range(3) for k in range(4)]
     # the DMA row path's write-slice ready: one copy for the handshakes, one per share of the

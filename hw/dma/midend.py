@@ -29,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 from model.dma.descriptor import MAX_DIMS
 
 from ..bus.fifo import register_slice, registered
-from ..fabric import register_copies
+from ..fabric import register_copies, registered_copy
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, path_ports
@@ -109,9 +109,15 @@ class MidEnd(wiring.Component):
                  for k in range(MAX_DIMS)]
         n_dst = [reg(Mux(used[k][3], self.dstr[k][:aw], 0), f"n_dst{k}")
                  for k in range(MAX_DIMS)]
-        for u in (elements, rows, tile):
-            m.d.comb += [u.src.eq(self.src), u.dst.eq(self.dst), u.elog.eq(self.elog),
-                         u.pad.eq(self.pad)]
+        # each path's own copy of the descriptor's addresses, element size and pad value
+        # (kept apart on the ECP5 board tops), a cycle behind the front end's registers: a path
+        # reads them from its start on, SETTLE cycles after the mid end's. One register for all
+        # three paths sat by the front end: its `elog` crossed the die into the element path's
+        # pad and strobes on one net of 9.9 ns, the SoC's critical path at 8d8211a --seed 6
+        for tag, u in (("e", elements), ("r", rows), ("t", tile)):
+            desc = Cat(u.src, u.dst, u.elog, u.pad)
+            m.d.comb += desc.eq(registered_copy(
+                platform, m, Cat(self.src, self.dst, self.elog, self.pad), f"desc_{tag}"))
         for u in (elements, rows):
             for k in range(MAX_DIMS):
                 m.d.comb += [u.ext[k].eq(n_ext[k]), u.val[k].eq(n_val[k]),
