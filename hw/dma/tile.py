@@ -64,11 +64,10 @@ counters.
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import BufferedFIFO, RegisteredQueue, register_slice, registered
+from ..bus.fifo import BufferedFIFO, RegisteredQueue, SkidBuffer, register_slice, registered
 from ..fabric import register_copies, registered_copy
 
 DIMS = 6
@@ -663,7 +662,12 @@ class TileTransposer(wiring.Component):
         m.d.comb += row_done.eq(write & kb_last)
         with m.If(write):
             m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
-        tiles = m.submodules.tiles = SyncFIFO(width=tile_entry.size, depth=2)
+        # the finished tiles (two at most: one per half of the buffer), in a skid buffer, whose
+        # output entry is a register: a two-entry SyncFIFO's head is a read multiplexer, and
+        # the placer put that LUT 50 columns away from the column logic it feeds (the full
+        # ULX3S SoC's critical path at 90d2f4d --seed 4: `one_col` through it into `b_end`'s
+        # enable, 11.4 ns of routing)
+        tiles = m.submodules.tiles = SkidBuffer(width=tile_entry.size)
         # a finished tile goes to the drain with its last write (below), a cycle later
         tile_v = Signal()
         tile_d = Signal(tile_entry)
