@@ -266,10 +266,6 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert Walker.GROUPS == 4
     want += [f"{n}{k}_ff" for n in ("o_ready_c", "busy_c", "prime_c") for levels in (5, 4)
              for k in range(levels * Walker.GROUPS)]
-    # and each level's cnt: a copy for each address group (source, destination) of each level
-    # at or below it (the restart pick), and for its own two count groups
-    want += [f"cnt{i}_c{k}_ff" for levels in (5, 4) for i in range(levels)
-             for k in range(2 * (i + 1) + 2)]
     # the tile path's row take: walking and the rooms of the row queue and of the runs' slice,
     # a copy per group of the walker's registers (its decisions, the source and destination
     # addresses in two groups each, its five counters)

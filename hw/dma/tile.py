@@ -64,10 +64,11 @@ counters.
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import BufferedFIFO, RegisteredQueue, SkidBuffer, register_slice, registered
+from ..bus.fifo import BufferedFIFO, RegisteredQueue, register_slice, registered
 from ..fabric import register_copies, registered_copy
 
 DIMS = 6
@@ -99,17 +100,12 @@ def path_ports(*, data_width, addr_width, dims):
 
 
 def pad_pattern(m, pad, elog, nbytes):
-    """A beat of pad elements: byte ``i`` is byte ``i mod element bytes`` of ``pad``, in a
-    register a cycle behind ``pad`` and ``elog``. Both are a job's configuration, held from
-    long before a path's first beat, so the data path reads the pattern from a register and
-    not through a choice made from the element size (the row path's `elog` copy, by the mid
-    end, through that choice into its write slice was the full ULX3S SoC's critical path at
-    2ba766d --seed 2: 8.5 ns on one net)."""
-    out = Signal(8 * nbytes, name="pad_beat")
+    """A beat of pad elements: byte ``i`` is byte ``i mod element bytes`` of ``pad``."""
+    out = Signal(8 * nbytes)
     with m.Switch(elog):
         for e in range(4):
             with m.Case(e):
-                m.d.sync += out.eq(Cat(*[(pad >> (8 * (i % (1 << e))))[:8]
+                m.d.comb += out.eq(Cat(*[(pad >> (8 * (i % (1 << e))))[:8]
                                          for i in range(nbytes)]))
     return out
 
@@ -667,12 +663,7 @@ class TileTransposer(wiring.Component):
         m.d.comb += row_done.eq(write & kb_last)
         with m.If(write):
             m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
-        # the finished tiles (two at most: one per half of the buffer), in a skid buffer, whose
-        # output entry is a register: a two-entry SyncFIFO's head is a read multiplexer, and
-        # the placer put that LUT 50 columns away from the column logic it feeds (the full
-        # ULX3S SoC's critical path at 90d2f4d --seed 4: `one_col` through it into `b_end`'s
-        # enable, 11.4 ns of routing)
-        tiles = m.submodules.tiles = SkidBuffer(width=tile_entry.size)
+        tiles = m.submodules.tiles = SyncFIFO(width=tile_entry.size, depth=2)
         # a finished tile goes to the drain with its last write (below), a cycle later
         tile_v = Signal()
         tile_d = Signal(tile_entry)

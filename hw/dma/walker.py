@@ -143,27 +143,9 @@ class Walker(wiring.Component):
         m.d.comb += self.o.valid.eq(busy & ~prime)
         restarts = [_any(cnt[j + 1:]) for j in range(n)]      # a level above j counts
 
-        # cnt's next value, for its copies: with ready_ahead, cnt_c[j][g][i] is a copy of cnt[i]
-        # of its own for group g of level j (the address groups read the levels above j, to
-        # pick the address j restarts at, the count groups level j's own). One cnt3 to the
-        # ~200 flip-flops of the levels below was the full SoC's critical path at 90d2f4d
-        # --seed 5: 7.4 ns of routing, then the pick into `sa0`.
-        cnt_next = [Signal(name=f"cnt{k}_next") for k in range(n)]
-        m.d.comb += [cn.eq(c) for cn, c in zip(cnt_next, cnt, strict=True)]
-        m.d.sync += [c.eq(cn) for c, cn in zip(cnt, cnt_next, strict=True)]
-        if self.ready_ahead:
-            cnt_c = [[{} for _ in range(G)] for _ in range(n)]
-            for i in range(n):
-                users = [(j, g) for j in range(i + 1) for g in range(2)] + [(i, 2), (i, 3)]
-                copies = register_copies(platform, m, cnt_next[i], len(users), f"cnt{i}_c")
-                for (j, g), c in zip(users, copies, strict=True):
-                    cnt_c[j][g][i] = c
-        else:
-            cnt_c = [[dict(enumerate(cnt)) for _ in range(G)] for _ in range(n)]
-
-        def pick(values, j, g):
+        def pick(values, j):
             """The address level j restarts at: the counting level's (above j) next one."""
-            return _any([values[i] & cnt_c[j][g][i].replicate(aw) for i in range(j + 1, n)])
+            return _any([values[i] & cnt[i].replicate(aw) for i in range(j + 1, n)])
 
         def first_count(wraps):
             return [_all(wraps[:k]) & ~wraps[k] for k in range(n)]
@@ -184,8 +166,8 @@ class Walker(wiring.Component):
 
         def set_cnt(wraps):
             counts = first_count(wraps)
-            m.d.comb += [c.eq(f) for c, f in zip(cnt_next, counts, strict=True)]
-            m.d.sync += [s.eq(_any(counts[k:])) for k, s in enumerate(sel)]
+            return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
+                    *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
 
         m.d.comb += [busy_next.eq(busy), prime_next.eq(prime)]
         m.d.sync += [busy.eq(busy_next), prime.eq(prime_next)]
@@ -198,7 +180,7 @@ class Walker(wiring.Component):
         with m.Elif(prime):
             # every level starts as it restarts, so the wraps are the restart values'
             m.d.comb += prime_next.eq(0)
-            set_cnt(one)
+            m.d.sync += set_cnt(one)
         with m.Elif(step):
             m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
@@ -206,7 +188,7 @@ class Walker(wiring.Component):
             # the wraps after this step, and the level the next step counts
             wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
                          (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
-            set_cnt(wrap_next)
+            m.d.sync += set_cnt(wrap_next)
         # each level's counters, flags and addresses load in the prime cycle (the first index,
         # from the restart values and the bases) or on a step that counts or restarts the
         # level, under enables of their own, one per group: the addresses sa and da, the
@@ -220,14 +202,13 @@ class Walker(wiring.Component):
             for g in range(G):
                 ld, rs = Signal(name=f"load{j}_{g}"), Signal(name=f"restart{j}_{g}")
                 m.d.comb += [ld.eq(prime_c[j][g] | (busy_c[j][g] & ready_c[j][g] & sel[j])),
-                             rs.eq(prime_c[j][g] | ~cnt_c[j][g][j])]    # restarts (or starts)
+                             rs.eq(prime_c[j][g] | ~cnt[j])]    # restarts (or starts)
                 load.append(ld)
                 restart.append(rs)
             for g, base, up, addr in ((0, self.src_base, up_s, sa), (1, self.dst_base, up_d, da)):
                 with m.If(load[g]):
                     m.d.sync += addr[j].eq(Mux(restart[g],
-                                               Mux(prime_c[j][g], base, pick(up, j, g)),
-                                               up[j]))
+                                               Mux(prime_c[j][g], base, pick(up, j)), up[j]))
             with m.If(load[2]):
                 with m.If(restart[2]):
                     m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),

@@ -23,10 +23,9 @@ Timing
 ------
 (The pipelined datapath; ``serial=True`` trades this for size, see :mod:`hw.lut.serial`.)
 One transfer per cycle in and out (initiation interval 1) for every lane count; a result leaves
-``LATENCY`` = 16 cycles after its sample was accepted when the output is not stalled: the input
+``LATENCY`` = 15 cycles after its sample was accepted when the output is not stalled: the input
 register, thirteen stages (P1 to P13, each about one subtract, shift, multiply or add deep, for
-the clock rate), the choice register, which chooses the table, lane by lane beside the tables,
-and the output register, which may sit by the unit's consumer. Every
+the clock rate), and the output register, which chooses the table. Every
 stage advances together when the output register is empty or being taken, so backpressure
 stalls the whole pipeline and nothing is dropped. On a platform with global buffers (the ECP5
 board tops: :mod:`hw.fabric`) that one enable reaches the stages on a global network.
@@ -56,10 +55,9 @@ from ..fabric import global_buffer, registered_copy, registered_product
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
-#: pipeline stages between the input register and the choice register (P1 to P13)
+#: pipeline stages between the input register and the output register (P1 to P13)
 STAGES = 13
-#: the input register, the stages, the choice register and the output register
-LATENCY = STAGES + 3
+LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
 _FRAC_BITS = {"sdp": 35, "cdp": 16}
@@ -265,13 +263,12 @@ class LutUnit(wiring.Component):
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics ----------------------------------------------------------------------------
-        # The counters take what the output register (the pipelined datapath's choice
-        # register) took a cycle before: whether a sample went
+        # The counters take what the output register took a cycle before: whether a sample went
         # in (`count`, behind the output's late ready) and, per counter, how many of its lanes
         # count, both registered every cycle (no enable), so neither the ready nor the states'
         # decode and sum reach the counters' 32-bit adds (96 of the ULX3S SoC's slow
         # endpoints at 838ffcd, up to 12.5 ns). The run's end comes with the last sample's
-        # handshake, at least a cycle after it went into that register, so the counts are
+        # handshake, a cycle after it went into the output register, so the counts are
         # complete when software sees `done`.
         count_r = Signal()
         m.d.sync += count_r.eq(count & busy & regs.ctrl.perf_enable.data[0])
@@ -323,7 +320,7 @@ class LutUnit(wiring.Component):
         return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
 
     def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform):
-        """The thirteen-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
+        """The twelve-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
         per lane (LE state, LO state, chosen, lane present), and when they count."""
         lanes = self.lanes
         i, o = self.i_stream, self.o_stream
@@ -339,7 +336,7 @@ class LutUnit(wiring.Component):
             m.d.sync += closing.eq(1)
 
         # valid/mask/last beside the data: index 0 is the input register, 1 to 12 the ends of
-        # stages P1 to P13; the choice and output registers follow
+        # stages P1 to P13; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
         last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
@@ -371,21 +368,15 @@ class LutUnit(wiring.Component):
             out_state.append(Mux(chosen, lo_st, le_st))
             counted.append((le_st, lo_st, chosen, mask[STAGES][lane]))
 
-        # the choice register, then the output register. Choosing straight into the output
-        # register left one net from the choice's LUTs, by the tables, to the output register,
-        # which the placer draws towards the unit's consumer: on the full ULX3S SoC at 90d2f4d
-        # --seed 6, 9.5 ns of routing into `o_stream` beside the LUT port. The output register
-        # now loads from registers only.
-        choice = Signal(out_layout(lanes, self.flavor), name="choice")
-        choice_v = Signal()
         with m.If(advance):
             m.d.sync += [
-                choice_v.eq(v[STAGES]), choice.mask.eq(mask[STAGES]),
-                choice.last.eq(last[STAGES]), choice.chosen.eq(Cat(*out_chosen)),
-                *(choice.data[lane].eq(out_data[lane]) for lane in range(lanes)),
-                *(choice.state[lane].eq(out_state[lane]) for lane in range(lanes)),
-                o.valid.eq(choice_v), o.payload.eq(choice),
+                o.valid.eq(v[STAGES]), o.payload.mask.eq(mask[STAGES]),
+                o.payload.last.eq(last[STAGES]),
+                o.payload.chosen.eq(Cat(*out_chosen)),
             ]
+            for lane in range(lanes):
+                m.d.sync += [o.payload.data[lane].eq(out_data[lane]),
+                             o.payload.state[lane].eq(out_state[lane])]
         return counted, advance & v[STAGES]
 
     def _derived(self, m, c, t, W, FB):
