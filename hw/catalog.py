@@ -62,9 +62,12 @@ BLOCKS = {
                           "LUT unit, SDP flavour, 1 lane, serial datapath (the UP5K's)"),
     "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
                         "sparse weight decompressor, 128-bit bus, 64-element atoms"),
-    # the same design at its smallest: routes in 3 to 6 minutes, the 128-bit build in 18 to 40
+    # the same design at 64 bits: routes in 3 to 6 minutes, the 128-bit build in 18 to 40
     "sparse_d64_a32": (lambda: sparse_decompressor(data_width=64, atom_elements=32),
                        "sparse weight decompressor, 64-bit bus, 32-element atoms"),
+    "sparse_d64_a16": (lambda: sparse_decompressor(data_width=64, atom_elements=16),
+                       "sparse weight decompressor, 64-bit bus, 16-element atoms (as in the "
+                       "ULX3S SoC)"),
     "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
     "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
                    "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),

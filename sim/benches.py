@@ -104,8 +104,9 @@ BENCHES: tuple[Bench, ...] = (
                    "test_start_while_busy_is_ignored,test_hwinfo"),
         Case("d512-a64", {"data_width": 512, "atom_elements": 64}, ("verilator",),
              regression=False),
-        # as the ULX3S builds it: the control registers' copies as TRELLIS_FF cells
-        Case("d64-a32-ecp5", {"data_width": 64, "atom_elements": 32}, ("verilator",),
+        # as the ULX3S builds it: 16-element atoms, the control registers' copies as
+        # TRELLIS_FF cells
+        Case("d64-a16-ecp5", {"data_width": 64, "atom_elements": 16}, ("verilator",),
              platform="ecp5"),
     )),
     Bench("dma", "sim.dma.test_dma", dma_engine, (
@@ -145,6 +146,7 @@ PERF: tuple[Bench, ...] = (
         Case(f"{flavor}-l{lanes}-serial", {"lanes": lanes, "flavor": flavor, "serial": True},
              ("verilator",)) for flavor, lanes in (("sdp", 1), ("sdp", 2), ("cdp", 1)))),
     Bench("sparse-perf", "sim.sparse.bench_sparse", sparse_decompressor, (
+        Case("d64-a16", {"data_width": 64, "atom_elements": 16}, ("verilator",)),
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}, ("verilator",)),
         Case("d256-a64", {"data_width": 256, "atom_elements": 64}, ("verilator",)),
     )),

@@ -275,25 +275,27 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want += [f"{n}{b}_c0_ff" for n, bits in (("elog_g", 2), ("lg0_w", 2), ("lgc_w", 3))
              for b in range(bits)]
     # the decompressor's X slice and segment queue: their select, one copy per 64 of their
-    # several hundred bits
+    # hundreds of bits (7 and 3 at 16 elements)
+    assert b.soc.sparse_atom_elements == 16
     sel = [n for n in names if re.fullmatch(r"skid_sel\d+_ff", n)]
-    assert len(sel) >= 8 + 4 and "skid_sel7_ff" in sel and sel.count("skid_sel3_ff") == 2, sel
+    assert len(sel) == 7 + 3 and "skid_sel6_ff" in sel and sel.count("skid_sel2_ff") == 2, sel
     want += sel
     # the mask and data rings' read pointers: per bit, one copy per 64 bits of its rotation
-    # stage (the data ring's top stage, 8 x (64 + 63) bits: 16 copies; the mask ring's: 2)
+    # stage (pointer bit 5 is the data ring's top stage, 8 x (32 + 31) bits: 8 copies; the
+    # mask ring's stage for it, 16 + 31 bits: 1)
     ring = [n for n in names if re.fullmatch(r"rd\d+_c\d+_ff", n)]
-    assert sum(n.startswith("rd6_") for n in ring) == 16 + 2, ring
+    assert sum(n.startswith("rd5_") for n in ring) == 8 + 1, ring
     want += ring
-    # the data ring's take (the segment queue head's byte count, a cycle ahead: 7 bits at
-    # 32 elements)
-    want += [f"take{b}_c0_ff" for b in range(7)]
+    # the data ring's take (the segment queue head's byte count, a cycle ahead: 0 to 32, 6
+    # bits at 16 elements)
+    want += [f"take{b}_c0_ff" for b in range(6)]
     # the output queue's and the segment queue's loads: a copy of the entry's emptiness per
     # LOAD_BITS bits (the output queue holds 16-bit slots and a last flag; the segment queue
     # the rest)
     from hw.sparse.decompressor import LOAD_BITS
 
     atoms = -(-(16 * b.soc.sparse_atom_elements + 1) // LOAD_BITS)
-    assert atoms == 9
+    assert atoms == 5
     want += [f"out_empty{k}_ff" for k in range(atoms)]
     # the segment queue's load is a register worked out a cycle ahead, one copy per share of
     # its head; X's likewise, one copy (into the global network)

@@ -22,7 +22,7 @@ from model.registers.sparse import SPARSE, Error, program
 
 @pytest.mark.parametrize("kw, msg", [
     (dict(data_width=32), "data_width must be 64, 128, 256 or 512, not 32"),
-    (dict(atom_elements=16), "atom_elements must be 32 or 64, not 16"),
+    (dict(atom_elements=8), "atom_elements must be 16, 32 or 64, not 8"),
     (dict(max_burst=12), "max_burst must be a power of two up to 256, not 12"),
     (dict(max_burst=32, fifo_depth=16), "fifo_depth 16 must hold a burst of 32 beats"),
 ])
@@ -256,6 +256,7 @@ def run_gearbox(atom_elements, beat_bytes, two, atoms, seed, *, p_in=None, p_out
 @pytest.mark.parametrize("atom_elements, beat_bytes, two", [
     (64, 8, 0), (64, 8, 1), (32, 16, 1), (64, 64, 0), (64, 64, 1),
     (32, 64, 0), (32, 64, 1),            # half-beat atoms, then one-beat atoms
+    (16, 8, 0), (16, 8, 1),              # the ULX3S SoC's: two and four beats an atom
 ])
 @pytest.mark.parametrize("seed", range(3))
 def test_gearbox_keeps_the_bytes_in_order(atom_elements, beat_bytes, two, seed):
@@ -320,6 +321,7 @@ def test_gearbox_flush_drops_what_it_holds(atom_elements, beat_bytes, two):
 
 @pytest.mark.parametrize("atom_elements, beat_bytes, two, cycles_per_atom", [
     (64, 64, 0, 1), (32, 64, 1, 1), (32, 64, 0, 0.5), (32, 16, 0, 2), (64, 8, 1, 16),
+    (16, 8, 0, 2), (16, 8, 1, 4),
 ])
 def test_gearbox_keeps_pace(atom_elements, beat_bytes, two, cycles_per_atom):
     """Free-flowing on both sides, the gearbox takes an atom a cycle while atoms are a beat or
@@ -328,7 +330,7 @@ def test_gearbox_keeps_pace(atom_elements, beat_bytes, two, cycles_per_atom):
     assert cycles <= max(1, cycles_per_atom) * 64 + 4
 
 
-@pytest.mark.parametrize("n", [32, 64])
+@pytest.mark.parametrize("n", [16, 32, 64])
 def test_expand_spreads_lanes_over_the_set_bits(n):
     """The decoder's expansion network: the k-th set bit of the mask gets lane k, for all-ones,
     single-bit and random masks and random runs (a segment placed part way into the atom)."""

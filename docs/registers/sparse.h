@@ -45,7 +45,7 @@
 #define ATOMCUBE_SPARSE_HWINFO_RESET 0x00000000u
 #define ATOMCUBE_SPARSE_HWINFO_DATA_BYTES_SHIFT 0u /* R [6:0] Memory bus bytes per beat. */
 #define ATOMCUBE_SPARSE_HWINFO_DATA_BYTES_MASK 0x0000007fu
-#define ATOMCUBE_SPARSE_HWINFO_ATOM_ELEMENTS_SHIFT 8u /* R [14:8] Elements per output atom (32 or 64). */
+#define ATOMCUBE_SPARSE_HWINFO_ATOM_ELEMENTS_SHIFT 8u /* R [14:8] Elements per output atom (16, 32 or 64). */
 #define ATOMCUBE_SPARSE_HWINFO_ATOM_ELEMENTS_MASK 0x00007f00u
 
 /* weight_addr: Packed weight surface address (256-byte aligned). */

@@ -44,11 +44,11 @@ class SocConfig:
     dma: bool = True
     sparse: bool = True
     lut: bool = True
-    # the decompressor's atom: 32 elements. The SoC writes the dense image back over the same
-    # 64-bit bus (8 bytes a cycle), so a 32-element atom a cycle (32 or 64 bytes) is already
-    # four times what the bus takes, and the 64-element atom's wider expansion and slots only
-    # cost area (docs/board.md: it was the full SoC's largest part)
-    sparse_atom_elements: int = 32
+    # the decompressor's atom: 16 elements. The SoC writes the dense image back over the same
+    # 64-bit bus (8 bytes a cycle), so a 16-element atom a cycle (16 or 32 bytes) is already
+    # two to four times what the bus takes; wider atoms only cost area and routing (32
+    # elements: 8,000 LUT4 more in the SoC, 77.3 MHz median against 16's; docs/board.md)
+    sparse_atom_elements: int = 16
     lut_serial: bool = False      # small FPGAs: the LUT unit's serial datapath (one multiplier)
                                   # and a LUT port that moves one beat at a time
     slices: bool = True           # register slices on the long paths and banks that capture

@@ -65,7 +65,7 @@ SPARSE = regmap("sparse", [
         Field("group", 8, 24, "R", doc="The group being decoded when it stopped.")),
     reg("hwinfo", 0x010, "How the block was built.",
         Field("data_bytes", 0, 7, "R", doc="Memory bus bytes per beat."),
-        Field("atom_elements", 8, 7, "R", doc="Elements per output atom (32 or 64).")),
+        Field("atom_elements", 8, 7, "R", doc="Elements per output atom (16, 32 or 64).")),
     *_surface_registers(),
     reg("dst_addr", 0x038, "Where the dense image goes when ctrl.write_enable is set "
                            "(256-byte aligned).",
