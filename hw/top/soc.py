@@ -47,7 +47,8 @@ class SocConfig:
     # the decompressor's atom: 16 elements. The SoC writes the dense image back over the same
     # 64-bit bus (8 bytes a cycle), so a 16-element atom a cycle (16 or 32 bytes) is already
     # two to four times what the bus takes; wider atoms only cost area and routing (32
-    # elements: 8,000 LUT4 more in the SoC, 77.3 MHz median against 16's; docs/board.md)
+    # elements: 8,000 LUT4 more in the SoC, and a median Fmax over four seeds of 77.3 MHz
+    # against 87.1 at 16; docs/board.md, "Twenty-sixth session")
     sparse_atom_elements: int = 16
     lut_serial: bool = False      # small FPGAs: the LUT unit's serial datapath (one multiplier)
                                   # and a LUT port that moves one beat at a time
