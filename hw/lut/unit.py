@@ -320,7 +320,7 @@ class LutUnit(wiring.Component):
         return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
 
     def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform):
-        """The twelve-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
+        """The thirteen-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
         per lane (LE state, LO state, chosen, lane present), and when they count."""
         lanes = self.lanes
         i, o = self.i_stream, self.o_stream
@@ -335,7 +335,7 @@ class LutUnit(wiring.Component):
         with m.If(accept & i.payload.last):
             m.d.sync += closing.eq(1)
 
-        # valid/mask/last beside the data: index 0 is the input register, 1 to 12 the ends of
+        # valid/mask/last beside the data: index 0 is the input register, 1 to 13 the ends of
         # stages P1 to P13; the output register follows
         v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
         mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
