@@ -88,8 +88,9 @@ class ToolMissing(RuntimeError):
 MAPPERS = ("abc9", "abc")
 
 #: The mapper an ECP5 build of a block uses unless ``--mapper`` says otherwise: ABC9, except
-#: for the blocks it cannot map in a sitting here. iCE40 builds always use ABC9.
-ECP5_MAPPER = {"sparse_d128_a64": "abc", "sparse_d64_a32": "abc", "sparse_d64_a16": "abc"}
+#: for the blocks it cannot map in a sitting here: every build of the sparse decompressor.
+#: iCE40 builds always use ABC9.
+ECP5_MAPPER = {block: "abc" for block in BLOCKS if block.startswith("sparse_")}
 
 
 def default_mapper(block: str, family: str) -> str:

@@ -77,6 +77,9 @@ def test_default_mappers():
     assert synth.default_mapper("sparse_d128_a64", "ecp5") == "abc"
     assert synth.default_mapper("sparse_d128_a64", "ice40") == "abc9"
     assert set(synth.ECP5_MAPPER) <= set(BLOCKS)
+    # every decompressor build, the SoC's 16-element one included, and nothing else
+    assert sorted(synth.ECP5_MAPPER) == ["sparse_d128_a64", "sparse_d64_a16", "sparse_d64_a32"]
+    assert synth.default_mapper("dma_d64", "ecp5") == "abc9"
 
 
 def test_collect_reads_what_a_build_left(tmp_path):
