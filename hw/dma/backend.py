@@ -48,7 +48,8 @@ class BackEnd(wiring.Component):
         self.read_fifo = read_fifo
         aw = addr_width
         super().__init__({
-            "m_axi": Out(AXI4Signature(addr_width=aw, data_width=data_width,
+            # (32 address bits on the bus whatever `addr_width`: the bits above it are 0)
+            "m_axi": Out(AXI4Signature(addr_width=32, data_width=data_width,
                                        id_width=id_width)),
             "req": In(stream.Signature(aw)),
             "rdata": Out(stream.Signature(data_width)),

@@ -48,8 +48,13 @@ from .midend import MidEnd
 
 
 class DmaEngine(wiring.Component):
-    """Parameters: ``data_width`` 64, 128 or 256; ``addr_width`` (at most 32: registers hold
-    32-bit addresses); ``id_width``; ``max_burst`` beats (power of two, 2 to 256);
+    """Parameters: ``data_width`` 64, 128 or 256; ``addr_width``, the address bits the engine
+    reaches, 12 to 32 (registers hold 32-bit addresses): a descriptor that reads or writes at
+    or above ``2**addr_width`` ends with ``RANGE``, and so does a chain address there; every
+    address register and adder inside is ``addr_width`` bits wide (the SoC builds it as wide
+    as its memory: :attr:`hw.top.soc.SocConfig.dma_addr_width`), and ``m_axi`` carries 32
+    address bits whatever it is, those above ``addr_width`` 0; ``id_width``;
+    ``max_burst`` beats (power of two, 2 to 256);
     ``read_fifo`` beats of read data buffered (bounds the reads in flight); ``tile_beats``
     (beats per row of a transpose tile; default 128 bytes' worth); ``bank_mirror`` (the register
     bank reads the configuration back from a copy in a memory:
@@ -89,7 +94,7 @@ class DmaEngine(wiring.Component):
                              max_burst=max_burst, read_fifo=read_fifo)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
-            "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
+            "m_axi": Out(AXI4Signature(addr_width=32, data_width=data_width,
                                        id_width=id_width)),
             "irq": Out(1),
         })

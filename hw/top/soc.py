@@ -80,6 +80,15 @@ class SocConfig:
         return round(self.clk_hz / self.baud)
 
     @property
+    def dma_addr_width(self):
+        """The address bits the DMA engine is built with: as many as the memory needs (at least
+        12, the engine's least), so its walkers and queues carry no address bit that is always
+        0. The full ULX3S SoC's 64 KiB: 16, against 32 before (docs/board.md, "Twenty-seventh
+        session"). A descriptor past the memory then ends with ``RANGE`` in the engine's own
+        checks, where a 32-bit engine's bursts got DECERR from the memory."""
+        return max(12, self.mem_bytes.bit_length() - 1)
+
+    @property
     def lut_lanes(self):
         return self.data_width // 32
 
@@ -128,6 +137,7 @@ class Soc(wiring.Component):
         irqs = dict.fromkeys(IRQ_BITS, 0)
         if c.dma:
             dma = m.submodules.dma = DmaEngine(data_width=c.data_width,
+                                               addr_width=c.dma_addr_width,
                                                bank_mirror=c.bank_mirror)
             connect_members(m, dec.dma, dma.s_axil)
             managers.append(dma.m_axi)
