@@ -118,6 +118,10 @@ BENCHES: tuple[Bench, ...] = (
         # as the ULX3S builds it: the datapath reset and the run queue's and read slice's loads
         # through DCCAs, the registers' copies as TRELLIS_FF cells
         Case("d64-ecp5", {"data_width": 64}, ("verilator",), platform="ecp5"),
+        # and with 16 address bits, as the ULX3S SoC builds it for its 64 KiB (the bench's
+        # memory is then the engine's whole address space)
+        Case("d64-aw16-ecp5", {"data_width": 64, "addr_width": 16}, ("verilator",),
+             platform="ecp5"),
     )),
     # the SoC through its UART: the line at 8 clock cycles a bit, the memory stalling at random.
     # The full SoC simulates at about 10 000 cycles a second and its tests run 40 million

@@ -44,11 +44,18 @@ from sim.harness import (
 )
 from sim.runner import params
 
-MEM_SIZE = 1 << 20
+#: the address bits the engine is built with; at 16 (as the ULX3S SoC builds it) the bench's
+#: memory is the engine's whole address space, with the same tests in a smaller plan
+AW = params().get("addr_width", 32)
+TOP = 1 << AW
+SMALL = AW < 20
+MEM_SIZE = TOP if SMALL else 1 << 20
 GUARD = 0xA5
 DENSE = 0x1000
-IMAGE = 0x40000
-CHAIN = 0xF0000
+IMAGE = 0x6000 if SMALL else 0x40000
+CHAIN = MEM_SIZE - 0x1000
+#: a Sophgo NPU's local memory (its 8 NPUs' image lies at IMAGE)
+NPU_BYTES = 1024 if SMALL else 8192
 
 
 class TB:
@@ -175,8 +182,8 @@ async def _feature(tb, precision, shape, chain, strides=False):
 
 
 async def _sophgo(tb, start, shape, dtype, layout, mode, chain):
-    lm = LocalMemory(8, 8192)
-    t = LocalTensor(lm, start * 8192 + 256, shape, dtype, layout, None, mode)
+    lm = LocalMemory(8, NPU_BYTES)
+    t = LocalTensor(lm, start * NPU_BYTES + 256, shape, dtype, layout, None, mode)
     x = tb.tensor(shape, {"int8": "i1", "int16": "<i2", "fp16": "<f2", "fp32": "<f4"}[dtype])
     image = lm.empty(GUARD)
     t.store(image, x)
@@ -250,16 +257,25 @@ async def test_weights_and_nhwc(dut):
 
 
 def random_descriptor(r, bb):
-    eb = r.choice([1, 2, 4, 8])
-    dims, span = [], 0
-    for _ in range(r.randint(1, 5)):
-        extent = r.randint(1, 6)
-        dst_stride = span + eb * r.randint(1, 3)
-        dims.append(Dim(extent, eb * r.randint(0, 40), dst_stride, r.randint(0, extent)
-                        if r.random() < 0.3 else extent))
-        span = dst_stride * extent
-    return Descriptor(DENSE + eb * r.randint(0, 64), IMAGE + eb * r.randint(0, 64), eb,
-                      tuple(dims), pad=r.getrandbits(64))
+    """A random descriptor that reads below IMAGE and writes between IMAGE and CHAIN. Some
+    dimensions of extent 1 get strides of any 32 bits (a multiple of the element): the engine
+    must not use them, nor (narrower than 32 bits) be misled by their low bits."""
+    while True:
+        eb = r.choice([1, 2, 4, 8])
+        dims, span = [], 0
+        for _ in range(r.randint(1, 5)):
+            extent = r.randint(1, 6)
+            if extent == 1 and r.random() < 0.3:
+                dims.append(Dim(1, r.getrandbits(32) & -eb, r.getrandbits(32) & -eb))
+                continue
+            dst_stride = span + eb * r.randint(1, 3)
+            dims.append(Dim(extent, eb * r.randint(0, 40), dst_stride, r.randint(0, extent)
+                            if r.random() < 0.3 else extent))
+            span = dst_stride * extent
+        d = Descriptor(DENSE + eb * r.randint(0, 64), IMAGE + eb * r.randint(0, 64), eb,
+                       tuple(dims), pad=r.getrandbits(64))
+        if d.src_range()[1] <= IMAGE and d.dst_range()[1] <= CHAIN:
+            return d
 
 
 @cocotb.test()
@@ -311,7 +327,9 @@ async def test_paths_and_long_bursts(dut):
         ("rows of pad", Descriptor(DENSE + 6, IMAGE + 2, 2, (Dim(22, 2, 2, 0), Dim(3, 52, 46)),
                                    pad=0x7E81)),
     ]
-    src = np.frombuffer(random.Random(tb.rng.getrandbits(32)).randbytes(1 << 15), np.uint8)
+    src = np.frombuffer(random.Random(tb.rng.getrandbits(32)).randbytes(min(1 << 15,
+                                                                               IMAGE - DENSE)),
+                        np.uint8)
     for what, d in cases:
         tb.mem.fill(GUARD)
         tb.mem.load(DENSE, src)
@@ -377,8 +395,22 @@ async def test_errors(dut):
          Error.RANGE),
         ("overlap", Descriptor(DENSE, DENSE + 16, 1, (Dim(64, 1, 1),)), Error.OVERLAP),
     ]
+    if AW < 32:
+        # the engine's own top, below the registers' 32 bits: its address bits above AW are
+        # not there to carry an address past it
+        bad += [
+            ("source at the top", Descriptor(TOP, IMAGE, 1, (Dim(16, 1, 1),)), Error.RANGE),
+            ("source past the top", Descriptor(TOP - 0x100, IMAGE, 1, (Dim(512, 1, 1),)),
+             Error.RANGE),
+            ("destination past the top", Descriptor(DENSE, TOP - 8, 1, (Dim(9, 1, 1),)),
+             Error.RANGE),
+            ("destination far past the top", Descriptor(DENSE, TOP + IMAGE, 1,
+                                                        (Dim(16, 1, 1),)), Error.RANGE),
+            ("stride past the top", Descriptor(DENSE, IMAGE, 1, (Dim(2, TOP, 1),)),
+             Error.RANGE),
+        ]
     for what, d, code in bad:
-        assert d.error(32) == code, what                       # the model agrees
+        assert d.error(AW) == code, what                       # the model agrees
         await _expect_error(tb, [d], code, 0, False, what)
         await _expect_error(tb, [GOOD, d], code, 1, True, f"{what} (chain)")
     # bus errors
@@ -389,11 +421,12 @@ async def test_errors(dut):
                         write_errors=[(IMAGE + 512, IMAGE + 520)])
     await _expect_error(tb, [GOOD, big], Error.FETCH_ERROR, 1, True, "fetch error",
                         read_errors=[(CHAIN + 128, CHAIN + 256)])
-    # a misaligned chain address
-    await tb.drv.write("chain_addr", value=CHAIN + 8)
-    await tb.drv.write("ctrl", start_chain=1)
-    await tb.wait_done()
-    assert (await tb.drv.error.read()).code == Error.ALIGN
+    # a misaligned chain address, and one at the engine's top
+    for at, code in ((CHAIN + 8, Error.ALIGN), *(((TOP, Error.RANGE),) if AW < 32 else ())):
+        await tb.drv.write("chain_addr", value=at)
+        await tb.drv.write("ctrl", start_chain=1)
+        await tb.wait_done()
+        assert (await tb.drv.error.read()).code == code, hex(at)
 
 
 @cocotb.test()
@@ -418,7 +451,7 @@ async def test_read_error_writes_only_good_data(dut):
 async def test_start_while_busy_and_hwinfo(dut):
     tb = await TB.start(dut, salt=8, latency=20)
     info = await tb.drv.hwinfo.read()
-    assert (info.data_bytes, info.max_dims, info.addr_width) == (tb.bb, 5, 32)
+    assert (info.data_bytes, info.max_dims, info.addr_width) == (tb.bb, 5, AW)
     d = Descriptor(DENSE, IMAGE, 1, (Dim(3000, 1, 1),))
     tb.mem.fill(GUARD)
     src = np.arange(3000, dtype=np.uint16).astype(np.uint8)
@@ -427,11 +460,11 @@ async def test_start_while_busy_and_hwinfo(dut):
         await tb.drv.write(name, **fields)
     st = await tb.drv.status.read()
     assert st.busy
-    await tb.drv.write("dst_addr", value=IMAGE + 0x8000)      # a second start: ignored
+    await tb.drv.write("dst_addr", value=IMAGE + 0x4000)      # a second start: ignored
     await tb.drv.write("ctrl", start=1)
     await tb.wait_done()
     assert (tb.mem.mem[IMAGE:IMAGE + 3000] == src).all()
-    assert not tb.mem.written[IMAGE + 0x8000:].any()
+    assert not tb.mem.written[IMAGE + 0x4000:].any()
 
 
 @cocotb.test()
@@ -479,3 +512,46 @@ async def test_descriptor_interrupt_and_counters(dut):
     await tb.drv.status.write(done=1, desc_irq=1)
     await ClockCycles(tb.dut.clk, 2)
     assert not irq.value
+
+
+@cocotb.test(skip=not SMALL)
+async def test_top_of_the_address_space(dut):
+    """A narrow engine's memory is its whole address space: jobs that read or write up to its
+    last byte complete on every path, from the registers and from a chain in its last 128
+    bytes (which the chain's jobs read), and write nothing else."""
+    tb = await TB.start(dut, salt=11)
+    r = random.Random(tb.rng.getrandbits(32))
+    last = TOP - DESCRIPTOR_BYTES                     # where a chain's one descriptor goes
+    cases = [
+        ("copy to the top", Descriptor(DENSE + 3, TOP - 1003, 1, (Dim(1003, 1, 1),)), False),
+        ("copy from the top", Descriptor(TOP - 1234, IMAGE + 6, 2, (Dim(617, 2, 2),)), True),
+        ("transpose to the top", Descriptor(DENSE, TOP - 420, 1,
+                                            (Dim(6, 70, 1), Dim(70, 1, 6))), False),
+        ("gather from the top", Descriptor(TOP - 2376, IMAGE, 8,
+                                           (Dim(100, 24, 8, 99), Dim(3, 8, 800)),
+                                           pad=r.getrandbits(64)), True),
+    ]
+    for what, d, chain in cases:
+        assert d.error(AW) == Error.NONE, what
+        tb.mem.fill(GUARD)
+        lo, hi = d.src_range()
+        tb.mem.load(lo, np.frombuffer(r.randbytes(hi - lo), np.uint8))
+        if chain:
+            tb.mem.load(last, Program([d]).chain(last))
+        model = tb.mem.mem.copy()
+        execute([d], model)
+        tb.mem.written[:] = False
+        if chain:
+            for name, fields in program_chain(last):
+                await tb.drv.write(name, **fields)
+            await tb.wait_done()
+            code = (await tb.drv.error.read()).code
+        else:
+            code, _, _ = await tb.run([d], chain=False)
+        assert code == 0, f"{what}: error {Error(code).name}"
+        if not (tb.mem.mem == model).all():
+            bad = int(np.flatnonzero(tb.mem.mem != model)[0])
+            raise AssertionError(f"{what} differs at 0x{bad:x}: {d}")
+        dlo, dhi = d.dst_range()
+        tb.assert_writes_within(dlo, dhi - dlo, what)
+        dut._log.info("%s: %d bytes up to 0x%x", what, d.dst_bytes, max(hi, dhi))
