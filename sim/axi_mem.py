@@ -44,6 +44,9 @@ class AxiMemory:
         self.cycle = 0
         self.longest_read = 0                           # beats of the longest read burst
         self.longest_write = 0                          # ... and write burst
+        #: one past the highest byte any burst addressed, before the wrap: a bench of a
+        #: manager narrower than the port checks that the bits above its width stay 0
+        self.highest = 0
         self._aw = bus.write.aw
         self._pending = collections.deque()
         self._arrived = Event()
@@ -95,6 +98,7 @@ class AxiMemory:
             assert (addr & 0xFFF) + beats * size <= 0x1000, \
                 f"write burst at 0x{addr:x}, {beats} beats, crosses 4 KiB"
             self.longest_write = max(self.longest_write, beats)
+            self.highest = max(self.highest, addr + beats * size)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -122,6 +126,7 @@ class AxiMemory:
             assert int(ar.arburst) == 1, "only INCR bursts are expected"
             assert (addr & 0xFFF) + beats * size <= 0x1000, f"burst at 0x{addr:x} crosses 4 KiB"
             self.longest_read = max(self.longest_read, beats)
+            self.highest = max(self.highest, addr + beats * size)
             for n in range(beats):
                 a = addr + n * size
                 r = self.r._transaction_obj()

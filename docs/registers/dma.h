@@ -49,7 +49,7 @@
 #define ATOMCUBE_DMA_HWINFO_DATA_BYTES_MASK 0x0000007fu
 #define ATOMCUBE_DMA_HWINFO_MAX_DIMS_SHIFT 8u /* R [10:8] Dimensions per descriptor (5). */
 #define ATOMCUBE_DMA_HWINFO_MAX_DIMS_MASK 0x00000700u
-#define ATOMCUBE_DMA_HWINFO_ADDR_WIDTH_SHIFT 16u /* R [22:16] Address bits. */
+#define ATOMCUBE_DMA_HWINFO_ADDR_WIDTH_SHIFT 16u /* R [22:16] Address bits the engine reaches (12 to 32): a job that reads, writes or fetches at or above 2**addr_width ends with RANGE (16 in a SoC with 64 KiB of memory). */
 #define ATOMCUBE_DMA_HWINFO_ADDR_WIDTH_MASK 0x007f0000u
 
 /* chain_addr: Address of the first descriptor of a chain (128-byte aligned). */

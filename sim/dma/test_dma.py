@@ -555,3 +555,5 @@ async def test_top_of_the_address_space(dut):
         dlo, dhi = d.dst_range()
         tb.assert_writes_within(dlo, dhi - dlo, what)
         dut._log.info("%s: %d bytes up to 0x%x", what, d.dst_bytes, max(hi, dhi))
+    # and every address on the port stayed below the top (m_axi's bits above AW are 0)
+    assert tb.mem.highest == TOP, hex(tb.mem.highest)
