@@ -16,7 +16,14 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 
 from ..bus.fifo import RegisteredQueue, register_slice
-from .tile import low_bytes, pad_pattern, path_ports, piece_layout, rotate_right_bytes
+from .tile import (
+    count_width,
+    low_bytes,
+    pad_pattern,
+    path_ports,
+    piece_layout,
+    rotate_right_bytes,
+)
 from .walker import Walker
 
 DIMS = 5
@@ -30,7 +37,8 @@ class ElementPath(wiring.Component):
         self.addr_width = addr_width
         self.queue = queue
         aw = addr_width
-        self._walker = Walker(levels=DIMS, addr_width=aw, ready_ahead=True)
+        self._walker = Walker(levels=DIMS, addr_width=aw, count_width=count_width(aw),
+                              ready_ahead=True)
         super().__init__(path_ports(data_width=data_width, addr_width=aw, dims=DIMS))
 
     def elaborate(self, platform):

@@ -32,7 +32,7 @@ from ..bus.fifo import register_slice, registered
 from ..fabric import register_copies, registered_copy
 from .elements import ElementPath
 from .rows import RowCopier
-from .tile import TileTransposer, path_ports
+from .tile import TileTransposer, count_width, path_ports
 
 # cycles from start until the configuration pipeline below holds the descriptor's values (11),
 # and then the tile path's own configuration registers
@@ -168,7 +168,7 @@ class MidEnd(wiring.Component):
         for k in (3, 2, 1):
             with m.If(col_ok[k]):
                 m.d.comb += col_c.eq(k)
-        col_ext_c = Signal(32)
+        col_ext_c = Signal(count_width(aw))
         with m.Switch(col_c):
             for k in (1, 2, 3):
                 with m.Case(k):

@@ -20,7 +20,15 @@ from amaranth.lib import data, stream, wiring
 
 from ..bus.fifo import RegisteredQueue, register_slice
 from ..fabric import register_copies
-from .tile import beat_requests, byte_bits, low_bytes, pad_pattern, path_ports, piece_layout
+from .tile import (
+    beat_requests,
+    byte_bits,
+    count_width,
+    low_bytes,
+    pad_pattern,
+    path_ports,
+    piece_layout,
+)
 from .walker import Walker
 
 DIMS = 5
@@ -50,7 +58,8 @@ class RowCopier(wiring.Component):
         self.addr_width = addr_width
         self.run_queue = run_queue
         aw = addr_width
-        self._walker = Walker(levels=DIMS - 1, addr_width=aw, ready_ahead=True)
+        self._walker = Walker(levels=DIMS - 1, addr_width=aw, count_width=count_width(aw),
+                              ready_ahead=True)
         super().__init__(path_ports(data_width=data_width, addr_width=aw, dims=DIMS))
 
     def elaborate(self, platform):

@@ -80,15 +80,24 @@ def piece_layout(addr_width: int, data_width: int) -> data.StructLayout:
                               "strb": data_width // 8, "last": 1})
 
 
+def count_width(addr_width: int) -> int:
+    """The bits of an extent or valid count that passed the front end's checks, with
+    ``addr_width`` address bits: it is at most ``2**addr_width``, as a dimension of extent 2 or
+    more strides its destination by an element at least and the destination lies below
+    ``2**addr_width`` (and valid is at most the extent). At 32 bits, the registers' 32."""
+    return min(32, addr_width + 1)
+
+
 def path_ports(*, data_width, addr_width, dims):
     """The ports every mid-end path has (see the module's docstring): the descriptor, start
     and busy, the three beat streams and the byte counts. Checks ``data_width``."""
     if data_width not in (64, 128, 256):
         raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
     aw = addr_width
+    cw = count_width(aw)
     return {
         "src": In(aw), "dst": In(aw), "elog": In(2), "pad": In(64),
-        "ext": In(32).array(dims), "val": In(32).array(dims),
+        "ext": In(cw).array(dims), "val": In(cw).array(dims),
         "sst": In(aw).array(dims), "dstr": In(aw).array(dims),
         "start": In(1), "busy": Out(1),
         "req": Out(stream.Signature(aw)),
@@ -246,9 +255,10 @@ class TileTransposer(wiring.Component):
         lo_mask = reg(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1), "lo_mask", LB)
         rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0_w, ext[ROWS]), "rows_total", 38)
         cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc_w, ext[COLS]), "cols_total", 43)
-        vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", 32)
+        cw = count_width(aw)
+        vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", cw)
         # (at most L: it is compared with a row's index in dimension 0, which is under L)
-        v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", 32)
+        v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", cw)
         v_lo = reg(Mux(v_lo_full > L, L, v_lo_full), "v_lo", LB + 1)
         # source step after the last index of dimension 0 in a grouped row
         row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0_w) + sst[ROWS], "row_wrap", aw)
@@ -416,10 +426,10 @@ class TileTransposer(wiring.Component):
         # that is v >= extent - 3, a bound kept at 0 for an extent under 3 (an index of such a
         # dimension steps at most from 0 to 1, and its test after that is never read).
         def outer(k):
-            ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", 32)
-            ext_m3 = reg(Mux(ext[k] < 3, 0, ext[k] - 3), f"ext{k}_m3", 32)
-            val_m1 = reg(Mux(val[k] == 0, 0, val[k] - 1), f"val{k}_m1", 32)
-            return counter(f"c{k}", 32, lambda v: v + 1, 0, {
+            ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", cw)
+            ext_m3 = reg(Mux(ext[k] < 3, 0, ext[k] - 3), f"ext{k}_m3", cw)
+            val_m1 = reg(Mux(val[k] == 0, 0, val[k] - 1), f"val{k}_m1", cw)
+            return counter(f"c{k}", cw, lambda v: v + 1, 0, {
                 "wrap": (lambda v: v + 1 >= ext[k], lambda v: v >= ext_m2,
                          lambda v: v >= ext_m3, 1),
                 "has": (lambda v: v < val[k], lambda v: v < val_m1, 1)})

@@ -53,7 +53,7 @@ MEM_SIZE = TOP if SMALL else 1 << 20
 GUARD = 0xA5
 DENSE = 0x1000
 IMAGE = 0x6000 if SMALL else 0x40000
-CHAIN = MEM_SIZE - 0x1000
+CHAIN = 0xF000 if SMALL else 0xF0000
 #: a Sophgo NPU's local memory (its 8 NPUs' image lies at IMAGE)
 NPU_BYTES = 1024 if SMALL else 8192
 
@@ -530,6 +530,16 @@ async def test_top_of_the_address_space(dut):
         ("gather from the top", Descriptor(TOP - 2376, IMAGE, 8,
                                            (Dim(100, 24, 8, 99), Dim(3, 8, 800)),
                                            pad=r.getrandbits(64)), True),
+        # every byte of the space, pad: an extent of 2**AW, one more than AW bits hold (one
+        # run of the row path; a walker's outer level on the row path, its only level on the
+        # element path)
+        ("pad over the whole space, one run", Descriptor(0, 0, 1, (Dim(TOP, 1, 1, 0),),
+                                                         pad=r.getrandbits(64)), False),
+        ("pad over the whole space, rows", Descriptor(0, 0, 1, (Dim(1, 1, 1),
+                                                                Dim(TOP, 0, 1, 0)),
+                                                      pad=r.getrandbits(64)), False),
+        ("pad over the whole space, elements", Descriptor(0, 0, 1, (Dim(TOP, 0, 1, 0),),
+                                                          pad=r.getrandbits(64)), False),
     ]
     for what, d, chain in cases:
         assert d.error(AW) == Error.NONE, what
