@@ -86,10 +86,11 @@ class TB:
         return await wait_job_done(self.dut, self.drv, {"done": 1, "error": 1, "desc_irq": 1},
                                    max_cycles)
 
-    async def run(self, descs, chain, garble=None):
+    async def run(self, descs, chain, garble=None, max_cycles=4_000_000):
         """Run descriptors; returns (error code, failing index, cycles) of the last job. With
         ``garble`` (a random.Random), the unused dimensions' fields get random words, in
-        memory or in the registers, where the engine must ignore them."""
+        memory or in the registers, where the engine must ignore them. A job that has not
+        ended after ``max_cycles`` fails the test."""
         if chain:
             raw = bytearray(Program(list(descs)).chain(CHAIN))
             if garble is not None:
@@ -101,7 +102,7 @@ class TB:
             self.mem.written[:] = False
             for name, fields in program_chain(CHAIN):
                 await self.drv.write(name, **fields)
-            await self.wait_done()
+            await self.wait_done(max_cycles)
             err = await self.drv.error.read()
             return err.code, err.index, (await self.drv.cycles.read()).value
         cycles = 0
@@ -111,7 +112,7 @@ class TB:
                 if garble is not None and unused:
                     fields = {"value": garble.getrandbits(32)}
                 await self.drv.write(name, **fields)
-            await self.wait_done()
+            await self.wait_done(max_cycles)
             err = await self.drv.error.read()
             cycles += (await self.drv.cycles.read()).value
             if err.code:
@@ -554,10 +555,11 @@ async def test_top_of_the_address_space(dut):
         if chain:
             for name, fields in program_chain(last):
                 await tb.drv.write(name, **fields)
-            await tb.wait_done()
+            await tb.wait_done(200_000)
             code = (await tb.drv.error.read()).code
         else:
-            code, _, _ = await tb.run([d], chain=False)
+            # (the longest, 64 K elements one a cycle, takes about 70,000 cycles)
+            code, _, _ = await tb.run([d], chain=False, max_cycles=200_000)
         assert code == 0, f"{what}: error {Error(code).name}"
         if not (tb.mem.mem == model).all():
             bad = int(np.flatnonzero(tb.mem.mem != model)[0])
