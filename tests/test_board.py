@@ -251,9 +251,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want += [n for n in names if re.fullmatch(r"desc_(bank\d+|beat\d+_\d+)_ff", n)]
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
     # ... and each of its three paths' copy of the descriptor's addresses, element size and
-    # pad value (16 + 16 + 2 + 64 bits: the engine is as wide as the 64 KiB memory)
-    assert b.soc.dma_addr_width == 16
-    want += [f"desc_{t}{b}_c0_ff" for t in "ert" for b in range(2 * 16 + 2 + 64)]
+    # pad value (32 + 32 + 2 + 64 bits)
+    aw = b.soc.dma_addr_width
+    assert aw == 32
+    want += [f"desc_{t}{b}_c0_ff" for t in "ert" for b in range(2 * aw + 2 + 64)]
     # ... and its tile slots' dimension selects, each bit in a copy per field
     want += [f"{n}{b}_f{k}_ff" for n in ("col", "o1", "o2") for b in range(3) for k in range(4)]
     # the DMA row path's write-slice ready: one copy for the handshakes, one per share of the
@@ -339,13 +340,16 @@ def test_soc_config_rules():
 
 
 def test_soc_dma_address_width():
-    """The SoC's DMA engine reaches its memory and no further (12 bits at the least, the
-    engine's), and says so in hwinfo."""
+    """The SoC's DMA engine is built with the configuration's address bits (32 by default),
+    which must reach the whole memory (12 at the least, the engine's)."""
     from hw.top.soc import Soc, SocConfig
 
-    assert [SocConfig(mem_bytes=1 << k).dma_addr_width for k in (10, 12, 16, 22)] == \
-        [12, 12, 16, 22]
-    dma = Soc(SocConfig(mem_bytes=64 * 1024)).elaborate(None).submodules.dma
+    assert SocConfig().dma_addr_width == 32
+    for mem, bad in ((1 << 16, 15), (1 << 10, 11), (1 << 16, 33)):
+        with pytest.raises(ValueError, match=f"dma_addr_width {bad}: must be"):
+            SocConfig(mem_bytes=mem, dma_addr_width=bad)
+    SocConfig(mem_bytes=1 << 10, dma_addr_width=12)
+    dma = Soc(SocConfig(mem_bytes=64 * 1024, dma_addr_width=16)).elaborate(None).submodules.dma
     assert dma.addr_width == 16
     # the port keeps AXI's 32 address bits (the engine drives those above 16 with 0)
     assert len(dma.m_axi.araddr) == 32

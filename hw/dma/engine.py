@@ -51,8 +51,8 @@ class DmaEngine(wiring.Component):
     """Parameters: ``data_width`` 64, 128 or 256; ``addr_width``, the address bits the engine
     reaches, 12 to 32 (registers hold 32-bit addresses): a descriptor that reads or writes at
     or above ``2**addr_width`` ends with ``RANGE``, and so does a chain address there; every
-    address register and adder inside is ``addr_width`` bits wide (the SoC builds it as wide
-    as its memory: :attr:`hw.top.soc.SocConfig.dma_addr_width`), and ``m_axi`` carries 32
+    address register and adder inside is ``addr_width`` bits wide (the SoC's choice:
+    :attr:`hw.top.soc.SocConfig.dma_addr_width`), and ``m_axi`` carries 32
     address bits whatever it is, those above ``addr_width`` 0; ``id_width``;
     ``max_burst`` beats (power of two, 2 to 256);
     ``read_fifo`` beats of read data buffered (bounds the reads in flight); ``tile_beats``

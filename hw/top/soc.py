@@ -58,6 +58,10 @@ class SocConfig:
     bank_mirror: bool = True      # the blocks' register banks read their configuration back
                                   # from a memory, not through a multiplexer over registers
                                   # all over the block (hw.bus.regbank; docs/board.md)
+    # the DMA engine's address bits (12 to 32, enough for the memory). 16 would cover the
+    # ULX3S's 64 KiB with 4,800 LUT4 fewer, but its SoC routed slower over four seeds (median
+    # 79.7 MHz against 87.1 at 32; docs/board.md, "Twenty-seventh session"), so 32 it stays
+    dma_addr_width: int = 32
     clk_hz: int = 25_000_000
     baud: int = 115_200
     ram_stalls: int = 0           # testbenches only: AxiRam's LFSR seed for random stalls
@@ -72,21 +76,16 @@ class SocConfig:
         if self.mem_bytes & (self.mem_bytes - 1) or not 1024 <= self.mem_bytes <= 1 << 22:
             raise ValueError(f"mem_bytes {self.mem_bytes}: must be a power of two from 1 KiB "
                              f"to 4 MiB")
+        need = max(12, self.mem_bytes.bit_length() - 1)
+        if not need <= self.dma_addr_width <= 32:
+            raise ValueError(f"dma_addr_width {self.dma_addr_width}: must be {need} (to reach "
+                             f"{self.mem_bytes} bytes of memory) to 32")
         if self.clk_hz // self.baud < 4:
             raise ValueError(f"baud {self.baud}: at most clk_hz / 4 = {self.clk_hz // 4}")
 
     @property
     def divisor(self):
         return round(self.clk_hz / self.baud)
-
-    @property
-    def dma_addr_width(self):
-        """The address bits the DMA engine is built with: as many as the memory needs (at least
-        12, the engine's least), so its walkers and queues carry no address bit that is always
-        0. The full ULX3S SoC's 64 KiB: 16, against 32 before (docs/board.md, "Twenty-seventh
-        session"). A descriptor past the memory then ends with ``RANGE`` in the engine's own
-        checks, where a 32-bit engine's bursts got DECERR from the memory."""
-        return max(12, self.mem_bytes.bit_length() - 1)
 
     @property
     def lut_lanes(self):
