@@ -70,7 +70,7 @@ BLOCKS = {
                        "ULX3S SoC)"),
     "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
     "dma_d64_aw16": (lambda: dma_engine(data_width=64, addr_width=16),
-                     "DMA layout engine, 64-bit bus, 16-bit addresses (as in the ULX3S SoC)"),
+                     "DMA layout engine, 64-bit bus, 16-bit addresses (enough for 64 KiB)"),
     "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
                    "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),
 }

@@ -118,8 +118,8 @@ BENCHES: tuple[Bench, ...] = (
         # as the ULX3S builds it: the datapath reset and the run queue's and read slice's loads
         # through DCCAs, the registers' copies as TRELLIS_FF cells
         Case("d64-ecp5", {"data_width": 64}, ("verilator",), platform="ecp5"),
-        # and with 16 address bits, as the ULX3S SoC builds it for its 64 KiB (the bench's
-        # memory is then the engine's whole address space)
+        # and with 16 address bits, as the ULX3S SoC builds it with dma_addr_width=16 (its
+        # default is 32; the bench's memory is then the engine's whole address space)
         Case("d64-aw16-ecp5", {"data_width": 64, "addr_width": 16}, ("verilator",),
              platform="ecp5"),
     )),

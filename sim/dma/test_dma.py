@@ -44,8 +44,8 @@ from sim.harness import (
 )
 from sim.runner import params
 
-#: the address bits the engine is built with; at 16 (as the ULX3S SoC builds it) the bench's
-#: memory is the engine's whole address space, with the same tests in a smaller plan
+#: the address bits the engine is built with; below 20 the bench's memory is the engine's
+#: whole address space, with the same tests in a smaller plan
 AW = params().get("addr_width", 32)
 TOP = 1 << AW
 SMALL = AW < 20
@@ -86,21 +86,21 @@ class TB:
         return await wait_job_done(self.dut, self.drv, {"done": 1, "error": 1, "desc_irq": 1},
                                    max_cycles)
 
-    async def run(self, descs, chain, garble=None, max_cycles=4_000_000):
+    async def run(self, descs, chain, garble=None, max_cycles=4_000_000, chain_at=CHAIN):
         """Run descriptors; returns (error code, failing index, cycles) of the last job. With
         ``garble`` (a random.Random), the unused dimensions' fields get random words, in
         memory or in the registers, where the engine must ignore them. A job that has not
-        ended after ``max_cycles`` fails the test."""
+        ended after ``max_cycles`` fails the test. A chain goes at ``chain_at``."""
         if chain:
-            raw = bytearray(Program(list(descs)).chain(CHAIN))
+            raw = bytearray(Program(list(descs)).chain(chain_at))
             if garble is not None:
                 for i, d in enumerate(descs):
                     at = i * DESCRIPTOR_BYTES + DIMS_OFFSET
                     raw[at + DIM_BYTES * len(d.dims):at + DIM_BYTES * MAX_DIMS] = \
                         garble.randbytes(DIM_BYTES * (MAX_DIMS - len(d.dims)))
-            self.mem.load(CHAIN, bytes(raw))
+            self.mem.load(chain_at, bytes(raw))
             self.mem.written[:] = False
-            for name, fields in program_chain(CHAIN):
+            for name, fields in program_chain(chain_at):
                 await self.drv.write(name, **fields)
             await self.wait_done(max_cycles)
             err = await self.drv.error.read()
@@ -328,9 +328,8 @@ async def test_paths_and_long_bursts(dut):
         ("rows of pad", Descriptor(DENSE + 6, IMAGE + 2, 2, (Dim(22, 2, 2, 0), Dim(3, 52, 46)),
                                    pad=0x7E81)),
     ]
-    src = np.frombuffer(random.Random(tb.rng.getrandbits(32)).randbytes(min(1 << 15,
-                                                                               IMAGE - DENSE)),
-                        np.uint8)
+    src_bytes = min(1 << 15, IMAGE - DENSE)
+    src = np.frombuffer(random.Random(tb.rng.getrandbits(32)).randbytes(src_bytes), np.uint8)
     for what, d in cases:
         tb.mem.fill(GUARD)
         tb.mem.load(DENSE, src)
@@ -547,19 +546,12 @@ async def test_top_of_the_address_space(dut):
         tb.mem.fill(GUARD)
         lo, hi = d.src_range()
         tb.mem.load(lo, np.frombuffer(r.randbytes(hi - lo), np.uint8))
-        if chain:
+        if chain:                      # in memory before the model runs: a source reads it
             tb.mem.load(last, Program([d]).chain(last))
         model = tb.mem.mem.copy()
         execute([d], model)
-        tb.mem.written[:] = False
-        if chain:
-            for name, fields in program_chain(last):
-                await tb.drv.write(name, **fields)
-            await tb.wait_done(200_000)
-            code = (await tb.drv.error.read()).code
-        else:
-            # (the longest, 64 K elements one a cycle, takes about 70,000 cycles)
-            code, _, _ = await tb.run([d], chain=False, max_cycles=200_000)
+        # (the longest, 64 K elements one a cycle, takes about 70,000 cycles)
+        code, _, _ = await tb.run([d], chain, max_cycles=200_000, chain_at=last)
         assert code == 0, f"{what}: error {Error(code).name}"
         if not (tb.mem.mem == model).all():
             bad = int(np.flatnonzero(tb.mem.mem != model)[0])
