@@ -19,7 +19,8 @@
 #                  many placements to try when routing or placing fails, 3;
 #                  PNR_SEED=n: the first placement's nextpnr seed, 0 for nextpnr's own;
 #                  SWEEP=n: place with n seeds, keep the fastest and print their median
-#                  (JOBS=n of them at once; auto: one per core); SLOW=ns: count,
+#                  (JOBS=n of them at once; auto: one per core); SEEDS=2,4,5,6:
+#                  a sweep over exactly those seeds, to compare netlists; SLOW=ns: count,
 #                  by module, the endpoints later than ns after the clock; the full
 #                  ULX3S SoC takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
@@ -37,7 +38,7 @@ export SIM WAVES SEED
         bitstream clean distclean
 
 help:
-	@sed -n '2,19p' Makefile | sed 's/^# //'
+	@sed -n '2,/^[^#]/{/^#/s/^# //p}' Makefile
 
 # Reinstall only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -69,7 +70,8 @@ bitstream: $(FPGA_STAMP)
 	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
 	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
 	  $(if $(TRIES),--tries $(TRIES)) $(if $(PNR_SEED),--seed $(PNR_SEED)) \
-	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW))
+	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) \
+	  $(if $(SEEDS),--seeds $(SEEDS) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

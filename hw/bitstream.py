@@ -191,8 +191,8 @@ def slow_nets(report: dict, ns: float, count: int = 40) -> list[tuple[str, int, 
 def _seeds(first: int, count: int) -> list[tuple[str, int]]:
     """The seeds ``count`` tries (or a sweep) place with, from ``first`` (0: nextpnr's own,
     then 2, 3 and so on): each as (its name in the log, its number, 0 for nextpnr's own)."""
-    ks = [first + i for i in range(count)] if first else [0, *range(2, count + 1)]
-    return [("nextpnr's own seed" if k == 0 else f"--seed {k}", k) for k in ks]
+    return _named_seeds([first + i for i in range(count)] if first
+                        else [0, *range(2, count + 1)])
 
 
 def _seed_args(k: int) -> list[str]:
@@ -218,14 +218,19 @@ def _link(src: Path, dst: Path):
         shutil.copy(src, dst)
 
 
-def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ffs, slow_ns,
-           log):
-    """Place and route with ``count`` seeds, ``jobs`` at a time, each in a folder of its own
-    (``sweep-<seed>/``, holding links to ``inputs``); keep the fastest one's ``outputs`` in
-    ``out``, and print and write (``sweep.txt``) each seed's outcome and the median Fmax."""
+def _named_seeds(ks) -> list[tuple[str, int]]:
+    """Seed numbers as :func:`_seeds` gives them: (its name in the log, its number)."""
+    return [("nextpnr's own seed" if k == 0 else f"--seed {k}", k) for k in ks]
+
+
+def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slow_ns, log):
+    """Place and route with each of ``seeds`` (:func:`_seeds`), ``jobs`` at a time, each in a
+    folder of its own (``sweep-<seed>/``, holding links to ``inputs``); keep the fastest one's
+    ``outputs`` in ``out``, and print and write (``sweep.txt``) each seed's outcome and the
+    median Fmax."""
     from model.report import table
 
-    seeds = _seeds(seed, count)
+    count = len(seeds)
     lock = threading.Lock()
     cancelled = threading.Event()          # the sweep was interrupted: start nothing more
 
@@ -312,7 +317,7 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seed, count, jobs, family, ff
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
           router: str | None = None, tries: int | None = None, seed: int | None = None,
           sweep: int = 1, jobs: int = 1, slow_ns: float | None = None,
-          **soc_changes) -> tuple[Result, Path]:
+          seeds: list[int] | None = None, **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
     ``tries``: placements to try when the placer cannot legalise, router2 diverges or router1
@@ -326,7 +331,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     ``tries`` does not apply. ``jobs``: seeds a sweep places at once (a nextpnr each, one core
     and up to 3 GB for the full ULX3S SoC). A sweep prints, and writes into ``sweep.txt``,
     each seed's Fmax and the median of those that routed: one build's Fmax is one sample of
-    a spread that, on the full SoC, is 10 MHz wide (docs/board.md). ``slow_ns``: also count, per
+    a spread that, on the full SoC, is 10 MHz wide (docs/board.md). ``seeds``: a sweep over
+    exactly these seeds instead (0: nextpnr's own), so that two netlists can be compared
+    over the same placements; ``seed`` and ``sweep`` do not apply. ``slow_ns``: also count, per
     module, the endpoints whose data arrive later than this many ns after the clock
     (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
     timing into its report (tens of MB for the full SoC)."""
@@ -347,6 +354,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         raise ValueError(f"seed must be 0 (nextpnr's own) or more, not {seed}")
     if sweep < 1:
         raise ValueError(f"sweep must be at least 1 (seeds to place with), not {sweep}")
+    if seeds is not None:
+        if not seeds or any(k < 0 for k in seeds) or len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be one or more different seeds, each 0 (nextpnr's "
+                             f"own) or more, not {seeds}")
+        sweep = len(seeds)
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (seeds placed at once), not {jobs}")
     if slow_ns is not None and not slow_ns > 0:
@@ -383,8 +395,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     report = out / "nextpnr.json"
     placed = f"{top}.config" if b.family == "ecp5" else f"{top}.asc"
     outputs = ("nextpnr.json", "nextpnr.log", "nextpnr.stdout", placed)
-    if sweep > 1:
-        _sweep(pnr, b.name, out, [f"{top}.json", b.constraints], outputs, seed, sweep, jobs,
+    if sweep > 1 or seeds is not None:
+        chosen = _named_seeds(seeds) if seeds is not None else _seeds(seed, sweep)
+        _sweep(pnr, b.name, out, [f"{top}.json", b.constraints], outputs, chosen, jobs,
                b.family, ffs, slow_ns, log)
     else:
         failed = []
@@ -447,6 +460,15 @@ def _jobs(text: str):
     return n
 
 
+def _seed_list(text: str):
+    """``--seeds``: comma-separated whole numbers (:func:`build` checks them as seeds)."""
+    try:
+        return [int(k) for k in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated whole numbers, not {text!r}") \
+            from None
+
+
 def main(argv=None) -> int:
     from model.report import table
 
@@ -478,6 +500,10 @@ def main(argv=None) -> int:
                          "report stay in sweep-<seed>/; prints, and writes into sweep.txt, "
                          "each seed's Fmax and their median (default: 1, no sweep; not with "
                          "--tries)")
+    ap.add_argument("--seeds", type=_seed_list, metavar="LIST",
+                    help="a sweep over exactly these comma-separated seeds (0: nextpnr's "
+                         "own), e.g. 2,4,5,6: to compare two netlists over the same "
+                         "placements (not with --seed, --sweep or --tries)")
     ap.add_argument("--jobs", type=_jobs, metavar="N", default=1,
                     help="seeds a sweep places at once, or 'auto': one per core, up to the "
                          "sweep's seeds (a nextpnr each, one core and up to 3 GB for the full "
@@ -488,6 +514,11 @@ def main(argv=None) -> int:
                          "slow_endpoints.txt beside the logs (nextpnr's "
                          "--detailed-timing-report: a report of tens of MB)")
     args = ap.parse_args(argv)
+    if args.seeds is not None and (args.seed is not None or args.sweep != 1
+                                   or args.tries is not None):
+        ap.error("--seeds names a sweep's seeds: not with --seed, --sweep or --tries")
+    if args.seeds is not None:
+        args.sweep = len(args.seeds)
     if args.sweep > 1 and args.tries is not None:
         ap.error("--tries and --sweep: give one (a sweep tries each seed once)")
     if args.jobs != 1 and args.sweep == 1:
@@ -504,7 +535,7 @@ def main(argv=None) -> int:
     try:
         result, path = build(args.board, mapper=args.mapper, router=args.router,
                              tries=args.tries, seed=args.seed, sweep=args.sweep,
-                             jobs=args.jobs,
+                             jobs=args.jobs, seeds=args.seeds,
                              slow_ns=args.slow_ns, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)

@@ -431,6 +431,40 @@ def test_sweep_fails_only_when_no_seed_routes(tmp_path, monkeypatch):
         bitstream.main(["--tries", "2", "--sweep", "3"])
 
 
+def test_sweep_over_named_seeds(tmp_path, monkeypatch):
+    """``seeds`` (``--seeds 2,4,5,6``, ``make bitstream SEEDS=...``): a sweep over exactly
+    those placements, so that two netlists are compared seed for seed."""
+    tools = FakeTools(diverge={4}, fmax={2: 75.5, 5: 71.0, 6: 70.0})
+    monkeypatch.setattr(bitstream, "_run", tools)
+    said = []
+    r, _ = bitstream.build("ulx3s", outdir=tmp_path, log=said.append, seeds=[6, 2, 4, 5],
+                           jobs=2, dma=False, sparse=False, lut=False)
+    assert sorted(tools.seeds) == [2, 4, 5, 6] and r.fmax_mhz == 75.5
+    assert any("sweep: 4 seeds, 2 at a time" in s for s in said), said
+    text = (tmp_path / "sweep.txt").read_text()
+    assert "median 71.00 MHz over 3 routed seeds of 4" in text, text
+    lines = text.splitlines()
+    order = [next(i for i, line in enumerate(lines) if line.startswith(f"--seed {k}"))
+             for k in (6, 2, 4, 5)]
+    assert order == sorted(order), text
+    for bad in ([], [2, 2], [-1]):
+        with pytest.raises(ValueError, match="seeds must be one or more different seeds"):
+            bitstream.build("ulx3s", outdir=tmp_path, seeds=bad)
+    seen = {}
+
+    def fake_build(board, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(bitstream, "build", fake_build)
+    assert bitstream.main(["--seeds", "2,4,5,6", "--jobs", "2"]) == 1
+    assert seen["seeds"] == [2, 4, 5, 6] and seen["sweep"] == 4 and seen["jobs"] == 2
+    for argv in (["--seeds", "2,x"], ["--seeds", "2,4", "--sweep", "3"],
+                 ["--seeds", "2,4", "--seed", "3"], ["--seeds", "2,4", "--tries", "2"]):
+        with pytest.raises(SystemExit):
+            bitstream.main(argv)
+
+
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
     tools = FakeTools(diverge=set())
     monkeypatch.setattr(bitstream, "_run", tools)
@@ -456,7 +490,8 @@ def test_sweep_kills_its_placements_when_the_build_is_terminated(tmp_path):
              f"from pathlib import Path\nfrom hw import bitstream, synth\n"
              f"synth._tool = lambda name: sys.executable\n"
              f"bitstream._sweep(['python', '-c', {tool!r}], 'ulx3s', Path({str(tmp_path)!r}), "
-             f"['net.json'], ('nextpnr.json',), 1, 3, 2, 'ecp5', None, None, print)\n")
+             f"['net.json'], ('nextpnr.json',), bitstream._seeds(1, 3), 2, 'ecp5', None, None, "
+             f"print)\n")
     parent = subprocess.Popen([sys.executable, "-c", build], stdout=subprocess.DEVNULL)
     pids = [tmp_path / f"sweep-{k}" / "tool.pid" for k in (1, 2)]
     children = []
