@@ -195,6 +195,10 @@ CORNERS = [
     ("int16 Winograd", WeightSpec("winograd", "int16", (17, 5, 3, 3)), 0.5),
     ("int8 tiny kernels (groups shorter than an atom)", WeightSpec("dc", "int8", (70, 1, 1, 1)),
      0.5),
+    # a partial group's size is worked out in two 12-bit halves of the kernel's elements: a
+    # kernel of 6,147 (bits 12, 11, 1 and 0) takes both halves and the low half's top bit
+    ("int8 K=3 (one partial group) of 6,147-element kernels",
+     WeightSpec("dc", "int8", (3, 683, 3, 3)), 0.3),
 ]
 
 
