@@ -79,8 +79,9 @@ sim: $(STAMP)
 # worksteal: a worker that runs out of tests takes half of another's queue, so the long nodes
 # (the iCEBreaker bitstream, 2 to 15 minutes; the Icarus benches) don't leave a core idle behind
 # them (with xdist's default split, a CI run took 26 minutes of pytest for 32 of CPU on 2 cores)
+# --durations: the slowest tests close every run's output, so a run that got slower says where
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist worksteal
+	$(PY) -m pytest -n $(JOBS) --dist worksteal --durations=15
 
 verilog: $(STAMP)
 	$(PY) -m hw.catalog build/verilog
