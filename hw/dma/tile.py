@@ -260,18 +260,10 @@ class TileTransposer(wiring.Component):
         # (at most L: it is compared with a row's index in dimension 0, which is under L)
         v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", cw)
         v_lo = reg(Mux(v_lo_full > L, L, v_lo_full), "v_lo", LB + 1)
-        # source step after the last index of dimension 0 in a grouped row, and destination
-        # step after the last index of the columns' first dimension: hi + lo - (lo << lg), in
-        # two stages of one carry chain each (in one, the shift, the subtract and the add held
-        # 74 of the ULX3S SoC's endpoints over 10 ns at 9dbb0b1 --seed 4, up to 11.8 ns);
-        # three stages from the descriptor, within CONFIG_STAGES
-        def wrap(hi, lo, lg, name):
-            both = reg(hi + lo, f"{name}_sum", aw)
-            shifted = reg(lo << lg, f"{name}_shifted", aw)
-            return reg(both - shifted, name, aw)
-
-        row_wrap = wrap(sst[ROWS_HI], sst[ROWS], lg0_w, "row_wrap")
-        col_wrap = wrap(dstr[COLS_HI], dstr[COLS], lgc_w, "col_wrap")
+        # source step after the last index of dimension 0 in a grouped row
+        row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0_w) + sst[ROWS], "row_wrap", aw)
+        # destination step after the last index of the columns' first dimension
+        col_wrap = reg(dstr[COLS_HI] - (dstr[COLS] << lgc_w) + dstr[COLS], "col_wrap", aw)
 
         # packed rows: rows of 2**lgc elements, shorter than a beat, one after the other in the
         # source from a beat boundary on: a beat holds P = 2**lgp of them and is written to the
