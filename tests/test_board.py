@@ -261,9 +261,6 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # realigner's state (u, v, sr, er, then the address and the tests: 5 at 64 bits) and one
     # for its held source beat (64 bits)
     want += [f"wr_rdy{k}_ff" for k in range(1 + 5 + 1)]
-    # ... and its `first` (no beat of the run sent yet): a copy for the state, one per
-    # per-beat value it selects (nine) and one per step that selects finished tests (four)
-    want += [f"first_c{k}_ff" for k in range(1 + 9 + 4)]
     # the DMA walkers' ready, busy and prime, a copy per group of a level's registers (the
     # element path's walker has 5 levels, the row path's 4)
     from hw.dma.walker import Walker

@@ -50,9 +50,6 @@ def _shares(steps, bits):
 class RowCopier(wiring.Component):
     #: flip-flops of the realigner's state that step on one copy of the write slice's ready
     BITS_PER_READY = 64
-    #: copies of `first`: the realigner's state, one per per-beat value it selects (nine),
-    #: one per step that selects between finished tests (four)
-    FIRST_COPIES = 1 + 9 + 4
 
     def __init__(self, *, data_width=64, addr_width=32, run_queue=64):
         if run_queue < 2:
@@ -211,15 +208,7 @@ class RowCopier(wiring.Component):
         # after that the counters, each a step further per beat sent. The tests a beat needs
         # (does it take a source beat, is it the run's last, its masks) are registers too, worked
         # out as the counters step: the decision to send a beat is a few gates from registers.
-        # `first` selects, for each of the per-beat values and for four of the steps below,
-        # between the head's field and the counter: about 200 multiplexers, whose outputs feed
-        # the steps' adders and compares. One register driving them all was the ULX3S SoC's
-        # critical path at 9dbb0b1 --seed 4 (4.6 ns on that one net, then `er`'s 37-bit
-        # compare: 12.4 ns), so each value and each step that selects takes a copy of its own
-        # (hw.fabric.register_copies), all loaded with `first`'s next value
-        first_nx = Signal()
-        first_c = iter(register_copies(platform, m, first_nx, self.FIRST_COPIES, "first_c", 1))
-        first = next(first_c)                 # the decisions' own copy
+        first = Signal(init=1)
         primed = Signal()                     # a source beat of the run taken
         u_reg = Signal(signed(34))            # source beats from this output beat on
         v_reg = Signal(33)                    # output beats left
@@ -237,7 +226,7 @@ class RowCopier(wiring.Component):
                                (er, "run_end", er_reg), (a, "d_beat", a_reg),
                                (takes, "takes", takes_reg), (one, "one", one_reg),
                                (src_mask, "src_mask", src_mask_reg), (strb, "strb", strb_reg)):
-            m.d.comb += now.eq(Mux(next(first_c), fields[head], reg))
+            m.d.comb += now.eq(Mux(first, fields[head], reg))
         lead = fields["lead"]
         priming = lead & ~primed & fields["sourced"]
         prev = Signal(W)
@@ -285,11 +274,11 @@ class RowCopier(wiring.Component):
         # tests, not between their operands)
         steps = [(u_reg, u - 1), (v_reg, v - 1), (sr_reg, sr - BB), (er_reg, er - BB),
                  (a_reg, a + 1),
-                 (takes_reg, Mux(next(first_c), fields["takes2"], u_ge3 | (u_eq2 & ~lead))),
-                 (one_reg, Mux(next(first_c), fields["one2"], v_eq2)),
-                 (src_mask_reg, Mux(next(first_c), fields["src_mask2"],
+                 (takes_reg, Mux(first, fields["takes2"], u_ge3 | (u_eq2 & ~lead))),
+                 (one_reg, Mux(first, fields["one2"], v_eq2)),
+                 (src_mask_reg, Mux(first, fields["src_mask2"],
                                     low(clamp_flags(sr_under, sr_over, sr_reg)))),
-                 (strb_reg, Mux(next(first_c), fields["strb2"],
+                 (strb_reg, Mux(first, fields["strb2"],
                                 low(clamp_flags(er_under, er_over, er_reg)))),
                  (u_ge3, u >= 4), (u_eq2, u == 3), (v_eq2, v == 3),
                  (sr_under, sr < 2 * BB), (sr_over, sr >= 3 * BB),
@@ -327,11 +316,10 @@ class RowCopier(wiring.Component):
                 m.d.sync += prev[lo:hi].eq(self.rdata.payload[lo:hi])
         with m.If(take_beat):
             m.d.sync += primed.eq(1)
-        # no beat of the run sent yet: set again at the run's last beat
-        m.d.comb += first_nx.eq(run_done | (first & ~sent))
-        assert next(first_c, None) is None, "FIRST_COPIES: every copy has its users"
+        with m.If(sent):
+            m.d.sync += first.eq(0)
         with m.If(run_done):
-            m.d.sync += primed.eq(0)
+            m.d.sync += [first.eq(1), primed.eq(0)]
 
         m.d.comb += self.busy.eq(walker.busy | sums_slice.nonempty | gen_busy |
                                  runs.nonempty | ran | counting |
