@@ -230,38 +230,24 @@ class LutUnit(wiring.Component):
         with m.Elif((data_w & ~busy) | data_r):
             m.d.comb += acc_next.eq(acc_addr + 1)
         m.d.sync += acc_addr.eq(acc_next)
-        # A table write lands a cycle after its strobe, from registers: its address, its data
-        # and each bank's enable (the decode of the table, the parity and the range, ahead of
-        # the register), so no logic lies between the bank's registers and the tables' copies,
-        # which sit by the lanes (the ULX3S SoC at 9dbb0b1 --seed 4: the table_id's decode into
-        # the LE banks' write enables, 116 endpoints over 10 ns). Nothing reads an entry that
-        # soon: a read-back needs the address set again first, and a run cannot start while
-        # the write is in flight. The read-back's choice of bank is a register too, from the
-        # address the ports read at, so the banks' outputs pass one multiplexer into rb_q.
-        w_addr = Signal(9)
-        w_data = Signal(signed(16))
-        m.d.sync += [w_addr.eq(acc_addr >> 1),
-                     w_data.eq(regs.lut_access_data.data.w_data.as_signed())]
         rb = {}
         for (t, parity), mem in mems.items():
             n = LE_ENTRIES if t == "le" else LO_ENTRIES
             wp = mem.write_port()
             tid = 0 if t == "le" else 1
-            w_en = Signal(name=f"w_en_{t}{parity}")
-            rb_sel = Signal(name=f"rb_sel_{t}{parity}")
-            m.d.sync += [
-                w_en.eq(data_w & ~busy & acc_write & (acc_table == tid) &
-                        (acc_addr[0] == parity) & (acc_addr < n)),
-                rb_sel.eq((acc_table == tid) & (acc_next[0] == parity) & (acc_next < n)),
+            m.d.comb += [
+                wp.addr.eq(acc_addr >> 1),
+                wp.data.eq(regs.lut_access_data.data.w_data.as_signed()),
+                wp.en.eq(data_w & ~busy & acc_write & (acc_table == tid) &
+                         (acc_addr[0] == parity) & (acc_addr < n)),
             ]
-            m.d.comb += [wp.addr.eq(w_addr), wp.data.eq(w_data), wp.en.eq(w_en)]
             rp = mem.read_port(domain="sync")
             m.d.comb += rp.addr.eq(acc_next >> 1)
-            rb[(t, parity)] = (rp, rb_sel)
+            rb[(t, parity)] = rp
         rb_val = Signal(signed(16))
-        for rp, rb_sel in rb.values():
-            with m.If(rb_sel):
-                m.d.comb += rb_val.eq(rp.data)
+        for t, tid, n in (("le", 0, LE_ENTRIES), ("lo", 1, LO_ENTRIES)):
+            with m.If((acc_table == tid) & (acc_addr < n)):
+                m.d.comb += rb_val.eq(Mux(acc_addr[0], rb[(t, 1)].data, rb[(t, 0)].data))
         rb_q = Signal(signed(16))
         m.d.sync += rb_q.eq(rb_val)
         m.d.comb += regs.lut_access_data.data.r_data.eq(rb_q)
