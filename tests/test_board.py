@@ -218,8 +218,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     state flags (one per group of a level's registers), the LUT unit's input register (one per
     table) and the tile path's row take (one per group of its walker's
     registers), and the decompressor's output and segment queues' loads (one per 64 bits of
-    each). The LUT unit's products and the decompressor's partial group size are MULT18X18D
-    blocks with their own operand and product registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
+    each). The LUT unit's products are MULT18X18D blocks with their own operand and product
+    registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
     none of these cells."""
     from amaranth.back import rtlil
 
@@ -317,12 +317,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
              for bit in range(32)]
     assert names == sorted(want), names
     # the LUT unit's products, each a multiplier block with its own operand and product
-    # registers (SDP: two slices of the fraction and two of the distance, per table and lane),
-    # and the decompressor's two halves of a partial group's size
-    mults = sorted(c.rsplit(".", 1)[-1] for c in
-                   re.findall(r"cell \\MULT18X18D \\(\S+)", with_globals))
-    assert len(mults) == 2 * 4 * b.soc.lut_lanes + 2, mults
-    assert [n for n in mults if n.startswith("part_")] == ["part_hi_mult", "part_lo_mult"], mults
+    # registers (SDP: two slices of the fraction and two of the distance, per table and lane)
+    mults = re.findall(r"cell \\MULT18X18D \\(\S+)", with_globals)
+    assert len(mults) == 2 * 4 * b.soc.lut_lanes, mults
     assert board_platform(BOARDS["icebreaker"]) is None
     plain = rtlil.convert(BoardTop(b), name="top")
     assert "DCCA" not in plain and "TRELLIS_FF" not in plain and "MULT18X18D" not in plain

@@ -72,7 +72,7 @@ from model.registers.sparse import SPARSE, Error
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice
 from ..bus.regbank import RegisterBank
-from ..fabric import register_copies, registered_product, shared_select
+from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
 from .ringbuf import RingBuffer
@@ -345,7 +345,7 @@ class SparseDecompressor(wiring.Component):
         # a group's elements take two values in a job: kpg kernels' (a shift), or a set's
         # partial group's, kernels mod kpg (the only kern_left below kpg). The second's
         # multiply runs between registers that load every cycle from the job's registers:
-        # its operands at start + 2, the two 12-bit halves' products (a multiplier block
+        # ke_r and km_r at start + 2, the two 12-bit halves' products (a multiplier block
         # each) at start + 3, their sum at start + 4. next_elems follows it every cycle, and
         # the first group's start waits for the first WGS word, read from memory once RUN
         # has begun (start + 3): start + 7 at the earliest. (A sum a cycle later still
@@ -353,18 +353,15 @@ class SparseDecompressor(wiring.Component):
         # per group put the multiplier between registers across the die: the full ULX3S
         # SoC's critical path at 9e131b6, 14.4 ns, 10 of it routing; the 24-bit product in
         # one cycle, split by Yosys into two multipliers and an add, the block's alone)
-        # The operand and product registers are hw.fabric.registered_product's: on the ECP5
-        # board tops a MULT18X18D's own, so the block's delay alone lies between them (as
-        # flip-flops either side of the block they were the ULX3S SoC's critical path at
-        # bec74a9 --seed 5: the operand ke_r through the multiplier into part_lo, 12.6 ns)
+        ke_r = Signal.like(kernel_elems)
+        km_r = Signal(5)
+        part_lo = Signal(17)
+        part_hi = Signal(17)
         part_elems = Signal(32)
         full_elems = Signal(32)
-        km = kernels[:5] & Mux(two, 15, 31)
-        # (products of 5 by 12 bits: 17 bits, unsigned, taken from an 18-bit signed product)
-        part_lo, part_hi = (registered_product(platform, m, km, half, 1, f"part_{name}", 18)[:17]
-                            for name, half in (("lo", kernel_elems[:12]),
-                                               ("hi", kernel_elems[12:])))
-        m.d.sync += [part_elems.eq(part_lo + (part_hi << 12)),
+        m.d.sync += [ke_r.eq(kernel_elems), km_r.eq(kernels[:5] & Mux(two, 15, 31)),
+                     part_lo.eq(km_r * ke_r[:12]), part_hi.eq(km_r * ke_r[12:]),
+                     part_elems.eq(part_lo + (part_hi << 12)),
                      full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
         partial = kern_left < kpg
         m.d.sync += [kg.eq(Mux(partial, kern_left, kpg)), kg_part.eq(partial), kg_ok.eq(1),
