@@ -358,7 +358,6 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         if not seeds or any(k < 0 for k in seeds) or len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be one or more different seeds, each 0 (nextpnr's "
                              f"own) or more, not {seeds}")
-        sweep = len(seeds)
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (seeds placed at once), not {jobs}")
     if slow_ns is not None and not slow_ns > 0:
