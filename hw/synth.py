@@ -82,14 +82,17 @@ class ToolMissing(RuntimeError):
 
 
 #: Yosys's LUT mappers: ABC9, the default of ``synth_ecp5`` and ``synth_ice40``, and the classic
-#: ABC. ABC9 maps for timing and most builds want it, but on a large network it runs for hours
-#: here (the sparse decompressor's 243,000 gates: still mapping after 93 minutes; the full SoC:
-#: 6,638 s), where the classic ABC takes minutes (the decompressor: 204 s in all)
+#: ABC. ABC9 maps for timing and most builds want it. On the sparse decompressor before its
+#: rebuild (``43d4102``: 243,000 gates) it ran for hours, and so did the full SoC then (6,638
+#: s); since, both mappers take minutes (the full ULX3S SoC at ``f61c2d6``: 302 s of Yosys with
+#: ABC9, 295 s with the classic ABC; docs/fpga.md)
 MAPPERS = ("abc9", "abc")
 
 #: The mapper an ECP5 build of a block uses unless ``--mapper`` says otherwise: ABC9, except
-#: for the blocks it cannot map in a sitting here: every build of the sparse decompressor.
-#: iCE40 builds always use ABC9.
+#: for the sparse decompressor, whose rows in docs/resources.md are the classic ABC's. ABC9
+#: maps it 6 to 8 % smaller now, in minutes, but no faster (at ``f61c2d6``: ``sparse_d64_a16``
+#: 116.2 MHz against 116.5, ``sparse_d64_a32`` 103.6 against 109.6). iCE40 builds always use
+#: ABC9.
 ECP5_MAPPER = {block: "abc" for block in BLOCKS if block.startswith("sparse_")}
 
 
@@ -414,8 +417,7 @@ def main(argv=None) -> int:
                     help="build nothing: tabulate the builds already in build/synth")
     ap.add_argument("--mapper", choices=MAPPERS,
                     help="Yosys's LUT mapper for every block: abc9, or the classic abc (ECP5 "
-                         "only: minutes instead of hours on the largest blocks). Default: abc9, "
-                         "and abc for the ECP5 builds of "
+                         "only). Default: abc9, and abc for the ECP5 builds of "
                          + ", ".join(sorted(ECP5_MAPPER)))
     ap.add_argument("--copies", action="store_true",
                     help="ECP5 only: keep the registers' copies apart as the board top does "
@@ -470,7 +472,7 @@ def main(argv=None) -> int:
             "TRELLIS_COMB cells, BRAM DP16KD, MULT MULT18X18D. iCE40 UP5K: Yosys's cell counts "
             "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
             "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT "
-            "mapper (abc9, or the classic abc where ABC9 takes hours; +copies: built with "
+            "mapper (abc9, or the classic abc; +copies: built with "
             "--copies, the registers' copies kept apart and the products in multiplier "
             "blocks with their registers, as on the board top; seed N: placed with "
             "nextpnr's seed N, --seed); built at: the commit "
