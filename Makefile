@@ -21,7 +21,8 @@
 #                  SWEEP=n: place with n seeds, keep the fastest and print their median
 #                  (JOBS=n of them at once; auto: one per core); SEEDS=2,4,5,6:
 #                  a sweep over exactly those seeds, to compare netlists; SLOW=ns: count,
-#                  by module, the endpoints later than ns after the clock; the full
+#                  by module, the endpoints later than ns after the clock; TIMING_WEIGHT=n:
+#                  the placer's weight on critical nets (ULX3S: 40); the full
 #                  ULX3S SoC takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
@@ -71,7 +72,8 @@ bitstream: $(FPGA_STAMP)
 	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
 	  $(if $(TRIES),--tries $(TRIES)) $(if $(PNR_SEED),--seed $(PNR_SEED)) \
 	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) \
-	  $(if $(SEEDS),--seeds $(SEEDS) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW))
+	  $(if $(SEEDS),--seeds $(SEEDS) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW)) \
+	  $(if $(TIMING_WEIGHT),--timing-weight $(TIMING_WEIGHT))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

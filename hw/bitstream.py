@@ -317,7 +317,8 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slo
 def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | None = None,
           router: str | None = None, tries: int | None = None, seed: int | None = None,
           sweep: int = 1, jobs: int = 1, slow_ns: float | None = None,
-          seeds: list[int] | None = None, **soc_changes) -> tuple[Result, Path]:
+          seeds: list[int] | None = None, timing_weight: int | None = None,
+          **soc_changes) -> tuple[Result, Path]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
     ``tries``: placements to try when the placer cannot legalise, router2 diverges or router1
@@ -336,7 +337,10 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     over the same placements; ``seed`` and ``sweep`` do not apply. ``slow_ns``: also count, per
     module, the endpoints whose data arrive later than this many ns after the clock
     (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
-    timing into its report (tens of MB for the full SoC)."""
+    timing into its report (tens of MB for the full SoC). ``timing_weight``: HeAP's timing
+    weight (``--placer-heap-timingweight``) instead of the board's own (the ULX3S: 40,
+    nextpnr's default 10). On the full ULX3S SoC 100 gave a narrower spread over four seeds
+    but a lower median (docs/board.md, "Twenty-ninth session")."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -360,6 +364,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                              f"own) or more, not {seeds}")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (seeds placed at once), not {jobs}")
+    if timing_weight is not None and timing_weight < 0:
+        raise ValueError(f"timing_weight must be 0 or more (HeAP's weight on critical nets), "
+                         f"not {timing_weight}")
     if slow_ns is not None and not slow_ns > 0:
         raise ValueError(f"slow_ns must be more than 0 (ns after the clock), not {slow_ns}")
     fam = FAMILIES[b.family]
@@ -383,7 +390,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     log(f"[3/4] {b.name}: nextpnr place and route at {b.clk_hz / 1e6:g} MHz "
         f"({router}{slow})")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
-           "--log", "nextpnr.log", "--timing-allow-fail", "--router", router, *b.placer]
+           "--log", "nextpnr.log", "--timing-allow-fail", "--router", router,
+           *_placer_args(b.placer, timing_weight)]
     if slow_ns is not None:
         pnr.append("--detailed-timing-report")
     if b.family == "ecp5":
@@ -459,6 +467,20 @@ def _jobs(text: str):
     return n
 
 
+def _placer_args(placer: tuple, timing_weight: int | None) -> list[str]:
+    """A board's nextpnr placer options, with HeAP's timing weight ``timing_weight`` in place
+    of the board's own (or added, where the board leaves nextpnr's default)."""
+    args = list(placer)
+    if timing_weight is None:
+        return args
+    flag = "--placer-heap-timingweight"
+    if flag in args:
+        args[args.index(flag) + 1] = str(timing_weight)
+    else:
+        args += [flag, str(timing_weight)]
+    return args
+
+
 def _seed_list(text: str):
     """``--seeds``: comma-separated whole numbers (:func:`build` checks them as seeds)."""
     try:
@@ -508,6 +530,11 @@ def main(argv=None) -> int:
                     help="seeds a sweep places at once, or 'auto': one per core, up to the "
                          "sweep's seeds (a nextpnr each, one core and up to 3 GB for the full "
                          "ULX3S SoC; default: 1)")
+    ap.add_argument("--timing-weight", type=int, metavar="N",
+                    help="the placer's (HeAP's) weight on timing-critical nets (default: the "
+                         "board's own: 40 for ulx3s, nextpnr's 10 for icebreaker); on the "
+                         "full ULX3S SoC 100 narrowed the spread over seeds but lowered the "
+                         "median (docs/board.md)")
     ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
                     help="count, by module, the endpoints whose data arrive later than NS ns "
                          "after the clock (10 for the 100 MHz goal), into "
@@ -535,8 +562,8 @@ def main(argv=None) -> int:
     try:
         result, path = build(args.board, mapper=args.mapper, router=args.router,
                              tries=args.tries, seed=args.seed, sweep=args.sweep,
-                             jobs=args.jobs, seeds=args.seeds,
-                             slow_ns=args.slow_ns, **changes)
+                             jobs=args.jobs, seeds=args.seeds, slow_ns=args.slow_ns,
+                             timing_weight=args.timing_weight, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m hw.bitstream: {e}", file=sys.stderr)
         return 1

@@ -282,12 +282,14 @@ class FakeTools:
         self.diverge, self.router1, self.unplaced = diverge, router1, unplaced
         self.fmax = fmax or {}
         self.seeds = []
+        self.pnr = []                   # each nextpnr command line
 
     def __call__(self, cmd, log, watch=None):
         tool = cmd[0]
         if tool.startswith("yowasp-nextpnr"):
             seed = int(cmd[cmd.index("--seed") + 1]) if "--seed" in cmd else None
             self.seeds.append(seed)
+            self.pnr.append(cmd)
             if seed in self.unplaced:
                 lines = ["Info: Running main analytical placer, max placement attempts per "
                          "cell = 2000.\n",
@@ -463,6 +465,40 @@ def test_sweep_over_named_seeds(tmp_path, monkeypatch):
                  ["--seeds", "2,4", "--seed", "3"], ["--seeds", "2,4", "--tries", "2"]):
         with pytest.raises(SystemExit):
             bitstream.main(argv)
+
+
+def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
+    """``timing_weight`` (``--timing-weight``, ``make bitstream TIMING_WEIGHT=``) is HeAP's
+    timing weight in place of the board's own, given to nextpnr once; a board that leaves
+    nextpnr's default gets it added; a negative weight is refused."""
+    flag = "--placer-heap-timingweight"
+
+    def weights(**kwargs):
+        tools = FakeTools(diverge=set())
+        monkeypatch.setattr(bitstream, "_run", tools)
+        bitstream.build("ulx3s", outdir=tmp_path, log=lambda *_: None, dma=False,
+                        sparse=False, lut=False, **kwargs)
+        (cmd,) = tools.pnr
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == flag]
+
+    assert weights() == ["40"]
+    assert weights(timing_weight=100) == ["100"]
+    # the iCEBreaker's placer options are nextpnr's defaults
+    from hw.top.board import BOARDS
+    assert BOARDS["icebreaker"].placer == ()
+    assert bitstream._placer_args((), None) == []
+    assert bitstream._placer_args((), 25) == [flag, "25"]
+    with pytest.raises(ValueError, match="timing_weight must be 0 or more"):
+        bitstream.build("ulx3s", outdir=tmp_path, timing_weight=-1)
+    seen = {}
+
+    def fake_build(board, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(bitstream, "build", fake_build)
+    assert bitstream.main(["--timing-weight", "100"]) == 1
+    assert seen["timing_weight"] == 100
 
 
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
