@@ -22,7 +22,8 @@
 #                  (JOBS=n of them at once; auto: one per core); SEEDS=2,4,5,6:
 #                  a sweep over exactly those seeds, to compare netlists; SLOW=ns: count,
 #                  by module, the endpoints later than ns after the clock; TIMING_WEIGHT=n:
-#                  the placer's weight on critical nets (ULX3S: 40); the full
+#                  the placer's weight on critical nets (ULX3S: 40); TARGET_MHZ=f: ask
+#                  nextpnr for f MHz and reroute the nets that fail it (ECP5); the full
 #                  ULX3S SoC takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
@@ -73,7 +74,8 @@ bitstream: $(FPGA_STAMP)
 	  $(if $(TRIES),--tries $(TRIES)) $(if $(PNR_SEED),--seed $(PNR_SEED)) \
 	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) \
 	  $(if $(SEEDS),--seeds $(SEEDS) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW)) \
-	  $(if $(TIMING_WEIGHT),--timing-weight $(TIMING_WEIGHT))
+	  $(if $(TIMING_WEIGHT),--timing-weight $(TIMING_WEIGHT)) \
+	  $(if $(TARGET_MHZ),--target-mhz $(TARGET_MHZ))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -501,6 +501,47 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
     assert seen["timing_weight"] == 100
 
 
+def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch):
+    """``target_mhz`` (``--target-mhz``, ``make bitstream TARGET_MHZ=``): the LPF copy beside
+    the build asks for the target, nextpnr reroutes the nets that fail it (``--tmg-ripup``),
+    and the repository's LPF keeps the board's oscillator. Below the board's clock, or on an
+    iCE40 board, it is refused."""
+    lpf = 'FREQUENCY PORT "clk" {} MHZ;'
+
+    def run(out, **kwargs):
+        tools = FakeTools(diverge=set())
+        monkeypatch.setattr(bitstream, "_run", tools)
+        said = []
+        bitstream.build("ulx3s", outdir=out, log=said.append, dma=False, sparse=False,
+                        lut=False, **kwargs)
+        (cmd,) = tools.pnr
+        return cmd, (out / "ulx3s.lpf").read_text(), said
+
+    cmd, text, said = run(tmp_path / "target", target_mhz=90)
+    assert "--tmg-ripup" in cmd and lpf.format(90) in text and lpf.format(25) not in text
+    assert text.count("FREQUENCY") == 1 and 'LOCATE COMP "clk" SITE "G2";' in text
+    assert any("at 90 MHz, rerouting the nets that fail it" in s for s in said), said
+    cmd, text, _ = run(tmp_path / "board")
+    assert "--tmg-ripup" not in cmd and lpf.format(25) in text
+    assert lpf.format(25) in (bitstream.ROOT / "constraints" / "ulx3s.lpf").read_text()
+    with pytest.raises(ValueError, match="at least the board's clock, 25 MHz, not 20"):
+        bitstream.build("ulx3s", outdir=tmp_path, target_mhz=20)
+    with pytest.raises(ValueError, match="for the ECP5 boards .* not icebreaker"):
+        bitstream.build("icebreaker", outdir=tmp_path, target_mhz=90)
+    (tmp_path / "two.lpf").write_text(lpf.format(25) + "\n" + lpf.format(50) + "\n")
+    with pytest.raises(ValueError, match="one FREQUENCY PORT line"):
+        bitstream._retarget_lpf(tmp_path / "two.lpf", 90)
+    seen = {}
+
+    def fake_build(board, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(bitstream, "build", fake_build)
+    assert bitstream.main(["--target-mhz", "90"]) == 1
+    assert seen["target_mhz"] == 90
+
+
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
     tools = FakeTools(diverge=set())
     monkeypatch.setattr(bitstream, "_run", tools)
