@@ -433,6 +433,20 @@ def test_sweep_fails_only_when_no_seed_routes(tmp_path, monkeypatch):
         bitstream.main(["--tries", "2", "--sweep", "3"])
 
 
+def main_passes(monkeypatch, argv) -> dict:
+    """What ``python -m hw.bitstream argv`` hands :func:`hw.bitstream.build` (the board as
+    ``board``), with the build itself stopped before it starts."""
+    seen = {}
+
+    def fake_build(board, **kwargs):
+        seen.update(kwargs, board=board)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(bitstream, "build", fake_build)
+    assert bitstream.main(argv) == 1
+    return seen
+
+
 def test_sweep_over_named_seeds(tmp_path, monkeypatch):
     """``seeds`` (``--seeds 2,4,5,6``, ``make bitstream SEEDS=...``): a sweep over exactly
     those placements, so that two netlists are compared seed for seed."""
@@ -452,14 +466,7 @@ def test_sweep_over_named_seeds(tmp_path, monkeypatch):
     for bad in ([], [2, 2], [-1]):
         with pytest.raises(ValueError, match="seeds must be one or more different seeds"):
             bitstream.build("ulx3s", outdir=tmp_path, seeds=bad)
-    seen = {}
-
-    def fake_build(board, **kwargs):
-        seen.update(kwargs)
-        raise RuntimeError("stopped by the test")
-
-    monkeypatch.setattr(bitstream, "build", fake_build)
-    assert bitstream.main(["--seeds", "2,4,5,6", "--jobs", "2"]) == 1
+    seen = main_passes(monkeypatch, ["--seeds", "2,4,5,6", "--jobs", "2"])
     assert seen["seeds"] == [2, 4, 5, 6] and seen["sweep"] == 4 and seen["jobs"] == 2
     for argv in (["--seeds", "2,x"], ["--seeds", "2,4", "--sweep", "3"],
                  ["--seeds", "2,4", "--seed", "3"], ["--seeds", "2,4", "--tries", "2"]):
@@ -490,15 +497,7 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
     assert bitstream._placer_args((), 25) == [flag, "25"]
     with pytest.raises(ValueError, match="timing_weight must be 0 or more"):
         bitstream.build("ulx3s", outdir=tmp_path, timing_weight=-1)
-    seen = {}
-
-    def fake_build(board, **kwargs):
-        seen.update(kwargs)
-        raise RuntimeError("stopped by the test")
-
-    monkeypatch.setattr(bitstream, "build", fake_build)
-    assert bitstream.main(["--timing-weight", "100"]) == 1
-    assert seen["timing_weight"] == 100
+    assert main_passes(monkeypatch, ["--timing-weight", "100"])["timing_weight"] == 100
 
 
 def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch):
@@ -531,15 +530,7 @@ def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch):
     (tmp_path / "two.lpf").write_text(lpf.format(25) + "\n" + lpf.format(50) + "\n")
     with pytest.raises(ValueError, match="one FREQUENCY PORT line"):
         bitstream._retarget_lpf(tmp_path / "two.lpf", 90)
-    seen = {}
-
-    def fake_build(board, **kwargs):
-        seen.update(kwargs)
-        raise RuntimeError("stopped by the test")
-
-    monkeypatch.setattr(bitstream, "build", fake_build)
-    assert bitstream.main(["--target-mhz", "90"]) == 1
-    assert seen["target_mhz"] == 90
+    assert main_passes(monkeypatch, ["--target-mhz", "90"])["target_mhz"] == 90
 
 
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
@@ -617,14 +608,7 @@ def test_make_bitstream_gives_arguments_the_build_takes(monkeypatch, make_args, 
     line = next(x for x in text.splitlines() if "-m hw.bitstream" in x)
     words = shlex.split(line)
     argv = words[words.index("hw.bitstream") + 1:]
-    seen = {}
-
-    def fake_build(board, **kwargs):
-        seen.update(kwargs, board=board)
-        raise RuntimeError("stopped by the test")
-
-    monkeypatch.setattr(bitstream, "build", fake_build)
-    assert bitstream.main(argv) == 1
+    seen = main_passes(monkeypatch, argv)
     assert seen["board"] == "ulx3s"
     assert seen["sweep"] == (3 if jobs else 1) and seen["jobs"] == (jobs or 1)
     with pytest.raises(SystemExit):
