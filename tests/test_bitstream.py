@@ -500,7 +500,7 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
     assert main_passes(monkeypatch, ["--timing-weight", "100"])["timing_weight"] == 100
 
 
-def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch):
+def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch, capsys):
     """``target_mhz`` (``--target-mhz``, ``make bitstream TARGET_MHZ=``): the LPF copy beside
     the build asks for the target, nextpnr reroutes the nets that fail it (``--tmg-ripup``),
     and the repository's LPF keeps the board's oscillator. Below the board's clock, or on an
@@ -531,6 +531,10 @@ def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="one FREQUENCY PORT line"):
         bitstream._retarget_lpf(tmp_path / "two.lpf", 90)
     assert main_passes(monkeypatch, ["--target-mhz", "90"])["target_mhz"] == 90
+    r = synth.Result("ulx3s", "ecp5", 900, 500, 0, 0, 87.5, True, 1.0)
+    monkeypatch.setattr(bitstream, "build", lambda *_, **__: (r, tmp_path / "a.bit"))
+    bitstream.main(["--target-mhz", "90"])
+    assert "87.5 MHz is below the target of 90 MHz" in capsys.readouterr().out
 
 
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
