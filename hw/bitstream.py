@@ -339,16 +339,14 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
     timing into its report (tens of MB for the full SoC). ``timing_weight``: HeAP's timing
     weight (``--placer-heap-timingweight``) instead of the board's own (the ULX3S: 40,
-    nextpnr's default 10). On the full ULX3S SoC 100 gave a narrower spread over four seeds
-    but a lower median (docs/board.md, "Twenty-ninth session"). ``target_mhz`` (ECP5 boards):
+    nextpnr's default 10). ``target_mhz`` (ECP5 boards):
     the clock nextpnr is asked to meet, in the LPF copy beside the build, in place of the
     board's oscillator (which it must not be below: a design that meets the target meets the
     board's clock), with nextpnr's timing-driven rip-up (``--tmg-ripup``): router2 then
     reroutes the nets that fail the target, where at the board's 25 MHz none fails and it
-    routes each net by congestion alone. It changes the routing, not the placement. On the
-    full ULX3S SoC at 90 MHz it routed seeds 2 and 4 at 90.5 and 91.2 MHz, against 88.5 and
-    86.9 without it. At a target the placement cannot reach, router2 goes on rerouting until
-    :class:`RouteWatch` stops it (docs/board.md)."""
+    routes each net by congestion alone. It changes the routing, not the placement. At a
+    target the placement cannot reach, router2 goes on rerouting until :class:`RouteWatch`
+    stops it. What each has measured on the full SoC: docs/board.md."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -533,8 +531,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mapper", choices=MAPPERS,
                     help="Yosys's LUT mapper (default: the board's own: abc for ulx3s, abc9 for "
                          "icebreaker): abc9, or the classic abc (ECP5 boards "
-                         "only; on the full ULX3S SoC both take about 5 minutes, and abc "
-                         "routes faster: docs/board.md)")
+                         "only; the two compared on the full SoC: docs/board.md)")
     ap.add_argument("--router", choices=ROUTERS,
                     help="nextpnr's router (default: the board's own: router2 for ulx3s, "
                          "router1 for icebreaker; docs/board.md)")
@@ -561,14 +558,12 @@ def main(argv=None) -> int:
                          "ULX3S SoC; default: 1)")
     ap.add_argument("--timing-weight", type=int, metavar="N",
                     help="the placer's (HeAP's) weight on timing-critical nets (default: the "
-                         "board's own: 40 for ulx3s, nextpnr's 10 for icebreaker); on the "
-                         "full ULX3S SoC 100 narrowed the spread over seeds but lowered the "
-                         "median (docs/board.md)")
+                         "board's own: 40 for ulx3s, nextpnr's 10 for icebreaker; what "
+                         "other weights measured: docs/board.md)")
     ap.add_argument("--target-mhz", type=float, metavar="F",
                     help="ECP5 boards: ask nextpnr for F MHz instead of the board's clock, "
-                         "and let router2 reroute the nets that fail it (--tmg-ripup); the "
-                         "full ULX3S SoC at 90 routed 2 to 4 MHz faster than without "
-                         "(docs/board.md)")
+                         "and let router2 reroute the nets that fail it (--tmg-ripup), "
+                         "which should be a target the placement can reach (docs/board.md)")
     ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
                     help="count, by module, the endpoints whose data arrive later than NS ns "
                          "after the clock (10 for the 100 MHz goal), into "
