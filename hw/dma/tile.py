@@ -378,6 +378,10 @@ class TileTransposer(wiring.Component):
         # v > L + Ls
         Ls = reg(L >> sh0, "Ls", LB + 1)
         LpLs = reg(L + (L >> sh0), "LpLs", LB + 2)
+        # and two steps, for the stepped clip kept as a register: v - 2Ls < 0 is v < 2Ls,
+        # v - 2Ls > L is v > L + 2Ls
+        Ls2 = reg((L >> sh0) << 1, "Ls2", LB + 2)
+        LpLs2 = reg(L + ((L >> sh0) << 1), "LpLs2", LB + 3)
         # rows from this row tile on: rows in it, and whether it is the last
         # (and whether a row tile's rows fit one step of a: n <= a_step)
         # the tests of the counters' first values (configuration registers) over two stages:
@@ -407,10 +411,18 @@ class TileTransposer(wiring.Component):
             "n": (None, lambda v: Mux(v < L2, v - L, L), LB + 1),
             "wrap": (None, lambda v: v <= L2, 1),
             "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step), 1)})
-        # rows (grouped: groups) with a source from this row tile on, limited to 0..L
+        # rows (grouped: groups) with a source from this row tile on, limited to 0..L. The
+        # stepped clip is a register, worked out a step ahead (from the value before two
+        # steps): as a compare of the 38-bit count behind the choice it was dma_d64's critical
+        # path mapped as in the SoC at c737ff6 (98.3 MHz: vrem0 through the subtract's carry
+        # chain and both clips into left_v)
+        def clip(v, lo, hi):
+            return Mux(v < lo, 0, Mux(v > hi, L, v - lo))
+
         vrem0, tv, vrem0_do = counter(
             "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
-                "clip": (None, lambda v: Mux(v < Ls, 0, Mux(v > LpLs, L, v - Ls)), LB + 1)})
+                "clip": (None, lambda v: clip(v, Ls, LpLs), lambda v: clip(v, Ls2, LpLs2),
+                         LB + 1)})
         # columns from this column tile on
         rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, firsts=rem1_firsts,
                                     tests={
