@@ -20,6 +20,7 @@ lane, each addressed from copies of its own of the read and write addresses
 (:func:`hw.fabric.registered_copy`, kept apart on the ECP5 board tops): the full ULX3S SoC's 64
 KiB are 32 block RAMs, which the placer spreads over the die, and one address register driving
 them all was the SoC's critical path at e74246b --seed 3 (13.0 ns, most of it one net).
+Each array also takes its writes from registers of its own, a cycle after the beat.
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -142,12 +143,26 @@ class AxiRam(wiring.Component):
         beat_w = a.wvalid & a.wready
         strobes = Mux(beat_w & (w_resp == Resp.OKAY), a.wstrb, 0)
         m.d.sync += w_addr.eq(w_addr_nx)
-        words = self._lane_addresses(platform, m, lanes, w_addr[shift:], w_addr_nx[shift:], "wa")
         per = lane_bits // 8
-        for k, (wp, word) in enumerate(zip(wps, words, strict=True)):
-            m.d.comb += [wp.addr.eq(word),
-                         wp.data.eq(a.wdata[k * lane_bits:(k + 1) * lane_bits]),
-                         wp.en.eq(strobes[k * per:(k + 1) * per])]
+        if self.slices:
+            # a write reaches the block RAM a cycle after its beat, from registers of each
+            # lane's own (its data, byte enables and a copy of the word address), which the
+            # placer can put beside that lane's block RAMs: the arbiter's W channel drove the
+            # write enables of all 32 directly, a 5 ns net across 44 rows of the ULX3S SoC at
+            # 592cca7. Nothing can read the word in between: the response leaves a cycle after
+            # the last beat, and a read takes two cycles from its address to the block RAM.
+            words = [registered_copy(platform, m, w_addr[shift:], f"wa{k}_")
+                     for k in range(lanes)]
+            for k, (wp, word) in enumerate(zip(wps, words, strict=True)):
+                data = Signal(lane_bits, name=f"wd{k}")
+                en = Signal(per, name=f"we{k}")
+                m.d.sync += [data.eq(a.wdata[k * lane_bits:(k + 1) * lane_bits]),
+                             en.eq(strobes[k * per:(k + 1) * per])]
+                m.d.comb += [wp.addr.eq(word), wp.data.eq(data), wp.en.eq(en)]
+        else:
+            for wp in wps:
+                m.d.comb += [wp.addr.eq(w_addr[shift:]), wp.data.eq(a.wdata),
+                             wp.en.eq(strobes)]
         with m.If(beat_w):
             m.d.comb += w_addr_nx.eq(step(w_addr, w_size, w_burst))
             with m.If(a.wlast):
