@@ -31,8 +31,8 @@ class Board:
     doc: str
     # Yosys's LUT mapper for this board (the full ULX3S SoC maps in about five minutes with
     # either; with abc9 it is 1,300 LUT4 smaller but routed slower, a median of 78.4 MHz over
-    # four seeds against 87.1 with abc) and nextpnr's router (router1 stalls on the full ULX3S SoC; router2 routed it once
-    # and not at every netlist since: docs/board.md)
+    # four seeds against 87.1 with abc) and nextpnr's router (router1 stalls on the full
+    # ULX3S SoC; router2 routed it once and not at every netlist since: docs/board.md)
     mapper: str = "abc9"
     router: str = "router1"
     # placements to try when router2 diverges or router1 stalls (hw.bitstream.RouteWatch),
