@@ -29,9 +29,13 @@ from hw.bitstream import (
 )
 
 
-def router2_lines(counts, start=1):
-    return [f"Info:     iter={i} wires={100_000 + i} overused={c} overuse={c + 3} archfail=NA\n"
-            for i, c in enumerate(counts, start)]
+def router2_lines(counts, start=1, failing=()):
+    """router2's lines for iterations with these counts of overused wires (and of nets
+    failing the target, 0 where not given), as nextpnr logs them."""
+    failing = [*failing, *[0] * (len(counts) - len(failing))]
+    return [f"Info:     iter={i} wires={100_000 + i} overused={c} overuse={c + 3} "
+            f"tmgfail={t} archfail=NA\n"
+            for i, (c, t) in enumerate(zip(counts, failing, strict=True), start)]
 
 
 def feed(watch, lines):
@@ -276,13 +280,18 @@ class FakeTools:
     (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
     own), and its placer gives up at those in ``unplaced``. ``fmax``: the Fmax each seed routes
     at (120.5 MHz where not given); the placed design it writes names its seed, and ecppack's
-    bitstream names the design it packed."""
+    bitstream names the design it packed. A run with ``--no-route`` writes a placed design
+    (``--write``) whose settings hold the target; a run with ``--no-place`` routes the one it
+    reads at that target, with ``--tmg-ripup`` failing to meet a target above ``reach`` (for
+    its seed; none where not given): nets failing it stay."""
 
-    def __init__(self, diverge, router1=False, fmax=None, unplaced=()):
+    def __init__(self, diverge, router1=False, fmax=None, unplaced=(), reach=None):
         self.diverge, self.router1, self.unplaced = diverge, router1, unplaced
         self.fmax = fmax or {}
+        self.reach = reach or {}
         self.seeds = []
         self.pnr = []                   # each nextpnr command line
+        self.routed_at = []             # (seed, MHz) of each run from a placed design
 
     def __call__(self, cmd, log, watch=None):
         tool = cmd[0]
@@ -290,21 +299,37 @@ class FakeTools:
             seed = int(cmd[cmd.index("--seed") + 1]) if "--seed" in cmd else None
             self.seeds.append(seed)
             self.pnr.append(cmd)
+            failing = [0] * 3
+            if "--no-place" in cmd:
+                settings = json.loads((log.parent / cmd[cmd.index("--json") + 1]).read_text())
+                mhz = float(settings["modules"]["top"]["settings"]["target_freq"]) / 1e6
+                self.routed_at.append((seed, mhz))
+                if "--tmg-ripup" in cmd and mhz > self.reach.get(seed, mhz):
+                    failing = [40] + [12] * (bitstream.TIMING_PATIENCE + 5)
             if seed in self.unplaced:
                 lines = ["Info: Running main analytical placer, max placement attempts per "
                          "cell = 2000.\n",
                          "ERROR: Unable to find legal placement for all cells, design is "
                          "probably at utilisation limit.\n"]
+            elif "--no-route" in cmd:
+                lines = ["Info: Running main analytical placer, max placement attempts per "
+                         "cell = 2000.\n"]
             elif self.router1:
                 lines = router1_lines(STALLED1 if seed in self.diverge else ROUTED1, 4000)
             else:
                 counts = DIVERGED + [5000] * 100 if seed in self.diverge else [900, 50, 0]
-                lines = router2_lines(counts)
+                counts += [0] * (len(failing) - len(counts))
+                lines = router2_lines(counts, failing=failing)
             log.write_text("".join(lines))
             for line in lines:
                 why = watch(line)
                 if why:
                     return why
+            if "--no-route" in cmd:
+                settings = {"target_freq": "25000000.000000", "router": "router2"}
+                (log.parent / cmd[cmd.index("--write") + 1]).write_text(json.dumps(
+                    {"modules": {"top": {"settings": settings, "cells": {}}}}, indent=2))
+                return None
             report = {"utilization": {"TRELLIS_COMB": {"used": 900, "available": 83640}},
                       "fmax": {"clk": {"achieved": self.fmax.get(seed, 120.5),
                                        "constraint": 25.0}}}
@@ -500,41 +525,86 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
     assert main_passes(monkeypatch, ["--timing-weight", "100"])["timing_weight"] == 100
 
 
-def test_target_asks_nextpnr_for_more_and_reroutes(tmp_path, monkeypatch, capsys):
-    """``target_mhz`` (``--target-mhz``, ``make bitstream TARGET_MHZ=``): the LPF copy beside
-    the build asks for the target, nextpnr reroutes the nets that fail it (``--tmg-ripup``),
-    and the repository's LPF keeps the board's oscillator. Below the board's clock, or on an
-    iCE40 board, it is refused."""
-    lpf = 'FREQUENCY PORT "clk" {} MHZ;'
-
-    def run(out, **kwargs):
-        tools = FakeTools(diverge=set())
+def test_targets_place_once_and_route_at_each_until_one_routes(tmp_path, monkeypatch, capsys):
+    """``target_mhz`` (``--target-mhz 95,90``, ``make bitstream TARGET_MHZ=95,90``): each
+    placement is placed once and routed at each target in turn, with ``--tmg-ripup``, until
+    one routes; a target router2 cannot meet stops its run and the same placement is routed at
+    the next, and after the last at the board's clock without rip-up. The placed design is
+    deleted after, the LPF is the board's, and bad targets are refused."""
+    def run(out, reach, **kwargs):
+        tools = FakeTools(diverge=set(), reach=reach)
         monkeypatch.setattr(bitstream, "_run", tools)
         said = []
-        bitstream.build("ulx3s", outdir=out, log=said.append, dma=False, sparse=False,
-                        lut=False, **kwargs)
-        (cmd,) = tools.pnr
-        return cmd, (out / "ulx3s.lpf").read_text(), said
+        r, _ = bitstream.build("ulx3s", outdir=out, log=said.append, dma=False, sparse=False,
+                               lut=False, **kwargs)
+        return tools, said, r
 
-    cmd, text, said = run(tmp_path / "target", target_mhz=90)
-    assert "--tmg-ripup" in cmd and lpf.format(90) in text and lpf.format(25) not in text
-    assert text.count("FREQUENCY") == 1 and 'LOCATE COMP "clk" SITE "G2";' in text
-    assert any("at 90 MHz, rerouting the nets that fail it" in s for s in said), said
-    cmd, text, _ = run(tmp_path / "board")
-    assert "--tmg-ripup" not in cmd and lpf.format(25) in text
-    assert lpf.format(25) in (bitstream.ROOT / "constraints" / "ulx3s.lpf").read_text()
-    with pytest.raises(ValueError, match="at least the board's clock, 25 MHz, not 20"):
-        bitstream.build("ulx3s", outdir=tmp_path, target_mhz=20)
+    tools, said, _ = run(tmp_path / "a", {None: 92}, target_mhz=[100, 95, 90])
+    place, *routes = tools.pnr
+    assert "--no-route" in place and "--tmg-ripup" not in place and "--no-place" not in place
+    assert tools.routed_at == [(None, 100), (None, 95), (None, 90)]
+    assert all("--no-place" in c and "--tmg-ripup" in c for c in routes)
+    assert all(c[c.index("--json") + 1] == bitstream.ROUTE_JSON for c in routes)
+    assert any("router2 cannot meet 100 MHz: 12 nets failing it" in s
+               and "the same placement at 95 MHz next" in s for s in said), said
+    out = tmp_path / "a"
+    assert (out / "nextpnr-100mhz.stdout").exists() and (out / "nextpnr-95mhz.stdout").exists()
+    assert "tmgfail=0" in (out / "nextpnr.stdout").read_text()
+    assert not (out / bitstream.PLACED_JSON).exists() and not (out / bitstream.ROUTE_JSON).exists()
+    assert 'FREQUENCY PORT "clk" 25 MHZ;' in (out / "ulx3s.lpf").read_text()
+    # no target met: the board's clock, without rip-up
+    tools, said, r = run(tmp_path / "b", {None: 80}, target_mhz=90)
+    assert tools.routed_at == [(None, 90), (None, 25)] and r.fmax_mhz == 120.5
+    assert "--tmg-ripup" not in tools.pnr[-1]
+    # a sweep: each seed its own ladder, the outcome naming the target met
+    tools, said, _ = run(tmp_path / "c", {2: 80, 4: 95}, target_mhz=[95, 90], seeds=[2, 4])
+    assert sorted(tools.routed_at) == [(2, 25), (2, 90), (2, 95), (4, 95)]
+    text = (tmp_path / "c" / "sweep.txt").read_text()
+    assert re.search(r"--seed 2 .*routed at 25 MHz", text) and \
+        re.search(r"--seed 4 .*routed at 95 MHz", text), text
+    # without targets: one run that places and routes
+    tools, _, _ = run(tmp_path / "d", {})
+    (cmd,) = tools.pnr
+    assert not {"--no-route", "--no-place", "--tmg-ripup"} & set(cmd)
+    for bad, message in ((20, "at least the board's clock, 25 MHz, not 20"),
+                         ([90, 95], "highest first"), ([90, 90], "highest first"),
+                         ([], "one or more rates")):
+        with pytest.raises(ValueError, match=message):
+            bitstream.build("ulx3s", outdir=tmp_path, target_mhz=bad)
     with pytest.raises(ValueError, match="for the ECP5 boards .* not icebreaker"):
         bitstream.build("icebreaker", outdir=tmp_path, target_mhz=90)
-    (tmp_path / "two.lpf").write_text(lpf.format(25) + "\n" + lpf.format(50) + "\n")
-    with pytest.raises(ValueError, match="one FREQUENCY PORT line"):
-        bitstream._retarget_lpf(tmp_path / "two.lpf", 90)
-    assert main_passes(monkeypatch, ["--target-mhz", "90"])["target_mhz"] == 90
+    placed = tmp_path / "placed.json"
+    placed.write_text('{"settings": {"target_freq": "25000000.000000"}, "cells": {}}')
+    bitstream._retarget_placed(placed, tmp_path / "route.json", 92.5)
+    assert '"target_freq": "92500000.000000"' in (tmp_path / "route.json").read_text()
+    placed.write_text('{"settings": {}}')
+    with pytest.raises(RuntimeError, match="one target_freq setting, not 0"):
+        bitstream._retarget_placed(placed, tmp_path / "route.json", 90)
+    assert main_passes(monkeypatch, ["--target-mhz", "95,90"])["target_mhz"] == [95, 90]
+    with pytest.raises(SystemExit):
+        bitstream.main(["--target-mhz", "95,x"])
     r = synth.Result("ulx3s", "ecp5", 900, 500, 0, 0, 87.5, True, 1.0)
     monkeypatch.setattr(bitstream, "build", lambda *_, **__: (r, tmp_path / "a.bit"))
     bitstream.main(["--target-mhz", "90"])
     assert "87.5 MHz is below the target of 90 MHz" in capsys.readouterr().out
+
+
+def test_watch_stops_router2_that_cannot_meet_its_target():
+    """With a target, router2 is stopped once the nets failing it have not come to a new
+    lowest count for TIMING_PATIENCE iterations, even with no overused wires; without one
+    (or while the count still falls) it is not."""
+    stuck = [300, 150, 90] + [90] * bitstream.TIMING_PATIENCE
+    lines = router2_lines([0] * len(stuck), failing=stuck)
+    said = []
+    at, why = feed(RouteWatch(said.append, target_mhz=95), lines)
+    assert at == 2 + bitstream.TIMING_PATIENCE, (at, why)
+    assert why == (f"router2 cannot meet 95 MHz: 90 nets failing it at iteration {at + 1}, "
+                   f"and no fewer than 90 since iteration 3")
+    assert any("90 nets failing 95 MHz" in s for s in said), said
+    assert feed(RouteWatch(lambda *_: None), lines) == (None, None)
+    falling = list(range(len(stuck) + 20, 0, -1)) + [0]
+    assert feed(RouteWatch(lambda *_: None, target_mhz=95),
+                router2_lines([0] * len(falling), failing=falling)) == (None, None)
 
 
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
