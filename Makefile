@@ -23,7 +23,7 @@
 #                  a sweep over exactly those seeds, to compare netlists; SLOW=ns: count,
 #                  by module, the endpoints later than ns after the clock; TIMING_WEIGHT=n:
 #                  the placer's weight on critical nets (ULX3S: 40); TARGET_MHZ=95,90:
-#                  place once, route at each rate in turn, rerouting the nets that fail it,
+#                  place and route at each rate in turn, rerouting the nets that fail it,
 #                  until one routes, then at the board's clock (ECP5); the full ULX3S SoC
 #                  takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,

@@ -247,58 +247,46 @@ def _named_seeds(ks) -> list[tuple[str, int]]:
     return [("nextpnr's own seed" if k == 0 else f"--seed {k}", k) for k in ks]
 
 
-#: the placed design a build with targets routes (nextpnr's ``--write`` after ``--no-route``),
-#: and the copy of it each target is routed from
-PLACED_JSON, ROUTE_JSON = "placed.json", "route.json"
-
-
-def _retarget_placed(src: Path, dst: Path, mhz: float):
-    """Copy nextpnr's placed design ``src`` to ``dst`` asking for ``mhz``. A design nextpnr
-    reads back keeps the settings it was written with (its router, its ``target_freq``) over
-    the command line's, and no clock constraint: its clock is constrained by ``target_freq``
-    alone (an LPF's FREQUENCY reaches the clock's port, not the global net placed behind it)."""
+def _retarget_lpf(src: Path, dst: Path, mhz: float):
+    """Copy the LPF ``src`` to ``dst`` with its one ``FREQUENCY PORT`` line asking for
+    ``mhz``."""
     text = src.read_text()
-    line = re.compile(r'"target_freq": "[\d.]+"')
+    line = re.compile(r"^(FREQUENCY PORT \S+) [\d.]+ MHZ;", re.MULTILINE)
     if len(line.findall(text)) != 1:
-        raise RuntimeError(f"{src}: nextpnr's placed design should hold one target_freq "
-                           f"setting, not {len(line.findall(text))}")
-    dst.write_text(line.sub(f'"target_freq": "{mhz * 1e6:.6f}"', text))
+        raise ValueError(f"{src.name}: needs one FREQUENCY PORT line to retarget")
+    dst.write_text(line.sub(lambda m: f"{m[1]} {mhz:g} MHZ;", text))
 
 
 def _place_and_route(pnr, folder: Path, k: int, ladder, watch, say):
     """Place with seed ``k`` and route, in ``folder`` (``pnr``: nextpnr's command line without
     the seed), returning (why it was stopped or None, the target routed at or None).
-    ``ladder``: None, one run that places and routes as ``pnr`` asks; else (MHz, reroute)
-    pairs, highest first: the design is placed once, then routed at each target in turn
-    (with ``--tmg-ripup`` where reroute is set) until one routes, each failed target's log
-    kept as ``nextpnr-<MHz>mhz.stdout``. ``watch(mhz)``: the watch for a run (None: the
-    placement, or a run that does not reroute for a target)."""
+    ``ladder``: None, one run as ``pnr`` asks; else (MHz, reroute) pairs, highest first: a run
+    at each in turn, until one routes, each with a copy of the LPF asking for its rate
+    (``target-<MHz>mhz.lpf``) and, where reroute is set, ``--tmg-ripup``; each failed run's
+    log is kept as ``nextpnr-<MHz>mhz.stdout``. ``watch(mhz)``: the watch for a run (None:
+    a run that does not reroute for a target)."""
     seed = _seed_args(k)
     if ladder is None:
         return _run(pnr + seed, folder / "nextpnr.stdout", watch(None)), None
-    (folder / "nextpnr.stdout").unlink(missing_ok=True)      # the routing's, from now on
-    stopped = _run(pnr + seed + ["--no-route", "--write", PLACED_JSON],
-                   folder / "nextpnr-place.stdout", watch(None))
-    if stopped:
-        return stopped, None
-    netlist = pnr.index("--json") + 1
-    route = [*pnr[:netlist], ROUTE_JSON, *pnr[netlist + 1:], "--no-place", *seed]
-    try:
-        for n, (mhz, reroute) in enumerate(ladder):
-            _retarget_placed(folder / PLACED_JSON, folder / ROUTE_JSON, mhz)
-            say(f"routing at {mhz:g} MHz" + (", rerouting the nets that fail it" if reroute
-                                              else ""))
-            stopped = _run(route + (["--tmg-ripup"] if reroute else []),
+    lpf = pnr.index("--lpf") + 1
+    stopped = None
+    for n, (mhz, reroute) in enumerate(ladder):
+        rung = f"target-{mhz:g}mhz.lpf"
+        _retarget_lpf(folder / pnr[lpf], folder / rung, mhz)
+        say(f"placing and routing at {mhz:g} MHz"
+            + (", rerouting the nets that fail it" if reroute else ""))
+        try:
+            stopped = _run([*pnr[:lpf], rung, *pnr[lpf + 1:], *seed,
+                            *(["--tmg-ripup"] if reroute else [])],
                            folder / "nextpnr.stdout", watch(mhz if reroute else None))
-            if not stopped:
-                return None, mhz
-            if n + 1 < len(ladder):
-                (folder / "nextpnr.stdout").replace(folder / f"nextpnr-{mhz:g}mhz.stdout")
-                say(f"{stopped}; the same placement at {ladder[n + 1][0]:g} MHz next")
-        return stopped, None
-    finally:
-        for name in (PLACED_JSON, ROUTE_JSON):      # hundreds of MB for the full SoC
-            (folder / name).unlink(missing_ok=True)
+        finally:
+            (folder / rung).unlink(missing_ok=True)
+        if not stopped:
+            return None, mhz
+        if n + 1 < len(ladder):
+            (folder / "nextpnr.stdout").replace(folder / f"nextpnr-{mhz:g}mhz.stdout")
+            say(f"{stopped}; at {ladder[n + 1][0]:g} MHz next")
+    return stopped, None
 
 
 def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slow_ns, log,
@@ -338,10 +326,8 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slo
         try:
             stopped, met = _place_and_route(pnr, folder, k, ladder, watch, said)
         except RuntimeError as e:
-            log_file = next(folder / n for n in ("nextpnr.stdout", "nextpnr-place.stdout")
-                            if (folder / n).exists())
-            _raise_if_too_big(log_file, board, e)
-            stopped = f"nextpnr failed (log {folder.name}/{log_file.name})"
+            _raise_if_too_big(folder / "nextpnr.stdout", board, e)
+            stopped = f"nextpnr failed (log {folder.name}/nextpnr.stdout)"
         for name in inputs:                 # the links: the inputs stay in out
             (folder / name).unlink(missing_ok=True)
         if stopped:
@@ -425,14 +411,14 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     weight (``--placer-heap-timingweight``) instead of the board's own (the ULX3S: 40,
     nextpnr's default 10). ``target_mhz`` (ECP5 boards): one clock rate in MHz, or several,
     highest first, for nextpnr to meet instead of the board's oscillator (none below it: a
-    design that meets a target meets the board's clock). Each placement is then placed once
-    and routed at each target in turn, with nextpnr's timing-driven rip-up (``--tmg-ripup``:
-    router2 reroutes the nets that fail the target, where at the board's clock none fails and
-    it routes each net by congestion alone), until one routes; a target router2 cannot meet
+    design that meets a target meets the board's clock). Each seed is then placed and routed
+    at each target in turn, with nextpnr's timing-driven rip-up (``--tmg-ripup``: router2
+    reroutes the nets that fail the target, where at the board's clock none fails and it
+    routes each net by congestion alone), until one routes; a target router2 cannot meet
     (:data:`TIMING_PATIENCE`) or a routing that diverges moves it to the next, and after the
-    last the placement is routed at the board's clock as without targets. The placement is
-    the one the seed gives without targets. What each has measured on the full SoC:
-    docs/board.md."""
+    last it is placed and routed at the board's clock as without targets. A seed's placement
+    does not depend on the target (docs/board.md), so each run places it the same way. What
+    each has measured on the full SoC: docs/board.md."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -464,8 +450,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         targets = ([target_mhz] if isinstance(target_mhz, (int, float))
                    else list(target_mhz))
         if b.family != "ecp5":
-            raise ValueError(f"target_mhz: for the ECP5 boards (router2 rerouting for a "
-                             f"target), not {b.name}")
+            raise ValueError(f"target_mhz: for the ECP5 boards (an LPF's FREQUENCY), not "
+                             f"{b.name}")
         clk = b.clk_hz / 1e6
         if not targets or not all(t >= clk for t in targets):
             raise ValueError(f"target_mhz must be one or more rates of at least the board's "
@@ -526,20 +512,17 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                     pnr, out, k, ladder, lambda mhz: RouteWatch(log, target_mhz=mhz),
                     lambda text: log(f"      {text}"))
             except RuntimeError as e:
-                _raise_if_too_big(next(out / n for n in ("nextpnr.stdout", "nextpnr-place.stdout")
-                                       if (out / n).exists()), b.name, e)
+                _raise_if_too_big(out / "nextpnr.stdout", b.name, e)
                 raise
             if not stopped:
                 break
             failed.append(f"{named}: {stopped}")
             log(f"      {stopped}; stopped")
-            for name in ("nextpnr.stdout", "nextpnr-place.stdout"):
-                if (out / name).exists():
-                    (out / name).replace(out / name.replace(".stdout", f"-try{attempt}.stdout"))
+            (out / "nextpnr.stdout").replace(out / f"nextpnr-try{attempt}.stdout")
         else:
             raise RuntimeError(f"{b.name}: no placement routed in {tries} "
                                f"{'try' if tries == 1 else 'tries'} (" + "; ".join(failed)
-                               + "). Logs: " + str(out) + "/nextpnr*-try*.stdout. More tries: "
+                               + "). Logs: " + str(out) + "/nextpnr-try*.stdout. More tries: "
                                "--tries (make bitstream TRIES=...); docs/board.md has what "
                                "was tried on this SoC")
     data = json.loads(report.read_text())
@@ -659,9 +642,9 @@ def main(argv=None) -> int:
     ap.add_argument("--target-mhz", type=_mhz_list, metavar="LIST",
                     help="ECP5 boards: comma-separated rates in MHz, highest first (e.g. "
                          "95,90), for nextpnr to meet instead of the board's clock: each "
-                         "placement is placed once and routed at each in turn, router2 "
-                         "rerouting the nets that fail it (--tmg-ripup), until one routes; "
-                         "after the last, at the board's clock (docs/board.md)")
+                         "seed is placed and routed at each in turn, router2 rerouting the "
+                         "nets that fail it (--tmg-ripup), until one routes; after the last, "
+                         "at the board's clock (docs/board.md)")
     ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
                     help="count, by module, the endpoints whose data arrive later than NS ns "
                          "after the clock (10 for the 100 MHz goal), into "

@@ -280,10 +280,9 @@ class FakeTools:
     (with ``router1``: router1) diverges (stalls) at the seeds in ``diverge`` (None: nextpnr's
     own), and its placer gives up at those in ``unplaced``. ``fmax``: the Fmax each seed routes
     at (120.5 MHz where not given); the placed design it writes names its seed, and ecppack's
-    bitstream names the design it packed. A run with ``--no-route`` writes a placed design
-    (``--write``) whose settings hold the target; a run with ``--no-place`` routes the one it
-    reads at that target, with ``--tmg-ripup`` failing to meet a target above ``reach`` (for
-    its seed; none where not given): nets failing it stay."""
+    bitstream names the design it packed. A run with ``--tmg-ripup`` at a rate (the LPF's
+    FREQUENCY) above ``reach`` (for its seed; none where not given) cannot meet it: nets
+    failing it stay."""
 
     def __init__(self, diverge, router1=False, fmax=None, unplaced=(), reach=None):
         self.diverge, self.router1, self.unplaced = diverge, router1, unplaced
@@ -291,7 +290,7 @@ class FakeTools:
         self.reach = reach or {}
         self.seeds = []
         self.pnr = []                   # each nextpnr command line
-        self.routed_at = []             # (seed, MHz) of each run from a placed design
+        self.routed_at = []             # (seed, MHz) of each run
 
     def __call__(self, cmd, log, watch=None):
         tool = cmd[0]
@@ -300,9 +299,9 @@ class FakeTools:
             self.seeds.append(seed)
             self.pnr.append(cmd)
             failing = [0] * 3
-            if "--no-place" in cmd:
-                settings = json.loads((log.parent / cmd[cmd.index("--json") + 1]).read_text())
-                mhz = float(settings["modules"]["top"]["settings"]["target_freq"]) / 1e6
+            if "--lpf" in cmd:
+                lpf = (log.parent / cmd[cmd.index("--lpf") + 1]).read_text()
+                mhz = float(re.search(r"FREQUENCY PORT \S+ ([\d.]+) MHZ;", lpf)[1])
                 self.routed_at.append((seed, mhz))
                 if "--tmg-ripup" in cmd and mhz > self.reach.get(seed, mhz):
                     failing = [40] + [12] * (bitstream.TIMING_PATIENCE + 5)
@@ -311,9 +310,6 @@ class FakeTools:
                          "cell = 2000.\n",
                          "ERROR: Unable to find legal placement for all cells, design is "
                          "probably at utilisation limit.\n"]
-            elif "--no-route" in cmd:
-                lines = ["Info: Running main analytical placer, max placement attempts per "
-                         "cell = 2000.\n"]
             elif self.router1:
                 lines = router1_lines(STALLED1 if seed in self.diverge else ROUTED1, 4000)
             else:
@@ -325,11 +321,6 @@ class FakeTools:
                 why = watch(line)
                 if why:
                     return why
-            if "--no-route" in cmd:
-                settings = {"target_freq": "25000000.000000", "router": "router2"}
-                (log.parent / cmd[cmd.index("--write") + 1]).write_text(json.dumps(
-                    {"modules": {"top": {"settings": settings, "cells": {}}}}, indent=2))
-                return None
             report = {"utilization": {"TRELLIS_COMB": {"used": 900, "available": 83640}},
                       "fmax": {"clk": {"achieved": self.fmax.get(seed, 120.5),
                                        "constraint": 25.0}}}
@@ -525,12 +516,14 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
     assert main_passes(monkeypatch, ["--timing-weight", "100"])["timing_weight"] == 100
 
 
-def test_targets_place_once_and_route_at_each_until_one_routes(tmp_path, monkeypatch, capsys):
-    """``target_mhz`` (``--target-mhz 95,90``, ``make bitstream TARGET_MHZ=95,90``): each
-    placement is placed once and routed at each target in turn, with ``--tmg-ripup``, until
-    one routes; a target router2 cannot meet stops its run and the same placement is routed at
-    the next, and after the last at the board's clock without rip-up. The placed design is
-    deleted after, the LPF is the board's, and bad targets are refused."""
+def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsys):
+    """``target_mhz`` (``--target-mhz 95,90``, ``make bitstream TARGET_MHZ=95,90``): each seed
+    is placed and routed at each target in turn, from an LPF copy asking for it and with
+    ``--tmg-ripup``, until one routes; a target router2 cannot meet stops its run, and after
+    the last the seed is built at the board's clock without rip-up. The repository's LPF and
+    the one beside the build keep the board's clock; bad targets are refused."""
+    lpf = 'FREQUENCY PORT "clk" {} MHZ;'
+
     def run(out, reach, **kwargs):
         tools = FakeTools(diverge=set(), reach=reach)
         monkeypatch.setattr(bitstream, "_run", tools)
@@ -540,32 +533,32 @@ def test_targets_place_once_and_route_at_each_until_one_routes(tmp_path, monkeyp
         return tools, said, r
 
     tools, said, _ = run(tmp_path / "a", {None: 92}, target_mhz=[100, 95, 90])
-    place, *routes = tools.pnr
-    assert "--no-route" in place and "--tmg-ripup" not in place and "--no-place" not in place
     assert tools.routed_at == [(None, 100), (None, 95), (None, 90)]
-    assert all("--no-place" in c and "--tmg-ripup" in c for c in routes)
-    assert all(c[c.index("--json") + 1] == bitstream.ROUTE_JSON for c in routes)
+    assert all("--tmg-ripup" in c for c in tools.pnr)
+    assert [c[c.index("--lpf") + 1] for c in tools.pnr] == [
+        "target-100mhz.lpf", "target-95mhz.lpf", "target-90mhz.lpf"]
     assert any("router2 cannot meet 100 MHz: 12 nets failing it" in s
-               and "the same placement at 95 MHz next" in s for s in said), said
+               and "at 95 MHz next" in s for s in said), said
     out = tmp_path / "a"
     assert (out / "nextpnr-100mhz.stdout").exists() and (out / "nextpnr-95mhz.stdout").exists()
     assert "tmgfail=0" in (out / "nextpnr.stdout").read_text()
-    assert not (out / bitstream.PLACED_JSON).exists() and not (out / bitstream.ROUTE_JSON).exists()
-    assert 'FREQUENCY PORT "clk" 25 MHZ;' in (out / "ulx3s.lpf").read_text()
+    assert not list(out.glob("target-*.lpf"))
+    assert lpf.format(25) in (out / "ulx3s.lpf").read_text()
+    assert lpf.format(25) in (bitstream.ROOT / "constraints" / "ulx3s.lpf").read_text()
     # no target met: the board's clock, without rip-up
     tools, said, r = run(tmp_path / "b", {None: 80}, target_mhz=90)
     assert tools.routed_at == [(None, 90), (None, 25)] and r.fmax_mhz == 120.5
     assert "--tmg-ripup" not in tools.pnr[-1]
-    # a sweep: each seed its own ladder, the outcome naming the target met
+    # a sweep: each seed its own targets, the outcome naming the one met
     tools, said, _ = run(tmp_path / "c", {2: 80, 4: 95}, target_mhz=[95, 90], seeds=[2, 4])
     assert sorted(tools.routed_at) == [(2, 25), (2, 90), (2, 95), (4, 95)]
     text = (tmp_path / "c" / "sweep.txt").read_text()
     assert re.search(r"--seed 2 .*routed at 25 MHz", text) and \
         re.search(r"--seed 4 .*routed at 95 MHz", text), text
-    # without targets: one run that places and routes
+    # without targets: one run at the board's clock
     tools, _, _ = run(tmp_path / "d", {})
     (cmd,) = tools.pnr
-    assert not {"--no-route", "--no-place", "--tmg-ripup"} & set(cmd)
+    assert "--tmg-ripup" not in cmd and cmd[cmd.index("--lpf") + 1] == "ulx3s.lpf"
     for bad, message in ((20, "at least the board's clock, 25 MHz, not 20"),
                          ([90, 95], "highest first"), ([90, 90], "highest first"),
                          ([], "one or more rates")):
@@ -573,13 +566,9 @@ def test_targets_place_once_and_route_at_each_until_one_routes(tmp_path, monkeyp
             bitstream.build("ulx3s", outdir=tmp_path, target_mhz=bad)
     with pytest.raises(ValueError, match="for the ECP5 boards .* not icebreaker"):
         bitstream.build("icebreaker", outdir=tmp_path, target_mhz=90)
-    placed = tmp_path / "placed.json"
-    placed.write_text('{"settings": {"target_freq": "25000000.000000"}, "cells": {}}')
-    bitstream._retarget_placed(placed, tmp_path / "route.json", 92.5)
-    assert '"target_freq": "92500000.000000"' in (tmp_path / "route.json").read_text()
-    placed.write_text('{"settings": {}}')
-    with pytest.raises(RuntimeError, match="one target_freq setting, not 0"):
-        bitstream._retarget_placed(placed, tmp_path / "route.json", 90)
+    (tmp_path / "two.lpf").write_text(lpf.format(25) + "\n" + lpf.format(50) + "\n")
+    with pytest.raises(ValueError, match="one FREQUENCY PORT line"):
+        bitstream._retarget_lpf(tmp_path / "two.lpf", tmp_path / "t.lpf", 90)
     assert main_passes(monkeypatch, ["--target-mhz", "95,90"])["target_mhz"] == [95, 90]
     with pytest.raises(SystemExit):
         bitstream.main(["--target-mhz", "95,x"])
