@@ -580,20 +580,28 @@ def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsy
 
 def test_watch_stops_router2_that_cannot_meet_its_target():
     """With a target, router2 is stopped once the nets failing it have not come to a new
-    lowest count for TIMING_PATIENCE iterations, even with no overused wires; without one
-    (or while the count still falls) it is not."""
-    stuck = [300, 150, 90] + [90] * bitstream.TIMING_PATIENCE
-    lines = router2_lines([0] * len(stuck), failing=stuck)
+    lowest count for TIMING_PATIENCE iterations, counted where fewer than FLOOR wires are
+    overused (even none); without a target, while the count still falls, or once it has
+    been 0, it is not. The counts are 5d99abe --seed 4's at 90 MHz, iteration by
+    iteration from the 70th (docs/board.md)."""
+    # while congested, the counts swing and a 0 among them does not count
+    busy = router2_lines([5000, 900, 300], failing=[0, 200, 60])
+    swing = [15, 30, 25, 15, 31, 25, 30, 15, 25, 30] * 4
+    lines = busy + router2_lines([8] + [0] * (len(swing) - 1), start=4, failing=swing)
     said = []
-    at, why = feed(RouteWatch(said.append, target_mhz=95), lines)
-    assert at == 2 + bitstream.TIMING_PATIENCE, (at, why)
-    assert why == (f"router2 cannot meet 95 MHz: 90 nets failing it at iteration {at + 1}, "
-                   f"and no fewer than 90 since iteration 3")
-    assert any("90 nets failing 95 MHz" in s for s in said), said
+    at, why = feed(RouteWatch(said.append, target_mhz=90), lines)
+    assert at == 3 + bitstream.TIMING_PATIENCE, (at, why)
+    assert why == (f"router2 cannot meet 90 MHz: {swing[at - 3]} nets failing it at iteration "
+                   f"{at + 1}, and no fewer than 15 since iteration 4")
+    assert any("nets failing 90 MHz" in s for s in said), said
     assert feed(RouteWatch(lambda *_: None), lines) == (None, None)
-    falling = list(range(len(stuck) + 20, 0, -1)) + [0]
+    falling = list(range(len(swing) + 20, 0, -1)) + [0]
     assert feed(RouteWatch(lambda *_: None, target_mhz=95),
                 router2_lines([0] * len(falling), failing=falling)) == (None, None)
+    # met once, then failing again while the last wires are rerouted: left to run
+    again = [0] + [3] * (bitstream.TIMING_PATIENCE + 5)
+    assert feed(RouteWatch(lambda *_: None, target_mhz=95),
+                router2_lines([2] * len(again), failing=again)) == (None, None)
 
 
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
