@@ -71,9 +71,9 @@ MAX_ITERATIONS = 400
 #: failing the target have not come to a new lowest for TIMING_PATIENCE iterations, and that
 #: lowest is not 0. At a target the placement reaches they fall to none within a few tens of
 #: iterations (the full SoC at 90 MHz: 82 at router2's tenth iteration, none from its
-#: twentieth); at one it cannot reach they swing around a floor (5d99abe --seed 4 at 90 MHz:
-#: 15 to 31 from the 80th iteration to the 310th, no overused wires) until nextpnr's own
-#: limit, 1,500 iterations (docs/board.md)
+#: twentieth); at one it cannot reach they swing above a floor (5d99abe --seed 4 at 90 MHz:
+#: 12 to 36 from the 79th iteration to the 329th, with at most one overused wire) until
+#: nextpnr's own limit, 1,500 iterations (docs/board.md)
 TIMING_PATIENCE = 30
 
 #: when router1 counts as stalled: its arcs left have not halved over the last ROUTER1_WINDOW
