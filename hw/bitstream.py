@@ -582,22 +582,16 @@ def _placer_args(placer: tuple, timing_weight: int | None) -> list[str]:
     return args
 
 
-def _mhz_list(text: str):
-    """``--target-mhz``: comma-separated rates in MHz (:func:`build` checks them)."""
-    try:
-        return [float(t) for t in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"comma-separated rates in MHz, not {text!r}") \
-            from None
-
-
-def _seed_list(text: str):
-    """``--seeds``: comma-separated whole numbers (:func:`build` checks them as seeds)."""
-    try:
-        return [int(k) for k in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"comma-separated whole numbers, not {text!r}") \
-            from None
+def _comma_list(kind, what: str):
+    """An argparse type: comma-separated values of ``kind`` (``what`` names them in the
+    error); :func:`build` checks the values themselves."""
+    def parse(text: str):
+        try:
+            return [kind(v) for v in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"comma-separated {what}, not {text!r}") \
+                from None
+    return parse
 
 
 def main(argv=None) -> int:
@@ -631,7 +625,7 @@ def main(argv=None) -> int:
                          "report stay in sweep-<seed>/; prints, and writes into sweep.txt, "
                          "each seed's Fmax and their median (default: 1, no sweep; not with "
                          "--tries)")
-    ap.add_argument("--seeds", type=_seed_list, metavar="LIST",
+    ap.add_argument("--seeds", type=_comma_list(int, "whole numbers"), metavar="LIST",
                     help="a sweep over exactly these comma-separated seeds (0: nextpnr's "
                          "own), e.g. 2,4,5,6: to compare two netlists over the same "
                          "placements (not with --seed, --sweep or --tries)")
@@ -643,7 +637,7 @@ def main(argv=None) -> int:
                     help="the placer's (HeAP's) weight on timing-critical nets (default: the "
                          "board's own: 40 for ulx3s, nextpnr's 10 for icebreaker; what "
                          "other weights measured: docs/board.md)")
-    ap.add_argument("--target-mhz", type=_mhz_list, metavar="LIST",
+    ap.add_argument("--target-mhz", type=_comma_list(float, "rates in MHz"), metavar="LIST",
                     help="ECP5 boards: comma-separated rates in MHz, highest first (e.g. "
                          "95,90), for nextpnr to meet instead of the board's clock: each "
                          "seed is placed and routed at each in turn, router2 rerouting the "
