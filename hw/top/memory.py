@@ -2,12 +2,13 @@
 
 INCR and FIXED bursts of up to 256 beats of any size up to the bus width are served, one beat a
 cycle on each of reads and writes, which proceed independently (a read port and a write port on
-one memory). A read of a word that a write changes in the same cycle is undefined on the FPGA
-(simulation returns the old bytes): AXI4 puts no order between a read and a write, no block
-reads a word it is writing, and keeping the old bytes costs the block RAM a copy of every write,
-a cycle late, and a compare of the addresses in front of its read data (below). Byte strobes
-apply. A burst that reaches past ``size`` is answered DECERR and a WRAP burst SLVERR; neither
-writes anything, and their reads return zeros.
+one memory). A read of a word in the cycle a write to it lands (with ``slices``, the cycle
+after the write's beat) is undefined on the FPGA (simulation returns the old bytes): AXI4 puts
+no order between a read and a write, no block reads a word it is writing, and keeping the old
+bytes costs the block RAM a copy of every write, a cycle late, and a compare of the addresses
+in front of its read data (below). Byte strobes apply. A burst that reaches past ``size`` is
+answered DECERR and a WRAP burst SLVERR; neither writes anything, and their reads return
+zeros.
 
 ``stalls`` (a non-zero seed) makes the memory refuse addresses and write data and hold back read
 data on about one cycle in four, from a 16-bit LFSR: testbenches use it to put backpressure on
@@ -155,8 +156,9 @@ class AxiRam(wiring.Component):
             # a write reaches the block RAM a cycle after its beat, from registers of each
             # lane's own (its data, byte enables and a copy of the word address), which the
             # placer can put beside that lane's block RAMs: the arbiter's W channel drove the
-            # write enables of all 32 directly, a 5 ns net across 44 rows of the ULX3S SoC at
-            # 592cca7. Nothing can read the word in between: the response leaves a cycle after
+            # write enables of all 32 directly, a 5 ns net across 44 rows of the ULX3S SoC
+            # (592cca7's hardware mapped with ABC9, --seed 6). A manager that waits for the
+            # response cannot read the word before it lands: the response leaves a cycle after
             # the last beat, and a read takes two cycles from its address to the block RAM.
             words = [registered_copy(platform, m, w_addr[shift:], f"wa{k}_")
                      for k in range(lanes)]
