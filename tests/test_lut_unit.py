@@ -173,3 +173,91 @@ def test_counters_are_complete_when_done_rises(flavor, lanes, serial):
         want = evaluate(x[mask], cfg, flavor).counters
         assert seen["read"][r] == want, f"run {r}: counters read back"
         assert seen["at_done"][r] == want, f"run {r}: counters as done rose"
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_table_writes_are_refused_exactly_while_busy(serial):
+    """A ``lut_access_data`` write is refused in every cycle ``status.busy`` is high and in no
+    other, the first cycle of a run and the first after it included: table writes arrive back
+    to back, one per cycle (the bank's fastest), from the start's own write until after the
+    run has ended, and every write strobe is checked against ``busy`` in its cycle. (The
+    table access logic has a copy of ``busy`` of its own; one a cycle late fails this.)"""
+    seed = 900 + serial
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    lanes = 2
+    dut = LutUnit(lanes=lanes, flavor="sdp", serial=serial)
+    rmap, regs = dut.regmap, dut._bank.regs
+    bus, i, o = dut.s_axil, dut.i_stream, dut.o_stream
+    access = rmap["lut_access_cfg"].encode({"addr": 0, "table_id": 0, "access_type": 1})
+    start = rmap["ctrl"].encode({"start": 1})
+    # (the serial datapath takes a few cycles per lane, so its run lasts longer)
+    writes = [(rmap["ctrl"].offset, start)] + [(rmap["lut_access_data"].offset, k)
+                                               for k in range(300 if serial else 90)]
+    seen = {"refused": 0, "taken": 0, "first_busy": 0, "first_idle": 0, "ended": False}
+
+    async def driver(ctx):
+        await axil_write(ctx, bus, rng, rmap["lut_access_cfg"].offset, access)
+        # every write offered with its address, B always taken: one write a cycle
+        ctx.set(bus.bready, 1)
+        ctx.set(bus.wstrb, 0xF)
+        for addr, data in writes:
+            ctx.set(bus.awaddr, addr)
+            ctx.set(bus.wdata, data)
+            ctx.set(bus.awvalid, 1)
+            ctx.set(bus.wvalid, 1)
+            aw = w = False
+            for _ in range(20):
+                aw_now, w_now = ctx.get(bus.awready), ctx.get(bus.wready)
+                await ctx.tick()
+                if aw_now:
+                    aw = True
+                    ctx.set(bus.awvalid, 0)
+                if w_now:
+                    w = True
+                    ctx.set(bus.wvalid, 0)
+                if aw and w:
+                    break
+            else:
+                raise AssertionError("a register write was not taken")
+        ctx.set(bus.awvalid, 0)
+        ctx.set(bus.wvalid, 0)
+        await ctx.tick().repeat(4)
+
+    async def source(ctx):
+        # a short run, once the unit is busy; its results are always taken
+        ctx.set(o.ready, 1)
+        await ctx.tick().until(regs.status.busy.r_data)
+        for t in range(4):
+            for k in range(lanes):
+                ctx.set(i.payload.data[k], int(rng.integers(-2000, 2000)))
+            ctx.set(i.payload.mask, (1 << lanes) - 1)
+            ctx.set(i.payload.last, t == 3)
+            ctx.set(i.valid, 1)
+            await ctx.tick().until(i.ready)
+        ctx.set(i.valid, 0)
+
+    async def monitor(ctx):
+        was_busy = 0
+        for _ in range(len(writes) + 40):
+            busy = ctx.get(regs.status.busy.r_data)
+            stb = ctx.get(regs.lut_access_data.wr_stb)
+            refused = ctx.get(regs.status.table_write_refused.set)
+            assert refused == (stb & busy), f"write strobe {stb}, busy {busy}, refused {refused}"
+            if stb:
+                seen["refused" if busy else "taken"] += 1
+                seen["first_busy"] += busy & ~was_busy
+                seen["first_idle"] += ~busy & was_busy & 1
+            seen["ended"] |= was_busy and not busy
+            was_busy = busy
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(source)
+    sim.add_testbench(monitor)
+    sim.run()
+    assert seen["ended"], "the run did not end within the writes"
+    assert seen["first_busy"] == 1 and seen["first_idle"] == 1, seen
+    assert seen["refused"] and seen["taken"], seen
