@@ -215,9 +215,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     dimension the DMA checks (a copy per field it selects), the DMA descriptor's
     loads (one of each per register), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
-    state flags (one per group of a level's registers) and count flags (also one per lower
-    level's address groups), the LUT unit's input register (one per table) and busy flag (one
-    for its table access), and the tile path's row take (one per group of its walker's
+    state flags (one per group of a level's registers), the LUT unit's input register (one per
+    table) and the tile path's row take (one per group of its walker's
     registers), and the decompressor's output and segment queues' loads (one per 64 bits of
     each). The LUT unit's products are MULT18X18D blocks with their own operand and product
     registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
@@ -269,10 +268,6 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert Walker.GROUPS == 4
     want += [f"{n}{k}_ff" for n in ("o_ready_c", "busy_c", "prime_c") for levels in (5, 4)
              for k in range(levels * Walker.GROUPS)]
-    # ... and copies of each level's count flag: one per group of its own registers (its
-    # restart) and two for each level below it (the address groups' restart choice)
-    want += [f"cnt{i}_c{j}_{k}_ff" for levels in (5, 4) for i in range(levels)
-             for j in range(i + 1) for k in range(Walker.GROUPS if j == i else 2)]
     # the tile path's row take: walking and the rooms of the row queue and of the runs' slice,
     # a copy per group of the walker's registers (its decisions, the source and destination
     # addresses in two groups each, its five counters)
@@ -320,8 +315,6 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # samples)
     want += [f"x0_{t}{lane}_{bit}_c0_ff" for t in ("le", "lo") for lane in range(b.soc.lut_lanes)
              for bit in range(32)]
-    # ... and the copy of its busy flag that its table access logic reads
-    want += ["busy_tables0_ff"]
     assert names == sorted(want), names
     # the LUT unit's products, each a multiplier block with its own operand and product
     # registers (SDP: two slices of the fraction and two of the distance, per table and lane)

@@ -143,21 +143,9 @@ class Walker(wiring.Component):
         m.d.comb += self.o.valid.eq(busy & ~prime)
         restarts = [_any(cnt[j + 1:]) for j in range(n)]      # a level above j counts
 
-        # cnt's next value, and copies of it for its readers in the levels' address groups:
-        # cnt_c[i][j][g] for group g of level j (i's own four, for its restart; the address
-        # groups of the levels below, for their restart address). One cnt register for all of
-        # them, with the top level's reaching every lower level's address multiplexers, was
-        # the full ULX3S SoC's critical path at 8cead74 --seed 4 (95 MHz): the element walker's
-        # cnt4, 4.7 ns of routing across 29 rows into da0
-        cnt_next = [Signal(name=f"cnt{k}_next") for k in range(n)]
-        cnt_c = [[register_copies(platform, m, cnt_next[i], G if j == i else 2,
-                                  f"cnt{i}_c{j}_") if j <= i else None for j in range(n)]
-                 for i in range(n)]
-
-        def pick(values, j, g):
-            """The address level j restarts at: the counting level's (above j) next one, from
-            group g's copies of cnt."""
-            return _any([values[i] & cnt_c[i][j][g].replicate(aw) for i in range(j + 1, n)])
+        def pick(values, j):
+            """The address level j restarts at: the counting level's (above j) next one."""
+            return _any([values[i] & cnt[i].replicate(aw) for i in range(j + 1, n)])
 
         def first_count(wraps):
             return [_all(wraps[:k]) & ~wraps[k] for k in range(n)]
@@ -178,13 +166,11 @@ class Walker(wiring.Component):
 
         def set_cnt(wraps):
             counts = first_count(wraps)
-            m.d.comb += [c.eq(f) for c, f in zip(cnt_next, counts, strict=True)]
-            m.d.sync += [s.eq(_any(counts[k:])) for k, s in enumerate(sel)]
+            return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
+                    *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
 
-        m.d.comb += [busy_next.eq(busy), prime_next.eq(prime),
-                     *(c.eq(r) for c, r in zip(cnt_next, cnt, strict=True))]
-        m.d.sync += [busy.eq(busy_next), prime.eq(prime_next),
-                     *(r.eq(c) for r, c in zip(cnt, cnt_next, strict=True))]
+        m.d.comb += [busy_next.eq(busy), prime_next.eq(prime)]
+        m.d.sync += [busy.eq(busy_next), prime.eq(prime_next)]
         with m.If(self.stop):
             m.d.comb += [busy_next.eq(0), prime_next.eq(0)]
         with m.Elif(~busy):
@@ -194,7 +180,7 @@ class Walker(wiring.Component):
         with m.Elif(prime):
             # every level starts as it restarts, so the wraps are the restart values'
             m.d.comb += prime_next.eq(0)
-            set_cnt(one)
+            m.d.sync += set_cnt(one)
         with m.Elif(step):
             m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
@@ -202,7 +188,7 @@ class Walker(wiring.Component):
             # the wraps after this step, and the level the next step counts
             wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
                          (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
-            set_cnt(wrap_next)
+            m.d.sync += set_cnt(wrap_next)
         # each level's counters, flags and addresses load in the prime cycle (the first index,
         # from the restart values and the bases) or on a step that counts or restarts the
         # level, under enables of their own, one per group: the addresses sa and da, the
@@ -216,13 +202,13 @@ class Walker(wiring.Component):
             for g in range(G):
                 ld, rs = Signal(name=f"load{j}_{g}"), Signal(name=f"restart{j}_{g}")
                 m.d.comb += [ld.eq(prime_c[j][g] | (busy_c[j][g] & ready_c[j][g] & sel[j])),
-                             rs.eq(prime_c[j][g] | ~cnt_c[j][j][g])]    # restarts (or starts)
+                             rs.eq(prime_c[j][g] | ~cnt[j])]    # restarts (or starts)
                 load.append(ld)
                 restart.append(rs)
             for g, base, up, addr in ((0, self.src_base, up_s, sa), (1, self.dst_base, up_d, da)):
                 with m.If(load[g]):
                     m.d.sync += addr[j].eq(Mux(restart[g],
-                                               Mux(prime_c[j][g], base, pick(up, j, g)), up[j]))
+                                               Mux(prime_c[j][g], base, pick(up, j)), up[j]))
             with m.If(load[2]):
                 with m.If(restart[2]):
                     m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),

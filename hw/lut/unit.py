@@ -51,7 +51,7 @@ from model.registers.lut import lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
-from ..fabric import global_buffer, register_copies, registered_copy, registered_product
+from ..fabric import global_buffer, registered_copy, registered_product
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
@@ -167,20 +167,10 @@ class LutUnit(wiring.Component):
                          (regs.status.table_write_refused.data &
                           regs.irq_enable.table_write_refused.data)).any()),
         ]
-        busy_next = Signal()
-        m.d.comb += busy_next.eq(busy)
-        m.d.sync += busy.eq(busy_next)
         with m.If(regs.ctrl.start.pulse[0]):
-            m.d.comb += busy_next.eq(1)
-            m.d.sync += closing.eq(0)
+            m.d.sync += [busy.eq(1), closing.eq(0)]
         with m.Elif(run_end):
-            m.d.comb += busy_next.eq(0)
-        # the table access logic's own copy of busy (the same value in every cycle), which the
-        # placer can put beside that logic: busy itself sits with the datapath's input and the
-        # run's end, and on the full ULX3S SoC at 8cead74 --seed 2 (95 MHz) its net to the
-        # access strobe, acc_next and the tables' write enables was the critical path, 4.7 ns
-        # of routing across 31 rows
-        busy_tables = register_copies(platform, m, busy_next, 1, "busy_tables")[0]
+            m.d.sync += busy.eq(0)
 
         # -- configuration, as the pipeline reads it -----------------------------------------------
         def bound(name):
@@ -227,7 +217,7 @@ class LutUnit(wiring.Component):
         data_w = regs.lut_access_data.wr_stb
         data_r = regs.lut_access_data.rd_stb
         refused = Signal()
-        m.d.comb += [refused.eq(data_w & busy_tables),
+        m.d.comb += [refused.eq(data_w & busy),
                      regs.status.table_write_refused.set.eq(refused)]
         # the read-back ports read at the address acc_addr is about to take (from the bank's
         # strobes, which are registers), and their word is registered: a read sees it two
@@ -237,7 +227,7 @@ class LutUnit(wiring.Component):
         m.d.comb += acc_next.eq(acc_addr)
         with m.If(regs.lut_access_cfg.wr_stb):
             m.d.comb += acc_next.eq(regs.lut_access_cfg.addr.data)
-        with m.Elif((data_w & ~busy_tables) | data_r):
+        with m.Elif((data_w & ~busy) | data_r):
             m.d.comb += acc_next.eq(acc_addr + 1)
         m.d.sync += acc_addr.eq(acc_next)
         rb = {}
@@ -248,7 +238,7 @@ class LutUnit(wiring.Component):
             m.d.comb += [
                 wp.addr.eq(acc_addr >> 1),
                 wp.data.eq(regs.lut_access_data.data.w_data.as_signed()),
-                wp.en.eq(data_w & ~busy_tables & acc_write & (acc_table == tid) &
+                wp.en.eq(data_w & ~busy & acc_write & (acc_table == tid) &
                          (acc_addr[0] == parity) & (acc_addr < n)),
             ]
             rp = mem.read_port(domain="sync")
