@@ -9,10 +9,15 @@ async def _idle(ctx, rng):
     await ctx.tick().repeat(int(rng.integers(0, 3)) + 1)
 
 
-async def axil_write(ctx, bus, rng, addr: int, data: int, limit: int = 40):
+async def axil_write(ctx, bus, rng, addr: int, data: int, limit: int = 40, *,
+                     back_to_back: bool = False):
     """Write ``data`` at ``addr`` through ``bus`` (a subordinate's ``s_axil``), address and data
-    offered together; raises AssertionError if no response comes within ``limit`` cycles."""
-    await _idle(ctx, rng)
+    offered together; raises AssertionError if no response comes within ``limit`` cycles.
+    With ``back_to_back`` there is no idle before it, B is always taken (``bready`` held high)
+    and it returns once address and data are taken, so the next write is offered in the
+    following cycle and writes can land one a cycle."""
+    if not back_to_back:
+        await _idle(ctx, rng)
     ctx.set(bus.awaddr, addr)
     ctx.set(bus.wdata, data)
     ctx.set(bus.wstrb, 0xF)
@@ -20,7 +25,7 @@ async def axil_write(ctx, bus, rng, addr: int, data: int, limit: int = 40):
     ctx.set(bus.wvalid, 1)
     aw = w = b = False
     for _ in range(limit):
-        ready = int(rng.random() < 0.5)
+        ready = 1 if back_to_back else int(rng.random() < 0.5)
         ctx.set(bus.bready, ready)
         aw_now, w_now = ctx.get(bus.awready), ctx.get(bus.wready)
         b_now = ready and ctx.get(bus.bvalid)
@@ -32,6 +37,8 @@ async def axil_write(ctx, bus, rng, addr: int, data: int, limit: int = 40):
             w = True
             ctx.set(bus.wvalid, 0)
         b = b or b_now
+        if aw and w and back_to_back:
+            return
         if aw and w and b:
             ctx.set(bus.bready, 0)
             return

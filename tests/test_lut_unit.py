@@ -199,29 +199,8 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
     async def driver(ctx):
         await axil_write(ctx, bus, rng, rmap["lut_access_cfg"].offset, access)
         # every write offered with its address, B always taken: one write a cycle
-        ctx.set(bus.bready, 1)
-        ctx.set(bus.wstrb, 0xF)
         for addr, data in writes:
-            ctx.set(bus.awaddr, addr)
-            ctx.set(bus.wdata, data)
-            ctx.set(bus.awvalid, 1)
-            ctx.set(bus.wvalid, 1)
-            aw = w = False
-            for _ in range(20):
-                aw_now, w_now = ctx.get(bus.awready), ctx.get(bus.wready)
-                await ctx.tick()
-                if aw_now:
-                    aw = True
-                    ctx.set(bus.awvalid, 0)
-                if w_now:
-                    w = True
-                    ctx.set(bus.wvalid, 0)
-                if aw and w:
-                    break
-            else:
-                raise AssertionError("a register write was not taken")
-        ctx.set(bus.awvalid, 0)
-        ctx.set(bus.wvalid, 0)
+            await axil_write(ctx, bus, rng, addr, data, limit=20, back_to_back=True)
         await ctx.tick().repeat(4)
 
     async def source(ctx):
