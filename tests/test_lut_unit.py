@@ -180,8 +180,8 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
     """A ``lut_access_data`` write is refused in every cycle ``status.busy`` is high and in no
     other, the first cycle of a run and the first after it included: table writes arrive back
     to back, one per cycle (the bank's fastest), from the start's own write until after the
-    run has ended, and every write strobe is checked against ``busy`` in its cycle. (The
-    table access logic has a copy of ``busy`` of its own; one a cycle late fails this.)"""
+    run has ended, and every write strobe is checked against ``busy`` in its cycle. (A
+    refusal taken from a copy of ``busy`` a cycle late fails this.)"""
     seed = 900 + serial
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
