@@ -180,7 +180,8 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
     """A ``lut_access_data`` write is refused in every cycle ``status.busy`` is high and in no
     other, the first cycle of a run and the first after it included: table writes arrive back
     to back, one per cycle (the bank's fastest), from the start's own write until after the
-    run has ended, and every write strobe is checked against ``busy`` in its cycle. (A
+    run has ended, and every write strobe is checked against ``busy`` in its cycle. The run's
+    inputs come with idle cycles and its results are taken under random backpressure. (A
     refusal taken from a copy of ``busy`` a cycle late fails this.)"""
     seed = 900 + serial
     print(f"seed {seed}")
@@ -204,10 +205,12 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
         await ctx.tick().repeat(4)
 
     async def source(ctx):
-        # a short run, once the unit is busy; its results are always taken
-        ctx.set(o.ready, 1)
+        # a short run, once the unit is busy, with idle cycles before each input
         await ctx.tick().until(regs.status.busy.r_data)
         for t in range(4):
+            ctx.set(i.valid, 0)
+            for _ in range(int(rng.integers(0, 3))):
+                await ctx.tick()
             for k in range(lanes):
                 ctx.set(i.payload.data[k], int(rng.integers(-2000, 2000)))
             ctx.set(i.payload.mask, (1 << lanes) - 1)
@@ -215,6 +218,12 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
             ctx.set(i.valid, 1)
             await ctx.tick().until(i.ready)
         ctx.set(i.valid, 0)
+
+    async def sink(ctx):
+        # the results are taken in random cycles
+        for _ in range(len(writes) + 40):
+            ctx.set(o.ready, int(rng.random() < 0.5))
+            await ctx.tick()
 
     async def monitor(ctx):
         was_busy = 0
@@ -235,6 +244,7 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(source)
+    sim.add_testbench(sink)
     sim.add_testbench(monitor)
     sim.run()
     assert seen["ended"], "the run did not end within the writes"
