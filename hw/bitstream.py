@@ -76,6 +76,14 @@ MAX_ITERATIONS = 400
 #: nextpnr's own limit, 1,500 iterations (docs/board.md)
 TIMING_PATIENCE = 30
 
+#: when router2, having met its target (no net failing it, with fewer than FLOOR wires
+#: overused), counts as unable to hold it: nets have failed the target in every such
+#: iteration for the HOLD_PATIENCE iterations since. Twice TIMING_PATIENCE, because a router2
+#: that has met its target once may yet meet it again while it reroutes its last wires;
+#: 8cead74 --seed 6 at 95 MHz never did: none failing from its 35th iteration to its 56th,
+#: then 53 to 123 in every tenth iteration to its 400th (docs/board.md)
+HOLD_PATIENCE = 2 * TIMING_PATIENCE
+
 #: when router1 counts as stalled: its arcs left have not halved over the last ROUTER1_WINDOW
 #: iterations, with at least ROUTER1_FLOOR still left. On the iCEBreaker's netlist of
 #: 4924a18 (docs/board.md) the placement that routed (--seed 3, 64,066 iterations) had cut
@@ -100,8 +108,9 @@ class RouteWatch:
     that cannot legalise its placement is reported the same way (with or without
     ``stop_diverging``: nextpnr stops there anyway), so the build tries another seed. With
     ``target_mhz`` (router2 rerouting the nets that fail that target) it also stops router2
-    when those nets stop falling (:data:`TIMING_PATIENCE`), whatever ``stop_diverging``
-    says: the build then places and routes at its next target."""
+    when those nets stop falling (:data:`TIMING_PATIENCE`), or come back after falling to
+    none and stay (:data:`HOLD_PATIENCE`), whatever ``stop_diverging`` says: the build then
+    places and routes at its next target."""
 
     def __init__(self, log=print, *, stop_diverging=True, every=60.0, clock=time.monotonic,
                  target_mhz=None):
@@ -112,6 +121,8 @@ class RouteWatch:
         self.fewest_at = 0
         self.failing = None                  # the fewest nets failing the target, and when
         self.failing_at = 0
+        self.met_at = None                   # the last iteration none failed the target
+        self.lost_at = None                  # the first of the failing ones since
         self.arcs = []                       # router1's (iteration, arcs left), in order
 
     def _router1_stalled(self, it, left):
@@ -154,6 +165,10 @@ class RouteWatch:
         settled = failing is not None and over < FLOOR
         if settled and (self.failing is None or failing < self.failing):
             self.failing, self.failing_at = failing, it
+        if settled and failing == 0:
+            self.met_at, self.lost_at = it, None
+        elif settled and self.met_at is not None and self.lost_at is None:
+            self.lost_at = it
         if it % 10 == 0:
             self._say(f"router2 iteration {it}: {over:,} overused wires (fewest {self.fewest:,} "
                       f"at iteration {self.fewest_at})"
@@ -163,6 +178,10 @@ class RouteWatch:
             return (f"router2 cannot meet {self.target_mhz:g} MHz: {failing:,} nets failing it "
                     f"at iteration {it}, and no fewer than {self.failing:,} since iteration "
                     f"{self.failing_at}")
+        if settled and self.lost_at is not None and it - self.lost_at >= HOLD_PATIENCE:
+            return (f"router2 cannot hold {self.target_mhz:g} MHz: none failing it at "
+                    f"iteration {self.met_at}, then some in every iteration from {self.lost_at} "
+                    f"to {it} ({failing:,} now)")
         if not self.stop_diverging or over == 0:
             return None
         since = it - self.fewest_at

@@ -618,10 +618,38 @@ def test_watch_stops_router2_that_cannot_meet_its_target():
     falling = list(range(60, 0, -1)) + [0]
     assert feed(RouteWatch(lambda *_: None, target_mhz=95),
                 router2_lines([0] * len(falling), failing=falling)) == (None, None)
-    # met once, then failing again while the last wires are rerouted: left to run
+    # met once, then failing again while the last wires are rerouted: left to run for
+    # HOLD_PATIENCE iterations, longer than TIMING_PATIENCE
     again = [0] + [3] * (bitstream.TIMING_PATIENCE + 5)
     assert feed(RouteWatch(lambda *_: None, target_mhz=95),
                 router2_lines([2] * len(again), failing=again)) == (None, None)
+
+
+def test_watch_stops_router2_that_cannot_hold_its_target():
+    """A router2 that met its target and then has nets failing it in every iteration for
+    HOLD_PATIENCE iterations is stopped; one that meets it again before then, or whose
+    failing iterations are congested ones, is not."""
+    hold = bitstream.HOLD_PATIENCE
+    # 8cead74 --seed 6 at 95 MHz, as its every tenth iteration was logged: 912 and 109
+    # overused wires at the 10th and 20th, none failing from the 35th to the 56th with 16 to
+    # 32 overused, then 53 failing with 5 to 9 overused (docs/board.md)
+    over = [900] * 20 + [100] * 14 + [20] * 22 + [5] * (hold + 10)
+    failing = [10] * 20 + [24] * 14 + [0] * 22 + [53] * (hold + 10)
+    said = []
+    at, why = feed(RouteWatch(said.append, target_mhz=95), router2_lines(over, failing=failing))
+    assert at + 1 == 57 + hold, (at, why)
+    assert why == (f"router2 cannot hold 95 MHz: none failing it at iteration 56, then some "
+                   f"in every iteration from 57 to {57 + hold} (53 now)")
+    # the same without a target, or met again one iteration before the watch would stop it
+    assert feed(RouteWatch(lambda *_: None), router2_lines(over, failing=failing)) == (None, None)
+    again = failing[:55 + hold] + [0] + failing[56 + hold:]
+    assert feed(RouteWatch(lambda *_: None, target_mhz=95),
+                router2_lines(over, failing=again)) == (None, None)
+    # congested iterations do not start the count: here it starts after hold - 10 of them
+    congested = [0] + [3] * (hold + 10)
+    assert feed(RouteWatch(lambda *_: None, target_mhz=95),
+                router2_lines([2] + [60] * (hold - 10) + [2] * 20,
+                              failing=congested)) == (None, None)
 
 
 def test_build_counts_slow_endpoints_when_asked(tmp_path, monkeypatch):
