@@ -430,7 +430,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     module, the endpoints whose data arrive later than this many ns after the clock
     (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
     timing into its report (tens of MB for the full SoC). ``timing_weight``: HeAP's timing
-    weight (``--placer-heap-timingweight``) instead of the board's own (the ULX3S: 40,
+    weight (``--placer-heap-timingweight``) instead of the board's own (the ULX3S: 100,
     nextpnr's default 10). ``target_mhz`` (ECP5 boards): one clock rate in MHz, or several,
     highest first, for nextpnr to meet instead of the board's oscillator (none below it: a
     design that meets a target meets the board's clock). Each seed is then placed and routed
@@ -652,7 +652,7 @@ def main(argv=None) -> int:
                          "ULX3S SoC; default: 1)")
     ap.add_argument("--timing-weight", type=int, metavar="N",
                     help="the placer's (HeAP's) weight on timing-critical nets (default: the "
-                         "board's own: 40 for ulx3s, nextpnr's 10 for icebreaker; what "
+                         "board's own: 100 for ulx3s, nextpnr's 10 for icebreaker; what "
                          "other weights measured: docs/board.md)")
     ap.add_argument("--target-mhz", type=_comma_list(float, "rates in MHz"), metavar="LIST",
                     help="ECP5 boards: comma-separated rates in MHz, highest first (e.g. "

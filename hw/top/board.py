@@ -40,9 +40,12 @@ class Board:
     tries: int = 3
     seed: int = 0
     # nextpnr's placer settings beyond its defaults. On the full ULX3S SoC, HeAP with a
-    # heavier timing weight (40, default 10) and a steeper criticality exponent (4, default
-    # 2) routed two netlists at 67.9 and 60.8 MHz, against 59.3 and 59.8 MHz with the
-    # defaults (docs/board.md)
+    # heavier timing weight (default 10) and a steeper criticality exponent (4, default 2)
+    # routed two netlists at 67.9 and 60.8 MHz (weight 40), against 59.3 and 59.8 MHz with
+    # the defaults. Weight 100 placed 8cead74's netlist at 82.6 to 90.4 MHz (estimates over
+    # seeds 2, 4, 5 and 6; 71.3 at weight 40, seed 2) and gave its two best routes, 96.53
+    # and 95.89 MHz at a 97 MHz target, where weight 40 met 97 at none of three seeds
+    # (docs/board.md, "Thirty-third session")
     placer: tuple = ()
 
 
@@ -53,7 +56,7 @@ BOARDS = {
         SocConfig(mem_bytes=64 * 1024, clk_hz=25_000_000, baud=115_200),
         "ULX3S (ECP5 LFE5U-85F-6): every block, 64 KiB of block RAM, UART on the FTDI chip",
         mapper="abc", router="router2",
-        placer=("--placer-heap-timingweight", "40", "--placer-heap-critexp", "4")),
+        placer=("--placer-heap-timingweight", "100", "--placer-heap-critexp", "4")),
     "icebreaker": Board(
         "icebreaker", "ice40", ["--up5k", "--package", "sg48"], "icebreaker.pcf",
         12_000_000, 2, True, True,
