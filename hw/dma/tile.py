@@ -181,21 +181,6 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     return runs_in, active | runs.nonempty, runs
 
 
-def clip_count(v, lo, hi, top, width):
-    """``v`` limited to 0..top from ``lo`` on: 0 under ``lo``, ``top`` over ``hi``, else ``v -
-    lo``; ``v`` signed, ``lo`` and ``hi`` under ``2**width``. The sign and the bits from
-    ``width`` up are tested apart (a tree of LUTs beside the carry chain), so the compares and
-    the subtract are ``width`` bits wide, not ``len(v)``: the transposer's stepped clip of its
-    signed 38-bit row count, compared whole, was the ULX3S SoC's critical path at `8cead74`
-    ``--seed 6`` (95.89 MHz at a 97 MHz target), 38-bit carry chains with two carries taken
-    out to the fabric mid-chain (nextpnr's feed-out cells, 1.3 ns each with their nets)."""
-    neg, low = v[-1], v[:width]
-    small = v[width:] == 0                    # 0 <= v < 2**width (the sign bit included)
-    below = neg | (small & (low < lo))
-    above = (~neg & ~small) | (small & (low > hi))
-    return Mux(below, 0, Mux(above, top, low - lo))
-
-
 class TileTransposer(wiring.Component):
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
     #: the inputs must be held that long before ``start``
@@ -431,9 +416,8 @@ class TileTransposer(wiring.Component):
         # steps): as a compare of the 38-bit count behind the choice it was dma_d64's critical
         # path mapped as in the SoC at c737ff6 (98.3 MHz: vrem0 through the subtract's carry
         # chain and both clips into left_v)
-        # (the bounds are under 3L + 1 <= 2^(LB + 2))
         def clip(v, lo, hi):
-            return clip_count(v, lo, hi, L, LB + 2)
+            return Mux(v < lo, 0, Mux(v > hi, L, v - lo))
 
         vrem0, tv, vrem0_do = counter(
             "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
