@@ -22,7 +22,7 @@
 #                  (JOBS=n of them at once; auto: one per core); SEEDS=2,4,5,6:
 #                  a sweep over exactly those seeds, to compare netlists; SLOW=ns: count,
 #                  by module, the endpoints later than ns after the clock; TIMING_WEIGHT=n:
-#                  the placer's weight on critical nets (ULX3S: 40); TARGET_MHZ=95,90:
+#                  the placer's weight on critical nets (ULX3S: 100); TARGET_MHZ=95,90:
 #                  place and route at each rate in turn, rerouting the nets that fail it,
 #                  until one routes, then at the board's clock (ECP5); the full ULX3S SoC
 #                  takes 20 to 30 minutes a placement)
