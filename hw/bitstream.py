@@ -430,7 +430,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     module, the endpoints whose data arrive later than this many ns after the clock
     (:func:`slow_endpoints`), into ``slow_endpoints.txt``: nextpnr then writes every net's
     timing into its report (tens of MB for the full SoC). ``timing_weight``: HeAP's timing
-    weight (``--placer-heap-timingweight``) instead of the board's own (the ULX3S: 100,
+    weight (``--placer-heap-timingweight``) instead of the board's own (``Board.placer``;
     nextpnr's default 10). ``target_mhz`` (ECP5 boards): one clock rate in MHz, or several,
     highest first, for nextpnr to meet instead of the board's oscillator (none below it: a
     design that meets a target meets the board's clock). Each seed is then placed and routed
@@ -650,10 +650,12 @@ def main(argv=None) -> int:
                     help="seeds a sweep places at once, or 'auto': one per core, up to the "
                          "sweep's seeds (a nextpnr each, one core and up to 3 GB for the full "
                          "ULX3S SoC; default: 1)")
+    flag = "--placer-heap-timingweight"
+    own = ", ".join(f"{b.placer[b.placer.index(flag) + 1]} for {name}" if flag in b.placer
+                    else f"nextpnr's 10 for {name}" for name, b in BOARDS.items())
     ap.add_argument("--timing-weight", type=int, metavar="N",
-                    help="the placer's (HeAP's) weight on timing-critical nets (default: the "
-                         "board's own: 100 for ulx3s, nextpnr's 10 for icebreaker; what "
-                         "other weights measured: docs/board.md)")
+                    help=f"the placer's (HeAP's) weight on timing-critical nets (default: the "
+                         f"board's own: {own}; what other weights measured: docs/board.md)")
     ap.add_argument("--target-mhz", type=_comma_list(float, "rates in MHz"), metavar="LIST",
                     help="ECP5 boards: comma-separated rates in MHz, highest first (e.g. "
                          "95,90), for nextpnr to meet instead of the board's clock: each "
