@@ -416,8 +416,14 @@ class TileTransposer(wiring.Component):
         # steps): as a compare of the 38-bit count behind the choice it was dma_d64's critical
         # path mapped as in the SoC at c737ff6 (98.3 MHz: vrem0 through the subtract's carry
         # chain and both clips into left_v)
+        # v is signed and the bounds are not: compared as the sign and unsigned compares of
+        # the magnitude bits, each one carry chain whose only carry out is its last (a signed
+        # compare takes a carry out from inside its chain too, through nextpnr's feed-out
+        # cells, ~1.7 ns each: two of them were dma_d64's critical path alone, mapped as in
+        # the SoC, at 964f718, LpLs2 into vrem0's stepped clip)
         def clip(v, lo, hi):
-            return Mux(v < lo, 0, Mux(v > hi, L, v - lo))
+            neg, mag = v[-1], v[:-1]
+            return Mux(neg | (mag < lo), 0, Mux(mag > hi, L, mag - lo))
 
         vrem0, tv, vrem0_do = counter(
             "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
