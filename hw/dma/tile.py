@@ -890,12 +890,16 @@ class TileTransposer(wiring.Component):
         # (a configuration register: from ext through its subtraction into the column's
         # destination adder was nextpnr's 99.7 MHz path)
         c_mask = reg(ext[COLS] - 1, "c_mask", LB + KB)
-        next_col = Mux(g_cols & ((b & c_mask) == c_mask), col_wrap, dstr[COLS])
+        # the next column's destination, both ways (past the grouped columns' wrap or not)
+        # summed apart and chosen by b's test after, so the test does not lie in front of
+        # the adder (dma_d64's slowest endpoints alone, mapped as in the SoC, at 964f718)
+        col_base = Mux(b_zero, t_dst, col_dst)
+        col_wraps = g_cols & ((b & c_mask) == c_mask)
         m.d.sync += s_v.eq(issue)
         with m.If(issue):
-            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(Mux(b_zero, t_dst, col_dst)),
+            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(col_base),
                          s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
-                         col_dst.eq(Mux(b_zero, t_dst, col_dst) + next_col)]
+                         col_dst.eq(Mux(col_wraps, col_base + col_wrap, col_base + dstr[COLS]))]
             with m.If(col_last):
                 m.d.sync += [b.eq(0), b_zero.eq(1)]
             with m.Else():
