@@ -297,12 +297,13 @@ def test_transposer_matches_the_executor(bb, tile_beats, seed):
 def test_transposer_pad_row_tiles_after_the_valid_rows(tile_beats):
     """Rows past dimension 0's valid are pad, and so is every row tile after the one they end
     in: the rows with a source left go below zero there (the clip's sign), for valids from 0
-    to past two tiles, over five row tiles."""
+    to past two tiles, over three to five row tiles, the last of one row or several (the
+    tiles' tests are worked out two steps ahead)."""
     bb, eb, e1 = 8, 1, 5
     L = bb // eb
-    e0 = 4 * L + 3
     memory = np.random.default_rng(9).integers(0, 256, 1 << 16, dtype=np.uint8)
-    for v0 in (0, 1, L - 1, L, L + 1, 2 * L + 1):
+    for e0, v0 in [(4 * L + 3, v) for v in (0, 1, L - 1, L, L + 1, 2 * L + 1)] + [
+            (2 * L + 1, 2 * L + 1), (2 * L + 1, L), (3 * L + 1, 3 * L + 1)]:
         desc = Descriptor(3, 0x8000, eb, (Dim(e0, eb * e1, eb, v0), Dim(e1, eb, eb * e0)),
                           pad=0x0123456789ABCDEF)
         print(desc)

@@ -406,11 +406,21 @@ class TileTransposer(wiring.Component):
         rem1_firsts = {"n": reg(Mux(r1_lt, r1_low, T), "rem1_n_first", LB + KB + 1),
                        "wrap": reg(r1_le, "rem1_wrap_first")}
         vrem0_firsts = {"clip": reg(Mux(vr_lt, vr_low, L), "vrem0_clip_first", LB + 1)}
+        # The row and column tiles' stepped tests are registers too, worked out a step ahead
+        # (on v - L: v - L < 2L is v < 3L, v - L <= L + a_step is v <= 2L + a_step; columns
+        # likewise with T). As compares of the counts behind the choice they were dma_d64's
+        # critical paths alone, mapped as in the SoC, at cfdf2ec and 7f4fffe (--seed 2: L2's
+        # and LpLs2's compares through wrap_a's choices into go_t0 and go_2, 9.3 and 10.6 ns)
+        L3 = reg((L << 1) + L, "L3", LB + 3)
+        L2_a_step = reg((L << 1) + a_step, "L2_a_step", LB + 3)
+        T3 = reg((T << 1) + T, "T3", LB + KB + 3)
         rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, firsts=rem0_firsts,
                                     tests={
-            "n": (None, lambda v: Mux(v < L2, v - L, L), LB + 1),
-            "wrap": (None, lambda v: v <= L2, 1),
-            "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step), 1)})
+            "n": (None, lambda v: Mux(v < L2, v - L, L), lambda v: Mux(v < L3, v - L2, L),
+                  LB + 1),
+            "wrap": (None, lambda v: v <= L2, lambda v: v <= L3, 1),
+            "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step),
+                         lambda v: Mux(v < L3, v <= L2_a_step, L <= a_step), 1)})
         # rows (grouped: groups) with a source from this row tile on, limited to 0..L. The
         # stepped clip is a register, worked out a step ahead (from the value before two
         # steps): as a compare of the 38-bit count behind the choice it was dma_d64's critical
@@ -432,8 +442,9 @@ class TileTransposer(wiring.Component):
         # columns from this column tile on
         rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, firsts=rem1_firsts,
                                     tests={
-            "n": (None, lambda v: Mux(v < T2, v - T, T), LB + KB + 1),
-            "wrap": (None, lambda v: v <= T2, 1)})
+            "n": (None, lambda v: Mux(v < T2, v - T, T), lambda v: Mux(v < T3, v - T2, T),
+                  LB + KB + 1),
+            "wrap": (None, lambda v: v <= T2, lambda v: v <= T3, 1)})
         # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and
         # has a source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with
         # both bounds configuration registers, so no add lies in front of the compares (an

@@ -171,13 +171,17 @@ class Walker(wiring.Component):
         def set_cnt(wraps):
             counts = first_count(wraps)
             return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
-                    *(s.eq(_any(counts[k:])) for k, s in enumerate(sel)),
-                    ssel_s.eq(select(counts, sst)), ssel_d.eq(select(counts, dst))]
+                    *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
 
         # the wraps after a step, and so the level the step after it counts
         wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
                      (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
         counts_next = first_count(wrap_next)
+        # the counting level's strides, set with cnt: one choice of stride, from the level
+        # chosen first (at the start, or after a step)
+        counts_set = [Mux(prime, f, c) for f, c in zip(first_count(one), counts_next, strict=True)]
+        with m.If(prime | step):
+            m.d.sync += [ssel_s.eq(select(counts_set, sst)), ssel_d.eq(select(counts_set, dst))]
 
         m.d.comb += [busy_next.eq(busy), prime_next.eq(prime)]
         m.d.sync += [busy.eq(busy_next), prime.eq(prime_next)]
