@@ -133,6 +133,9 @@ class Walker(wiring.Component):
         ssel_s, ssel_d = _held(aw, "ssel_s"), _held(aw, "ssel_d")
         up_s, up_d = Signal(aw, name="up_s"), Signal(aw, name="up_d")
         m.d.comb += [up_s.eq(csel_s + ssel_s), up_d.eq(csel_d + ssel_d)]
+        # what a level loads: the base in the prime cycle, else the sum (one choice for all
+        # levels, their registers' data; each level's load is its own enable)
+        load_s, load_d = Signal(aw, name="load_s"), Signal(aw, name="load_d")
         # cnt[j]: level j is the one the next step counts up (the levels below it wrap, it does
         # not); one-hot, or none on the last step. A register, set as the wraps are, with the
         # counting level's stride (`ssel`) and address (`csel`): no decode of the wraps lies
@@ -216,9 +219,9 @@ class Walker(wiring.Component):
                              rs.eq(prime_c[j][g] | ~cnt[j])]    # restarts (or starts)
                 load.append(ld)
                 restart.append(rs)
-            for g, base, up, addr in ((0, self.src_base, up_s, sa), (1, self.dst_base, up_d, da)):
+            for g, value, addr in ((0, load_s, sa), (1, load_d, da)):
                 with m.If(load[g]):
-                    m.d.sync += addr[j].eq(Mux(prime_c[j][g], base, up))
+                    m.d.sync += addr[j].eq(value)
             if j == 0:
                 loads_0 = load
             with m.If(load[2]):
@@ -241,11 +244,12 @@ class Walker(wiring.Component):
         # with level 0, which every step but the last loads (after the last it is not read).
         # The choice of level is made on registers beside the sum, so the sum meets one LUT.
         next_loaded = _any([c & s for c, s in zip(counts_next, sel, strict=True)])
-        for g, base, up, addr, csel in ((0, self.src_base, up_s, sa, csel_s),
-                                        (1, self.dst_base, up_d, da, csel_d)):
+        for g, base, up, value, addr, csel in ((0, self.src_base, up_s, load_s, sa, csel_s),
+                                               (1, self.dst_base, up_d, load_d, da, csel_d)):
+            m.d.comb += value.eq(Mux(prime_c[0][g], base, up))
             with m.If(loads_0[g]):
-                m.d.sync += csel.eq(Mux(prime_c[0][g], base,
-                                        Mux(next_loaded, up, select(counts_next, addr))))
+                m.d.sync += csel.eq(Mux(prime_c[0][g] | next_loaded, value,
+                                        select(counts_next, addr)))
         return m
 
 
