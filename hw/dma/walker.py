@@ -27,7 +27,7 @@ that ready and of the walker's two state flags (:func:`hw.fabric.register_copies
 net of them reaches every level, nor one enable all of a level's registers.
 """
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -123,23 +123,16 @@ class Walker(wiring.Component):
                 m.d.sync += sst[k].eq(self.src_stride[k])
             with m.If(~busy_c[k][1]):
                 m.d.sync += dst[k].eq(self.dst_stride[k])
-        # Every level a step loads takes the same address: the counting level's next one (the
-        # levels below it restart there). So one adder per address, from two registers: the
-        # counting level's address (`csel`) and its stride (`ssel`), both set with cnt below.
-        # A sum per level, chosen by cnt after the adders (an AND-OR over the levels, then the
-        # restart's choice), was dma_d64's critical path alone, mapped as in the SoC, at
-        # cfdf2ec (sa3's adder through three LUTs into sa0: 9.41 ns)
-        csel_s, csel_d = _held(aw, "csel_s"), _held(aw, "csel_d")
-        ssel_s, ssel_d = _held(aw, "ssel_s"), _held(aw, "ssel_d")
-        up_s, up_d = Signal(aw, name="up_s"), Signal(aw, name="up_d")
-        m.d.comb += [up_s.eq(csel_s + ssel_s), up_d.eq(csel_d + ssel_d)]
-        # what a level loads: the base in the prime cycle, else the sum (one choice for all
-        # levels, their registers' data; each level's load is its own enable)
-        load_s, load_d = Signal(aw, name="load_s"), Signal(aw, name="load_d")
+        # (named signals kept as wires, so Yosys does not share one adder between the levels
+        # with the choice of level in front of it)
+        up_s = [Signal(aw, name=f"up_s{k}", attrs={"keep": 1}) for k in range(n)]
+        up_d = [Signal(aw, name=f"up_d{k}", attrs={"keep": 1}) for k in range(n)]
+        m.d.comb += [*(up_s[k].eq(sa[k] + sst[k]) for k in range(n)),
+                     *(up_d[k].eq(da[k] + dst[k]) for k in range(n))]
         # cnt[j]: level j is the one the next step counts up (the levels below it wrap, it does
-        # not); one-hot, or none on the last step. A register, set as the wraps are, with the
-        # counting level's stride (`ssel`) and address (`csel`): no decode of the wraps lies
-        # between them and the address registers. The wrap
+        # not); one-hot, or none on the last step. A register, set as the wraps are: the
+        # levels below it restart at its next addresses, an AND-OR over the levels above,
+        # and no decode of the wraps lies between them and the address registers. The wrap
         # and the source flag a level takes when it counts (rem == 1, and ok & vleft != 1)
         # are registers too, worked out from the counters before the step.
         cnt = [_held(f"cnt{k}") for k in range(n)]
@@ -150,12 +143,12 @@ class Walker(wiring.Component):
         m.d.comb += self.o.valid.eq(busy & ~prime)
         restarts = [_any(cnt[j + 1:]) for j in range(n)]      # a level above j counts
 
+        def pick(values, j):
+            """The address level j restarts at: the counting level's (above j) next one."""
+            return _any([values[i] & cnt[i].replicate(aw) for i in range(j + 1, n)])
+
         def first_count(wraps):
             return [_all(wraps[:k]) & ~wraps[k] for k in range(n)]
-
-        def select(counts, values):
-            """The value of the level ``counts`` (one-hot, or none) names."""
-            return _any([values[k] & c.replicate(aw) for k, c in enumerate(counts)])
 
         step = Signal()
         m.d.comb += step.eq(busy & ~prime & self.o.ready)
@@ -176,16 +169,6 @@ class Walker(wiring.Component):
             return [*(c.eq(f) for c, f in zip(cnt, counts, strict=True)),
                     *(s.eq(_any(counts[k:])) for k, s in enumerate(sel))]
 
-        # the wraps after a step, and so the level the step after it counts
-        wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
-                     (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
-        counts_next = first_count(wrap_next)
-        # the counting level's strides, set with cnt: one choice of stride, from the level
-        # chosen first (at the start, or after a step)
-        counts_set = [Mux(prime, f, c) for f, c in zip(first_count(one), counts_next, strict=True)]
-        with m.If(prime | step):
-            m.d.sync += [ssel_s.eq(select(counts_set, sst)), ssel_d.eq(select(counts_set, dst))]
-
         m.d.comb += [busy_next.eq(busy), prime_next.eq(prime)]
         m.d.sync += [busy.eq(busy_next), prime.eq(prime_next)]
         with m.If(self.stop):
@@ -202,6 +185,9 @@ class Walker(wiring.Component):
             m.d.sync += first.eq(0)
             with m.If(_all(wrap)):
                 m.d.comb += busy_next.eq(0)
+            # the wraps after this step, and the level the next step counts
+            wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) |
+                         (~restarts[j] & ~cnt[j] & wrap[j]) for j in range(n)]
             m.d.sync += set_cnt(wrap_next)
         # each level's counters, flags and addresses load in the prime cycle (the first index,
         # from the restart values and the bases) or on a step that counts or restarts the
@@ -219,11 +205,10 @@ class Walker(wiring.Component):
                              rs.eq(prime_c[j][g] | ~cnt[j])]    # restarts (or starts)
                 load.append(ld)
                 restart.append(rs)
-            for g, value, addr in ((0, load_s, sa), (1, load_d, da)):
+            for g, base, up, addr in ((0, self.src_base, up_s, sa), (1, self.dst_base, up_d, da)):
                 with m.If(load[g]):
-                    m.d.sync += addr[j].eq(value)
-            if j == 0:
-                loads_0 = load
+                    m.d.sync += addr[j].eq(Mux(restart[g],
+                                               Mux(prime_c[j][g], base, pick(up, j)), up[j]))
             with m.If(load[2]):
                 with m.If(restart[2]):
                     m.d.sync += [rem[j].eq(em1[j]), wrap[j].eq(one[j]),
@@ -239,17 +224,6 @@ class Walker(wiring.Component):
                     m.d.sync += [vleft[j].eq(vleft[j] - ok[j]), ok[j].eq(ok_after[j]),
                                  ok_after[j].eq(ok_after[j] & Mux(ok[j], vleft[j] != 2,
                                                                   vleft[j] != 1))]
-        # The counting level's address after a step: the sum, if the step loaded the level the
-        # next step counts (sel), else that level's own address, which the step kept. Loaded
-        # with level 0, which every step but the last loads (after the last it is not read).
-        # The choice of level is made on registers beside the sum, so the sum meets one LUT.
-        next_loaded = _any([c & s for c, s in zip(counts_next, sel, strict=True)])
-        for g, base, up, value, addr, csel in ((0, self.src_base, up_s, load_s, sa, csel_s),
-                                               (1, self.dst_base, up_d, load_d, da, csel_d)):
-            m.d.comb += value.eq(Mux(prime_c[0][g], base, up))
-            with m.If(loads_0[g]):
-                m.d.sync += csel.eq(Mux(prime_c[0][g] | next_loaded, value,
-                                        select(counts_next, addr)))
         return m
 
 
@@ -263,16 +237,14 @@ def _held(shape, name=None):
 
 
 def _any(values):
-    # (from a one-bit constant, not the integer: ~ of an empty level set is then one bit, 1,
-    # and not -1, a signed constant that would widen the tests made from it)
-    out = Const(0, 1)
+    out = 0
     for v in values:
         out = out | v
     return out
 
 
 def _all(sigs):
-    out = Const(1, 1)
+    out = 1
     for s in sigs:
         out = out & s
     return out
