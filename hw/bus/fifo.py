@@ -63,12 +63,12 @@ def room_next(*fifos, held=0):
 
 class CountedLevel:
     """``fifo.level`` (a FIFO with the ports of ``SyncFIFOBuffered``) as a register of its own,
-    stepped by the FIFO's handshakes, with the FIFO's ``depth``: for the tests above
+    stepped by the FIFO's handshakes, with its ``depth`` and handshakes: for the tests above
     (:func:`registered_room`, :func:`holds_entries`) where ``level`` is a sum of the FIFO's
     parts, so that no adder lies in front of their compares."""
 
-    def __init__(self, m, name, fifo, depth):
-        self.depth = depth
+    def __init__(self, m, name, fifo):
+        self.depth = fifo.depth
         self.level = Signal.like(fifo.level, name=name)
         self.w_en, self.w_rdy, self.r_en, self.r_rdy = fifo.w_en, fifo.w_rdy, fifo.r_en, fifo.r_rdy
         m.d.sync += self.level.eq(self.level + (fifo.w_en & fifo.w_rdy)
@@ -327,11 +327,11 @@ class RegisteredQueue(Elaboratable):
         # and through those adders and a compare the run queue's level into `held` was dma_d64's
         # critical path alone, mapped as in the SoC, at 7f4fffe (10.4 ns)
         m.d.comb += self.nonempty.eq(
-            holds_entries(m, "held", CountedLevel(m, "count", self, self.depth)))
+            holds_entries(m, "held", CountedLevel(m, "count", self)))
         if self.depth < self.PIPE_DEPTH:
             m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
             if self.depth >= 4:
-                q_count = CountedLevel(m, "q_count", q, self.depth)
+                q_count = CountedLevel(m, "q_count", q)
                 room = registered_room(m, "room", q_count)
                 m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q_count))]
             else:
@@ -352,7 +352,7 @@ class RegisteredQueue(Elaboratable):
         wq_data = Signal(self.width, name="wq_data", reset_less=True)
         m.d.sync += [wq_valid.eq(self.w_en & self.w_rdy), wq_data.eq(self.w_data)]
         m.d.comb += [q.w_en.eq(wq_valid), q.w_data.eq(wq_data)]
-        q_count = CountedLevel(m, "q_count", q, self.depth)
+        q_count = CountedLevel(m, "q_count", q)
         room = registered_room(m, "room", q_count, held=wq_valid)
         m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q_count, held=wq_valid))]
         slice_rdy = Signal()
