@@ -24,8 +24,9 @@
 #                  by module, the endpoints later than ns after the clock; TIMING_WEIGHT=n:
 #                  the placer's weight on critical nets (ULX3S: 100); TARGET_MHZ=95,90:
 #                  place and route at each rate in turn, rerouting the nets that fail it,
-#                  until one routes, then at the board's clock (ECP5); the full ULX3S SoC
-#                  takes 20 to 30 minutes a placement)
+#                  until one routes, then at the board's clock (ECP5); OUT=dir: build
+#                  there instead of build/bitstream/<board>/, so two builds can run at once;
+#                  the full ULX3S SoC takes 20 to 30 minutes a placement)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -76,7 +77,7 @@ bitstream: $(FPGA_STAMP)
 	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) \
 	  $(if $(SEEDS),--seeds $(SEEDS) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW)) \
 	  $(if $(TIMING_WEIGHT),--timing-weight $(TIMING_WEIGHT)) \
-	  $(if $(TARGET_MHZ),--target-mhz $(TARGET_MHZ))
+	  $(if $(TARGET_MHZ),--target-mhz $(TARGET_MHZ)) $(if $(OUT),--out $(OUT))
 
 sim: $(STAMP)
 	$(PY) -m sim --simulator $(SIM)

@@ -662,6 +662,9 @@ def main(argv=None) -> int:
                          "seed is placed and routed at each in turn, router2 rerouting the "
                          "nets that fail it (--tmg-ripup), until one routes; after the last, "
                          "at the board's clock (docs/board.md)")
+    ap.add_argument("--out", type=Path, metavar="DIR",
+                    help="build in DIR instead of build/bitstream/<board>/, so that two builds "
+                         "of one board (two netlists, or two sets of seeds) can run at once")
     ap.add_argument("--slow-endpoints", type=float, metavar="NS", dest="slow_ns",
                     help="count, by module, the endpoints whose data arrive later than NS ns "
                          "after the clock (10 for the 100 MHz goal), into "
@@ -687,7 +690,7 @@ def main(argv=None) -> int:
             ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
     try:
-        result, path = build(args.board, mapper=args.mapper, router=args.router,
+        result, path = build(args.board, outdir=args.out, mapper=args.mapper, router=args.router,
                              tries=args.tries, seed=args.seed, sweep=args.sweep,
                              jobs=args.jobs, seeds=args.seeds, slow_ns=args.slow_ns,
                              timing_weight=args.timing_weight, target_mhz=args.target_mhz,

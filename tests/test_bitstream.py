@@ -712,12 +712,9 @@ def test_sweep_kills_its_placements_when_the_build_is_terminated(tmp_path):
                 os.kill(child, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("make_args, jobs", [([], None), (["SWEEP=3"], min(3, os.cpu_count())),
-                                             (["SWEEP=3", "JOBS=1"], 1)])
-def test_make_bitstream_gives_arguments_the_build_takes(monkeypatch, make_args, jobs):
-    """``make bitstream``'s command line, as make writes it, parses and reaches the build:
-    JOBS is also ``make test``'s (``auto`` by default), so it goes to the build only with a
-    sweep, and ``auto`` means a placement per core."""
+def make_bitstream_argv(make_args) -> list[str]:
+    """The arguments ``make bitstream make_args`` gives ``python -m hw.bitstream``, as make
+    writes its command line (``make -n``)."""
     import shlex
 
     from hw.catalog import ROOT
@@ -726,11 +723,30 @@ def test_make_bitstream_gives_arguments_the_build_takes(monkeypatch, make_args, 
                           capture_output=True, check=True).stdout.replace("\\\n", " ")
     line = next(x for x in text.splitlines() if "-m hw.bitstream" in x)
     words = shlex.split(line)
-    argv = words[words.index("hw.bitstream") + 1:]
-    seen = main_passes(monkeypatch, argv)
+    return words[words.index("hw.bitstream") + 1:]
+
+
+@pytest.mark.parametrize("make_args, jobs", [([], None), (["SWEEP=3"], min(3, os.cpu_count())),
+                                             (["SWEEP=3", "JOBS=1"], 1)])
+def test_make_bitstream_gives_arguments_the_build_takes(monkeypatch, make_args, jobs):
+    """``make bitstream``'s command line, as make writes it, parses and reaches the build:
+    JOBS is also ``make test``'s (``auto`` by default), so it goes to the build only with a
+    sweep, and ``auto`` means a placement per core."""
+    seen = main_passes(monkeypatch, make_bitstream_argv(make_args))
     assert seen["board"] == "ulx3s"
     assert seen["sweep"] == (3 if jobs else 1) and seen["jobs"] == (jobs or 1)
     with pytest.raises(SystemExit):
         bitstream.main(["--sweep", "2", "--jobs", "0"])
     with pytest.raises(SystemExit):
         bitstream.main(["--jobs", "2"])
+
+
+def test_out_builds_in_another_folder(monkeypatch, tmp_path):
+    """``--out`` (``make bitstream OUT=...``) reaches the build as its folder, so two builds of
+    one board do not write over each other; without it the build takes its own."""
+    from pathlib import Path
+
+    assert main_passes(monkeypatch, ["--out", str(tmp_path)])["outdir"] == tmp_path
+    assert main_passes(monkeypatch, make_bitstream_argv([]))["outdir"] is None
+    seen = main_passes(monkeypatch, make_bitstream_argv(["OUT=elsewhere/b"]))
+    assert seen["outdir"] == Path("elsewhere/b")
