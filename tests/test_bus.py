@@ -630,9 +630,9 @@ def test_axi_ram_lane_addresses_are_kept_apart_on_the_ecp5():
 @pytest.mark.parametrize("slices", [True, False])
 def test_axi_ram_reads_a_beat_every_cycle(slices):
     """A 256-beat read burst that R takes as it comes leaves the memory at a beat a cycle,
-    after a few cycles of latency: the read port's count of beats in flight (with ``slices``)
-    must cover that latency. With R stalling on every other cycle, the beats still all arrive,
-    in order."""
+    after a few cycles of latency: the block RAM must fetch the next word in the cycle R takes
+    a beat, not wait for its output to empty. With R stalling on every other cycle, the beats
+    still all arrive, in order."""
     size = 4096
     dut = AxiRam(size=size, data_width=64, addr_width=32, id_width=4, slices=slices)
     a = dut.s_axi

@@ -14,16 +14,14 @@ zeros.
 data on about one cycle in four, from a 16-bit LFSR: testbenches use it to put backpressure on
 the managers behind the arbiter. Builds for boards leave it at 0.
 
-``slices`` (default True) puts a register and a queue after the block RAM's read data, for the
-clock rate: the block RAM then reads every cycle, and the port reads a beat only while the queue
-has room for it, so that R's handshake reaches no block RAM; ``slices=False`` (small, slow
-builds) drives the R channel from the block RAM's output directly. With ``slices`` the memory
-is also built as one block RAM array per byte lane, each addressed from copies of its own of
-the read and write addresses (:func:`hw.fabric.registered_copy`, kept apart on the ECP5 board
-tops): the full ULX3S SoC's 64 KiB are 32 block RAMs, which the placer spreads over the die,
-and one address register driving them all was the SoC's critical path at e74246b --seed 3
-(13.0 ns, most of it one net). Each array also takes its writes from registers of its own, a
-cycle after the beat.
+``slices`` (default True) puts a register and a register slice after the block RAM's read data,
+for the clock rate; ``slices=False`` (small, slow builds) drives the R channel from the block
+RAM's output directly. With ``slices`` the memory is also built as one block RAM array per byte
+lane, each addressed from copies of its own of the read and write addresses
+(:func:`hw.fabric.registered_copy`, kept apart on the ECP5 board tops): the full ULX3S SoC's 64
+KiB are 32 block RAMs, which the placer spreads over the die, and one address register driving
+them all was the SoC's critical path at e74246b --seed 3 (13.0 ns, most of it one net).
+Each array also takes its writes from registers of its own, a cycle after the beat.
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -32,23 +30,13 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
 from ..bus.axi import AXI4Signature, Burst, Resp
-from ..bus.fifo import BufferedFIFO
+from ..bus.fifo import register_slice
 from ..fabric import registered_copy
 
 __all__ = ["AxiRam"]
 
 
 class AxiRam(wiring.Component):
-    #: with ``slices``: the depth of the queue the read beats leave through (entries in its
-    #: storage and at its output), and the beats read and not yet taken from R (at the read
-    #: port's output, in the register after it and in the queue) that the port reads at most.
-    #: A beat is counted from the cycle after its read to the cycle it leaves, four cycles
-    #: when R takes every beat, and the read waits on a count a cycle old: at 6 the port
-    #: reads a beat every cycle (tests/test_bus.py), and the queue is never full when the
-    #: register after the port writes it
-    R_QUEUE = 7
-    R_BEATS = R_QUEUE - 1
-
     def __init__(self, *, size, data_width=64, addr_width=32, id_width=6, stalls=0, slices=True):
         bpb = data_width // 8
         if size & (size - 1) or size < 4 * bpb:
@@ -192,16 +180,10 @@ class AxiRam(wiring.Component):
         with m.If(a.bvalid & a.bready):
             m.d.sync += w_resp_pending.eq(0)
 
-        # reads. Without `slices` the port reads a beat whenever its output is free or moving
-        # on, and its output is the R channel. With them the block RAM reads every cycle (its
-        # clock enable is tied high) and a beat it reads goes into a register (`held`) in the
-        # next cycle whatever R does, then into a queue whose output is the R channel: the
-        # port reads a beat only while the beats read and not yet taken leave the queue room
-        # (`room`, a register). The block RAM's read data is late (no output register), so it
-        # meets no logic before `held`. A clock enable worked out from R's handshake reached
-        # all 32 block RAMs of the ULX3S SoC, spread over the die: its LUT and a 4.9 ns net into
-        # a far block RAM's CEB were the SoC's critical path at 2f80c68 --seed 5 at a 100 MHz
-        # target (98.53 MHz)
+        # reads: the port reads a beat whenever its output is free or moving on. The block RAM's
+        # read data is late (no output register), so it goes straight into a register (stage
+        # `held`), with no logic between; the beats then leave through a register slice (with
+        # `slices`: without, the read port's output is the R channel)
         r_check, r_active = Signal(), Signal()
         r_addr, r_far = Signal(self.addr_bits), Signal()
         r_addr_nx = Signal(self.addr_bits)        # r_addr's next value
@@ -226,47 +208,37 @@ class AxiRam(wiring.Component):
         with m.If(r_check):
             m.d.sync += [r_check.eq(0), r_active.eq(1), r_left.eq(r_len + 1),
                          r_resp.eq(self._check(r_addr, r_far, r_span, r_bad))]
-        room = Signal(init=1)
-        fetch = r_active & go & (room if self.slices else ~rvalid | rready)
+        advance = ~rvalid | rready
+        fetch = r_active & advance & go
         words = self._lane_addresses(platform, m, lanes, r_addr[shift:], r_addr_nx[shift:], "ra")
         for rp, word in zip(rps, words, strict=True):
-            m.d.comb += [rp.addr.eq(word), rp.en.eq(1 if self.slices else fetch)]
+            m.d.comb += [rp.addr.eq(word), rp.en.eq(fetch)]
         read_data = Cat(rp.data for rp in rps)
         with m.If(fetch):
             m.d.comb += r_addr_nx.eq(step(r_addr, r_inc))
-            m.d.sync += [r_left.eq(r_left - 1), rlast.eq(r_left == 1)]
+            m.d.sync += [r_left.eq(r_left - 1),
+                         rvalid.eq(1), rlast.eq(r_left == 1)]
             with m.If(r_left == 1):
                 m.d.sync += r_active.eq(0)
+        with m.Elif(rready):
+            m.d.sync += rvalid.eq(0)
         if not self.slices:
             # no stages: the read port's output is the R channel (it holds while R stalls:
             # the port reads only when its output moves on, and no new burst starts meanwhile)
-            with m.If(fetch):
-                m.d.sync += rvalid.eq(1)
-            with m.Elif(rready):
-                m.d.sync += rvalid.eq(0)
             m.d.comb += [rready.eq(a.rready), a.rvalid.eq(rvalid),
                          a.rdata.eq(Mux(r_resp == Resp.OKAY, read_data, 0)),
                          a.rresp.eq(r_resp), a.rlast.eq(rlast), a.rid.eq(r_id)]
             return m
-        m.d.sync += rvalid.eq(fetch)
-        held_valid = Signal()
+        held_valid, held_ready = Signal(), Signal()
         held_data = Signal.like(read_data)
         held_tag = Signal(len(r_resp) + 1 + len(r_id))      # response, last, ID
-        m.d.sync += [held_valid.eq(rvalid), held_data.eq(read_data),
-                     held_tag.eq(Cat(r_resp, rlast, r_id))]
+        m.d.comb += rready.eq(~held_valid | held_ready)
+        with m.If(rready):
+            m.d.sync += [held_valid.eq(rvalid), held_data.eq(read_data),
+                         held_tag.eq(Cat(r_resp, rlast, r_id))]
         held_resp = held_tag[:len(r_resp)]
         beat = Cat(Mux(held_resp == Resp.OKAY, held_data, 0), held_tag)
-        q = m.submodules.r_queue = BufferedFIFO(width=len(beat), depth=self.R_QUEUE)
-        m.d.comb += [q.w_en.eq(held_valid), q.w_data.eq(beat),
-                     a.rvalid.eq(q.r_rdy), q.r_en.eq(a.rready),
-                     Cat(a.rdata, a.rresp, a.rlast, a.rid).eq(q.r_data)]
-        # the beats read and not yet taken from R: at the read port's output, in `held` and in
-        # the queue. The port reads at most R_BEATS of them: the queue then always has room for
-        # `held`'s beat (it refuses a write with depth - 1 entries in its storage, and while R
-        # stalls one more waits at its output). `room` says whether a beat read now stays
-        # within that, counting this cycle's read and not this cycle's R handshake (which only
-        # frees one): no logic of R's reaches the read.
-        out = Signal(range(self.R_BEATS + 1))
-        m.d.sync += [out.eq(out + fetch - (a.rvalid & a.rready)),
-                     room.eq(Mux(fetch, out <= self.R_BEATS - 2, out <= self.R_BEATS - 1))]
+        register_slice(m, "r", valid=held_valid, ready=held_ready, payload=beat,
+                       out_valid=a.rvalid, out_ready=a.rready,
+                       out_payload=Cat(a.rdata, a.rresp, a.rlast, a.rid))
         return m
