@@ -360,7 +360,16 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slo
         slow = sum(n for _, n, _ in slow_endpoints(data, slow_ns)) if slow_ns else None
         say(f"      {named}: {fmax:.2f} MHz" + (f", {slow:,} endpoints over {slow_ns:g} ns"
                                                 if slow is not None else ""))
-        return named, folder, fmax, slow, None if met is None else f"routed at {met:g} MHz"
+        # router2 stops on its own count of nets failing the target, and the timing analysis
+        # after routing can still come out a little below it (98.53 MHz at a 100 MHz target,
+        # docs/board.md): the outcome says so rather than that the target was met
+        if met is None:
+            why = None
+        elif fmax >= met:
+            why = f"routed at {met:g} MHz"
+        else:
+            why = f"routed for {met:g} MHz, timed below it"
+        return named, folder, fmax, slow, why
 
     log(f"      sweep: {count} seeds, {jobs} at a time")
     # the placements run in threads, and signals reach the main thread only: on Ctrl-C or

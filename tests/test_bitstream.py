@@ -555,6 +555,14 @@ def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsy
     text = (tmp_path / "c" / "sweep.txt").read_text()
     assert re.search(r"--seed 2 .*routed at 25 MHz", text) and \
         re.search(r"--seed 4 .*routed at 95 MHz", text), text
+    # router2 met the target by its count, but the timing after routing is below it
+    monkeypatch.setattr(bitstream, "_run", FakeTools(diverge=set(), reach={2: 80, 4: 95},
+                                                     fmax={4: 94.2}))
+    bitstream.build("ulx3s", outdir=tmp_path / "e", log=said.append, dma=False, sparse=False,
+                    lut=False, target_mhz=[95, 90], seeds=[2, 4])
+    text = (tmp_path / "e" / "sweep.txt").read_text()
+    assert re.search(r"--seed 4 +94.20 +routed for 95 MHz, timed below it", text), text
+    assert "routed at 95" not in text, text
     # without targets: one run at the board's clock
     tools, _, _ = run(tmp_path / "d", {})
     (cmd,) = tools.pnr
