@@ -59,7 +59,9 @@ stays high until the last piece has left.
 Streams: ``req`` (beat addresses to read, in order), ``rdata`` (the read beats, in the same
 order), ``wr`` (pieces: ``addr`` of a beat, ``data``, ``strb``, ``last`` on the job's final
 piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress adds to the job's
-counters.
+counters. ``row_step`` is high in each cycle the walk takes a row (one row of a row tile, or
+with ``pack_rows`` one beat of rows, for one column tile): what the tests count to see that
+the walk takes no step the tensor does not need; nothing in the engine reads it.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
@@ -200,6 +202,7 @@ class TileTransposer(wiring.Component):
         super().__init__({
             **path_ports(data_width=data_width, addr_width=aw, dims=DIMS),
             "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
+            "row_step": Out(1),
         })
 
     def elaborate(self, platform):
@@ -317,6 +320,7 @@ class TileTransposer(wiring.Component):
             take[g], init[g] = Signal(name=f"row_take_{g}"), Signal(name=f"init_all_{g}")
             m.d.comb += [take[g].eq(w & room & ready), init[g].eq(self.start & ~w)]
         row_take, init_all = take["walk"], init["walk"]
+        m.d.comb += self.row_step.eq(row_take)
         KEEP, STEP, INIT = 0, 1, 2
 
         def counter(name, shape, step, init, tests, firsts=None):
