@@ -524,8 +524,8 @@ def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsy
     the one beside the build keep the board's clock; bad targets are refused."""
     lpf = 'FREQUENCY PORT "clk" {} MHZ;'
 
-    def run(out, reach, **kwargs):
-        tools = FakeTools(diverge=set(), reach=reach)
+    def run(out, reach, fmax=None, **kwargs):
+        tools = FakeTools(diverge=set(), reach=reach, fmax=fmax)
         monkeypatch.setattr(bitstream, "_run", tools)
         said = []
         r, _ = bitstream.build("ulx3s", outdir=out, log=said.append, dma=False, sparse=False,
@@ -556,10 +556,7 @@ def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsy
     assert re.search(r"--seed 2 .*routed at 25 MHz", text) and \
         re.search(r"--seed 4 .*routed at 95 MHz", text), text
     # router2 met the target by its count, but the timing after routing is below it
-    monkeypatch.setattr(bitstream, "_run", FakeTools(diverge=set(), reach={2: 80, 4: 95},
-                                                     fmax={4: 94.2}))
-    bitstream.build("ulx3s", outdir=tmp_path / "e", log=said.append, dma=False, sparse=False,
-                    lut=False, target_mhz=[95, 90], seeds=[2, 4])
+    run(tmp_path / "e", {2: 80, 4: 95}, fmax={4: 94.2}, target_mhz=[95, 90], seeds=[2, 4])
     text = (tmp_path / "e" / "sweep.txt").read_text()
     assert re.search(r"--seed 4 +94.20 +routed for 95 MHz, timed below it", text), text
     assert "routed at 95" not in text, text
