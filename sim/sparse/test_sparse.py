@@ -263,6 +263,13 @@ async def _expect_error(tb, packed, corrupt, code, what, group=None):
     image = _expand(tb.mem, job, packed.spec)
     assert got == image[:len(got)], f"{what}: atoms before the error differ from the expansion"
     assert len(got) <= dense
+    if code == Error.WGS_MISMATCH:
+        # the failing segment is the group's last (the cases change one mask bit, so the
+        # group's sum is off only at its end), and it completes the group's last atom (an int8
+        # group, 32 kernels, ends on an atom): nothing of it may reach the stream
+        end = (group + 1) * 32 * job.bytes_per_kernel
+        assert len(got) < end, (f"{what}: {len(got)} bytes out, up to the failing group's end "
+                                f"({end}): the segment that failed the WGS check went out")
     tb.assert_writes_within(job.dst_addr % MEM_SIZE, dense, what)
     lo = job.dst_addr % MEM_SIZE
     n = min(dense, MEM_SIZE - lo)                  # the top-of-memory case stops at the end
