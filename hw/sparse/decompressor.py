@@ -286,7 +286,12 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
                      gearbox.o_ready.eq(writer.i_ready)]
 
-        run = state == _State.RUN
+        # state == RUN, as a register of its own (set from the next state), so the decisions
+        # that read it take a flip-flop, not a decode of the state: from ``state`` through four
+        # LUTs (the decode, the setup decision and its overflow test) into ``kern_left`` it was
+        # the full SoC's critical path at e952fd1 --seed 9 (10.19 ns, 8.6 of it routing)
+        run = Signal()
+        m.d.sync += run.eq(state_nx == _State.RUN)
         bus_error = reader.error | writer.error | writer.range_error
 
         # -- the segmenter: decides segments from the mask side alone ------------------------------
@@ -476,14 +481,18 @@ class SparseDecompressor(wiring.Component):
         wgs_take = Signal()
         m.d.sync += wgs_take.eq(0)
         m.d.comb += wgsbuf.take_en.eq(wgs_take)
-        with m.If(setup & setup_overflow):
-            m.d.sync += s_halt.eq(1)
-        with m.Elif(setup):
+        # A group's setup loads its registers whether or not its WGS word overflows the weight
+        # surface: an overflow halts the segmenter (its marker goes into R1 this cycle), and
+        # no decision reads them again before the next job's start. So the overflow test
+        # reaches s_halt alone, not the hundred-odd flip-flops a setup loads.
+        with m.If(setup):
             m.d.sync += wgs_take.eq(1)
             m.d.sync += [g_active.eq(1), g_first.eq(1), g_wgs.eq(wgs_word), g_last.eq(last_next),
                          s_all.eq(last_next), groups_set.eq(groups_set + 1),
                          wgs_room.eq(wgs_room - wgs_word),
                          kern_left.eq(kl_next), kg_ok.eq(0), next_ok.eq(0)]
+            with m.If(setup_overflow):
+                m.d.sync += s_halt.eq(1)
         with m.Elif(decide & wmb_short):
             m.d.sync += s_halt.eq(1)
         with m.Elif(take_seg):
