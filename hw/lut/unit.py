@@ -554,6 +554,9 @@ class LutUnit(wiring.Component):
         under6 = sign6 & ~p6[40:-1].all()
         clamped7 = reg(Mux(over6, 1 << 40, Mux(under6, -(1 << 40), p6)), "clamp7", signed(42))
         left7 = reg(sh6 >= 16, "left7", 1)
+        # the left shift's amount, a stage early: its subtraction in front of the shifter
+        # was on the SoC's paths into term8 at e952fd1 --seed 9 (9.97 ns)
+        lamt7 = reg((32 - sh6)[:5], "lamt7", 5)
         sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 
         # P11: the variable shift; the hit result saturated
@@ -562,7 +565,7 @@ class LutUnit(wiring.Component):
         else:
             hit8 = reg(_sat(y0_7 + hitr7, 16), "hit8", signed(OW))
         lsh = Signal(signed(41 + 17), name=f"lsh_{name}")
-        m.d.comb += lsh.eq(clamped7 << (32 - sh7)[:5])
+        m.d.comb += lsh.eq(clamped7 << lamt7)
         term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
         y0_8, state8 = reg(y0_7, "y0_8"), reg(state7, "st8")
 
