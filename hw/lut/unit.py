@@ -411,7 +411,10 @@ class LutUnit(wiring.Component):
         sat_neg = derived(Array(Const(((512 + (1 << s) - 1) >> s) & 1023, 10)
                                 for s in range(1 << len(shl)))[shl], "satneg", 10)
         sat = derived(Mux(sel_neg, sat_neg, Const(1, W + 2) << sat_exp), "idxsat", W + 2)
+        # the index offset less one, for the even bank's address (index + 1 = e - (offset - 1))
+        offset_m1 = derived(c["offset"] - 1, "offm1", signed(9))
         return {**c, "sel_neg": sel_neg, "sel_pos": sel_pos, "shl": shl, "idx_sat": sat,
+                "offset_m1": offset_m1,
                 "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
                 "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
 
@@ -464,6 +467,15 @@ class LutUnit(wiring.Component):
             over.eq(~under & Mux(c["exp"], idx_exp >= n, idxl2 >= n)),
             index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idxl2)))),
         ]
+        # the even bank's address, (index + 1) / 2, made here beside the index from sums of
+        # its own (index + 1 for each choice), so the table read in P4 is addressed from
+        # registers alone: the add between indexa and the LE table's LUT RAM was the full
+        # SoC's critical path at 6f7e8f2 --seed 9 (10.24 ns)
+        idx_exp1 = Signal(signed(11), name=f"idxe1_{name}")
+        m.d.comb += idx_exp1.eq(e2 - c["offset_m1"])
+        ev_a = reg(Mux(under, 0, Mux(over, (n + 1) >> 1,
+                                     Mux(c["exp"], idx_exp1[1:9], (idxl2 + 1)[1:10]))),
+                   "evaddr", 9)
         state_a = reg(Mux(under, UFLOW, Mux(over, OFLOW, HIT)), "sta", 2)
         frac_a = reg(frac, "fraca", FB + 7)
         fsh_a = reg(shr2[:3], "fsha", 3)
@@ -475,7 +487,7 @@ class LutUnit(wiring.Component):
         # takes the out-of-range result then
         ev = mems[(t, 0)].read_port(domain="sync")
         od = mems[(t, 1)].read_port(domain="sync")
-        m.d.comb += [ev.addr.eq((index_a + 1) >> 1), od.addr.eq(index_a >> 1),
+        m.d.comb += [ev.addr.eq(ev_a), od.addr.eq(index_a >> 1),
                      ev.en.eq(advance), od.en.eq(advance)]
         state3 = reg(state_a, "st3", 2)
         frac3 = reg(Mux(no_frac, 0, (frac_a >> fsh_a)[:FB]), "frac3", FB)
