@@ -196,11 +196,9 @@ class RegisterBank(wiring.Component):
             s_strb = Signal(4, name="w_strb_q", reset_less=True)
             m.d.sync += [s_data.eq(w_data), s_strb.eq(w_strb)]
             lanes = self._lane_enables(m, hits, w_strb)
-            early = (commit, w_word, w_data, w_strb)
             hits, w_data, w_strb = apply, s_data, s_strb
         else:
             lanes = self._lane_enables(m, hits, w_strb)
-            early = None
 
         bit_en = Cat(*(w_strb[i].replicate(8) for i in range(4)))
         for r, hit in zip(self.regmap, hits, strict=True):
@@ -226,7 +224,7 @@ class RegisterBank(wiring.Component):
 
         mirrored = self._mirrored
         if mirrored:
-            mirror, written = self._mirror_writes(m, hits, w_data, w_strb, early)
+            mirror, written = self._mirror_writes(m, hits, w_data, w_strb)
 
         # the response: with the write stage it waits a cycle in `held` (the write has then
         # landed when the manager sees it); the commit waits while a held response cannot
@@ -292,16 +290,10 @@ class RegisterBank(wiring.Component):
             self._mirror_reads(m, mirror, written, ar_hs & r_mirror, r_slot, pend)
         return m
 
-    def _mirror_writes(self, m, hits, w_data, w_strb, early=None):
+    def _mirror_writes(self, m, hits, w_data, w_strb):
         """The memory copy of the all-``RW`` registers, written as they are stored (the same
         hits, data and strobes); returns the memory and the flags of the registers written since
-        reset. ``early`` (with the write stage): ``(commit, w_word, w_data, w_strb)``, the
-        write a cycle before ``hits``, ``w_data`` and ``w_strb`` store it; the memory's write
-        address, data and enables are then registers set from it, so the store reaches the
-        memory's cells from flip-flops, not through the decode of which register it is (an
-        OR over every mirrored register's hit into the enables, and an encoder into the
-        address: the DMA bank's mirror writes were among the full SoC's latest endpoints at
-        e952fd1 --seed 9, 89 of them over 9 ns in ``dma.front``)."""
+        reset."""
         mirrored = self._mirrored
         width = -(-max(f.offset + f.width for r in mirrored for f in r.fields) // 8) * 8
         mirror = m.submodules.mirror = Memory(shape=width, depth=max(2, len(mirrored)), init=[])
@@ -309,29 +301,6 @@ class RegisterBank(wiring.Component):
         hit_of = {r.name: h for r, h in zip(self.regmap, hits, strict=True)}
         m_hits = Cat(*(hit_of[r.name] for r in mirrored))
         written = Signal(len(mirrored))
-        m.d.sync += written.eq(written | m_hits)
-        lanes = width // 8
-        if early is not None:
-            commit, w_word, e_data, e_strb = early
-            dec = Cat(*(w_word == r.offset >> 2 for r in mirrored))
-            slot = Signal.like(wp.addr)
-            init = Signal(width)
-            for i, r in enumerate(mirrored):
-                with m.If(dec[i]):
-                    m.d.comb += [slot.eq(i), init.eq(r.reset)]
-            # written as it will be when this write lands: with the one landing now
-            first = (dec & ~(written | m_hits)).any()
-            store = commit & dec.any()
-            addr_q = Signal.like(wp.addr, name="mirror_addr_q")
-            data_q = Signal(width, name="mirror_data_q")
-            en_q = Signal(lanes, name="mirror_en_q")
-            m.d.sync += [
-                addr_q.eq(slot),
-                data_q.eq(Cat(*(Mux(e_strb[j], e_data[8 * j:8 * j + 8], init[8 * j:8 * j + 8])
-                                for j in range(lanes)))),
-                en_q.eq(Cat(*((e_strb[j] | first) & store for j in range(lanes))))]
-            m.d.comb += [wp.addr.eq(addr_q), wp.data.eq(data_q), wp.en.eq(en_q)]
-            return mirror, written
         # a register's first write since reset stores all its bytes: the unstrobed ones with
         # their reset value (what the register itself keeps)
         first = (m_hits & ~written).any()
@@ -344,7 +313,8 @@ class RegisterBank(wiring.Component):
                      wp.data.eq(Cat(*(Mux(w_strb[j], w_data[8 * j:8 * j + 8],
                                           init[8 * j:8 * j + 8]) for j in range(width // 8)))),
                      wp.en.eq(Cat(*((w_strb[j] | first) & m_hits.any()
-                                    for j in range(lanes))))]
+                                    for j in range(width // 8))))]
+        m.d.sync += written.eq(written | m_hits)
         return mirror, written
 
     def _mirror_reads(self, m, mirror, written, take, slot, pend):
