@@ -4,7 +4,7 @@ register program, and the stream writer's bursts. Its behaviour is checked by th
 
 import numpy as np
 import pytest
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from hw.bus.fifo import RegisteredQueue
 from hw.sparse.decompressor import SparseDecompressor, atom_layout
-from hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
+from hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter, _page_room
 from hw.sparse.gearbox import AtomGearbox
 from hw.sparse.ringbuf import RingBuffer
 from hw.sparse.shiftbuf import ShiftBuffer
@@ -194,6 +194,32 @@ def _reader_bursts(dut, start, beats, cycles=40):
     sim.add_testbench(bench)
     sim.run()
     return bursts
+
+
+@pytest.mark.parametrize("max_burst,beat_log2",
+                         [(16, 6), (16, 3), (15, 4), (64, 6), (256, 4), (64, 7)])
+def test_page_room_over_every_page_offset(max_burst, beat_log2):
+    """The room before the 4 KiB boundary (the compare with a constant beside the count of
+    beats to it) is the fewer of max_burst and those beats, at every beat of a page: a burst
+    length that is not a power of two, and bursts as long as the page or longer (the compare
+    is then always true)."""
+    addr = Signal(32)
+    room = Signal(range(max_burst + 1))
+    m = Module()
+    m.d.comb += room.eq(_page_room(addr, max_burst, beat_log2))
+    got = []
+
+    async def bench(ctx):
+        for page in (0, 0x7000):
+            for a in range(page, page + 4096, 1 << beat_log2):
+                ctx.set(addr, a)
+                got.append((a, ctx.get(room)))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [(a, min(max_burst, (4096 - (a & 0xFFF)) >> beat_log2)) for a, _ in got]
+    assert got == want
 
 
 @pytest.mark.parametrize("beat", [40, 44, 47])

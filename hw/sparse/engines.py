@@ -10,7 +10,7 @@ Each component drives only its half of an :class:`hw.bus.axi.AXI4Signature` (``a
 block that owns both connects the halves to one port (:func:`connect_read`, :func:`connect_write`).
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -49,10 +49,19 @@ def mount(m, block):
 
 
 def _page_room(addr, max_burst, beat_log2):
-    """Beats a burst from ``addr`` may have: max_burst, or fewer before the next 4 KiB
-    boundary."""
-    to_4k = (4096 - addr[:12]) >> beat_log2
-    return Mux(to_4k < max_burst, to_4k, max_burst)
+    """Beats a burst from ``addr`` (on a beat boundary) may have: max_burst, or fewer before
+    the next 4 KiB boundary.
+
+    Whether the boundary is the nearer is a compare of the address with a constant (fewer
+    than ``max_burst`` beats to it: the page offset above ``4096 - max_burst`` beats), made
+    beside the subtraction that counts the beats to it, not after it: the subtraction, its
+    compare with ``max_burst`` and the choice in series were sparse_d128_a64's critical path
+    (the reader's next room, 10.2 ns, at 842e361 with the byte ring's take cut)."""
+    offset = addr[:12]
+    to_4k = (4096 - offset) >> beat_log2
+    bound = 4096 - (max_burst << beat_log2)
+    near = Const(1) if bound < 0 else offset > bound
+    return Mux(near, to_4k, max_burst)
 
 
 class StreamReader(wiring.Component):
