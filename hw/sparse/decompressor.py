@@ -91,6 +91,10 @@ MASK_LATE = 2
 #: rest run from the queue's head into X's registers). 4 since cfdfc29: with 3, the three
 #: levels after the head were sparse_d128_a64's critical path (10.9 ns, 92.1 MHz; 95.1 with 4)
 SUM_LEVELS = 4
+#: of those, the levels made a stage earlier, from R2's placed bits into R3 (beside the
+#: segment's popcount): the four in one cycle, from R3 into the queue's second entry, were
+#: sparse_d128_a64's critical path at 2cbc57a (10.2 ns, 97.7 MHz, 7.6 ns of it routing)
+R3_SUM_LEVELS = 2
 #: bits of the X slice's and the segment queue's output entries per copy of their select
 #: (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
@@ -539,7 +543,9 @@ class SparseDecompressor(wiring.Component):
         # enables one longer, and it limited the same block at 80.5 MHz (b206b08)
         r3_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
-            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1})
+            "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1,
+            # the prefix sums' first levels, which go no further than the queue's input
+            "sums": data.ArrayLayout(R3_SUM_LEVELS + 1, A)})
         r3_in = Signal(r3_layout)
         nz = _add_tree(m, [r2.parts[j] for j in range(len(parts))], "nz")
         m.d.comb += [
@@ -548,6 +554,8 @@ class SparseDecompressor(wiring.Component):
             r3_in.completes.eq(r2.completes), r3_in.first.eq(r2.first), r3_in.wgs.eq(r2.wgs),
             r3_in.wgs_big.eq(r2.wgs[len(r3_in.need):] != 0),
             r3_in.last_group.eq(r2.last_group),
+            *(r3_in.sums[i].eq(v) for i, v in enumerate(_clear_sums(m, r2.placed,
+                                                                     R3_SUM_LEVELS))),
         ]
         r3 = Signal(r3_layout)
         r3_valid = Signal()
@@ -559,16 +567,18 @@ class SparseDecompressor(wiring.Component):
             r2_free.eq(~r2_valid | r3_rdy),
             r1_free.eq(~r1_valid | r2_free),
         ]
-        # the queue's entry adds the first levels of the prefix sums of the clear bits the
-        # expansion needs (finished from the queue's head into X's registers), made from R3's
-        # placed bits
+        # the queue's entry carries the first SUM_LEVELS levels of the prefix sums of the clear
+        # bits the expansion needs (finished from the queue's head into X's registers): R3's
+        # first R3_SUM_LEVELS, and the levels after them made here
+        seg_fields = [name for name, _ in r3_layout if name != "sums"]
         q_layout = data.StructLayout({
-            **{name: field.shape for name, field in r3_layout},
+            **{name: r3_layout[name].shape for name in seg_fields},
             "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
         q_in = Signal(q_layout)
+        q_sums = _prefix_levels(m, [r3.sums[i] for i in range(A)], R3_SUM_LEVELS, SUM_LEVELS)
         m.d.comb += [
-            *(q_in[name].eq(r3[name]) for name, _ in r3_layout),
-            *(q_in.sums[i].eq(v) for i, v in enumerate(_clear_sums(m, r3.placed, SUM_LEVELS))),
+            *(q_in[name].eq(r3[name]) for name in seg_fields),
+            *(q_in.sums[i].eq(v[:SUM_LEVELS + 1]) for i, v in enumerate(q_sums)),
         ]
         head = Signal(q_layout)
         h_valid = Signal()
