@@ -92,9 +92,13 @@ MASK_LATE = 2
 #: levels after the head were sparse_d128_a64's critical path (10.9 ns, 92.1 MHz; 95.1 with 4)
 SUM_LEVELS = 4
 #: of those, the levels made a stage earlier, from R2's placed bits into R3 (beside the
-#: segment's popcount): the four in one cycle, from R3 into the queue's second entry, were
-#: sparse_d128_a64's critical path at 2cbc57a (10.2 ns, 97.7 MHz, 7.6 ns of it routing)
-R3_SUM_LEVELS = 2
+#: segment's popcount), by atom size (elements): the four in one cycle, from R3 into the
+#: queue's second entry, were sparse_d128_a64's critical path at 2cbc57a (10.2 ns, 97.7 MHz,
+#: 7.6 ns of it routing). With two of them in R3 that block placed worse (estimates 56 to 67
+#: MHz over three seeds, against 75 to 79) and routed at 92.2 MHz, so the 64-element atom
+#: makes all four after R3; the ULX3S SoC's 16-element atom met 100 MHz with two in R3
+#: (docs/fpga.md and docs/board.md, "Thirty-eighth session")
+R3_SUM_LEVELS = {16: 2, 32: 2, 64: 0}
 #: bits of the X slice's and the segment queue's output entries per copy of their select
 #: (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
@@ -541,11 +545,12 @@ class SparseDecompressor(wiring.Component):
         # sparse_d128_a64 at 9d6a73e). Its ready is a register, so R2's and R1's enables stop
         # at it: as a plain stage whose free followed the queue's, R3 made that chain of
         # enables one longer, and it limited the same block at 80.5 MHz (b206b08)
+        early = R3_SUM_LEVELS[A]
         r3_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1,
             # the prefix sums' first levels, which go no further than the queue's input
-            "sums": data.ArrayLayout(R3_SUM_LEVELS + 1, A)})
+            **({"sums": data.ArrayLayout(early + 1, A)} if early else {})})
         r3_in = Signal(r3_layout)
         nz = _add_tree(m, [r2.parts[j] for j in range(len(parts))], "nz")
         m.d.comb += [
@@ -554,8 +559,8 @@ class SparseDecompressor(wiring.Component):
             r3_in.completes.eq(r2.completes), r3_in.first.eq(r2.first), r3_in.wgs.eq(r2.wgs),
             r3_in.wgs_big.eq(r2.wgs[len(r3_in.need):] != 0),
             r3_in.last_group.eq(r2.last_group),
-            *(r3_in.sums[i].eq(v) for i, v in enumerate(_clear_sums(m, r2.placed,
-                                                                     R3_SUM_LEVELS))),
+            *((r3_in.sums[i].eq(v) for i, v in enumerate(_clear_sums(m, r2.placed, early)))
+              if early else ()),
         ]
         r3 = Signal(r3_layout)
         r3_valid = Signal()
@@ -569,13 +574,14 @@ class SparseDecompressor(wiring.Component):
         ]
         # the queue's entry carries the first SUM_LEVELS levels of the prefix sums of the clear
         # bits the expansion needs (finished from the queue's head into X's registers): R3's
-        # first R3_SUM_LEVELS, and the levels after them made here
+        # first levels, if it has any, and the levels after them made here
         seg_fields = [name for name, _ in r3_layout if name != "sums"]
         q_layout = data.StructLayout({
             **{name: r3_layout[name].shape for name in seg_fields},
             "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
         q_in = Signal(q_layout)
-        q_sums = _prefix_levels(m, [r3.sums[i] for i in range(A)], R3_SUM_LEVELS, SUM_LEVELS)
+        q_sums = (_prefix_levels(m, [r3.sums[i] for i in range(A)], early, SUM_LEVELS) if early
+                  else _clear_sums(m, r3.placed, SUM_LEVELS))
         m.d.comb += [
             *(q_in[name].eq(r3[name]) for name in seg_fields),
             *(q_in.sums[i].eq(v[:SUM_LEVELS + 1]) for i, v in enumerate(q_sums)),
