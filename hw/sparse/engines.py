@@ -56,7 +56,7 @@ def _page_room(addr, max_burst, beat_log2):
     than ``max_burst`` beats to it: the page offset above ``4096 - max_burst`` beats), made
     beside the subtraction that counts the beats to it, not after it: the subtraction, its
     compare with ``max_burst`` and the choice in series were sparse_d128_a64's critical path
-    (the reader's next room, 10.2 ns, at 842e361 with the byte ring's take cut)."""
+    (the reader's next room, 10.2 ns, at 8214c14, once the byte ring's take was cut)."""
     offset = addr[:12]
     to_4k = (4096 - offset) >> beat_log2
     bound = 4096 - (max_burst << beat_log2)
