@@ -64,14 +64,14 @@ setup-fpga: $(FPGA_STAMP)
 SYNTH_ARGS = $(if $(FAMILY),--family $(FAMILY)) $(if $(BLOCK),--block $(BLOCK)) \
              $(if $(MAPPER),--mapper $(MAPPER)) $(if $(PNR_SEED),--seed $(PNR_SEED))
 synth: $(FPGA_STAMP)
-	$(PY) -m hw.synth $(SYNTH_ARGS)
+	$(PY) -m atomcube.hw.synth $(SYNTH_ARGS)
 
 report: $(FPGA_STAMP)
-	$(PY) -m hw.synth $(SYNTH_ARGS) --report
+	$(PY) -m atomcube.hw.synth $(SYNTH_ARGS) --report
 
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
-	$(PY) -m hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
+	$(PY) -m atomcube.hw.bitstream --board $(BOARD) $(if $(BLOCKS),--blocks $(BLOCKS)) \
 	  $(if $(MAPPER),--mapper $(MAPPER)) $(if $(ROUTER),--router $(ROUTER)) \
 	  $(if $(TRIES),--tries $(TRIES)) $(if $(PNR_SEED),--seed $(PNR_SEED)) \
 	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) \
@@ -80,7 +80,7 @@ bitstream: $(FPGA_STAMP)
 	  $(if $(TARGET_MHZ),--target-mhz $(TARGET_MHZ)) $(if $(OUT),--out $(OUT))
 
 sim: $(STAMP)
-	$(PY) -m sim --simulator $(SIM)
+	$(PY) -m atomcube.sim --simulator $(SIM)
 
 # worksteal: a worker that runs out of tests takes half of another's queue, so the long nodes
 # (the iCEBreaker bitstream, 2 to 15 minutes; the Icarus benches) don't leave a core idle behind
@@ -90,7 +90,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal --durations=15
 
 verilog: $(STAMP)
-	$(PY) -m hw.catalog build/verilog
+	$(PY) -m atomcube.hw.catalog build/verilog
 
 # Verilator's lint on Amaranth's output: -Wall, less what generated Verilog always raises:
 # unused/undriven bits of ports by design, file names, Amaranth's width idioms, and register
@@ -101,19 +101,19 @@ lint: verilog
 	$(VENV)/bin/ruff check hw model sim tests
 	@for f in build/verilog/*.v; do \
 	  echo "verilator --lint-only $$f"; \
-	  $(PY) -m sim.lint $$f $(VLINT_WAIVE) || exit 1; \
+	  $(PY) -m atomcube.sim.lint $$f $(VLINT_WAIVE) || exit 1; \
 	done
 
 regs: $(STAMP)
 	$(VENV)/bin/atomcube regs --out docs/registers
 
 bench: $(STAMP)
-	$(PY) -m sim.bench $(if $(filter 1,$(QUICK)),--quick)
+	$(PY) -m atomcube.sim.bench $(if $(filter 1,$(QUICK)),--quick)
 
 bench-model: $(STAMP)
-	$(PY) -m model.nvdla.lut_bench
-	$(PY) -m model.nvdla.weights_bench
-	$(PY) -m model.layout_bench
+	$(PY) -m atomcube.model.nvdla.lut_bench
+	$(PY) -m atomcube.model.nvdla.weights_bench
+	$(PY) -m atomcube.model.layout_bench
 
 clean:
 	rm -rf build sim_build .pytest_cache

@@ -1,4 +1,4 @@
-"""Bitstreams for the boards: ``python -m hw.bitstream --board ulx3s`` (``make bitstream
+"""Bitstreams for the boards: ``python -m atomcube.hw.bitstream --board ulx3s`` (``make bitstream
 BOARD=ulx3s``) builds the board top (:mod:`hw.top.board`) with the YoWASP Yosys and nextpnr,
 places it on the board's pins (``constraints/<board>.lpf`` or ``.pcf``), packs the bitstream
 (ecppack or icepack) and prints the resources and the maximum frequency nextpnr reports.
@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .catalog import ROOT
+from .catalog import BUILD, ROOT
 from .synth import (
     FAMILIES,
     MAPPERS,
@@ -317,7 +317,7 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slo
     ``clock_mhz`` as :func:`_place_and_route` takes them); keep the fastest one's ``outputs``
     in ``out``, and print and write (``sweep.txt``) each seed's outcome and the median
     Fmax."""
-    from model.report import table
+    from atomcube.model.report import table
 
     count = len(seeds)
     lock = threading.Lock()
@@ -495,7 +495,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     fam = FAMILIES[b.family]
     top = f"atomcube_{b.name}"
     script = yosys_script(b.family, f"{top}.v", top, f"{top}.json", mapper)
-    out = outdir or ROOT / "build" / "bitstream" / b.name
+    out = outdir or BUILD / "bitstream" / b.name
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     commit = _commit()                  # before the build: the source it is made from
@@ -558,7 +558,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     data = json.loads(report.read_text())
     figures = read_report(data, b.family, ffs)
     if slow_ns is not None:
-        from model.report import table
+        from atomcube.model.report import table
 
         rows = slow_endpoints(data, slow_ns)
         text = table(("module", f"endpoints over {slow_ns:g} ns", "latest (ns)"),
@@ -621,12 +621,13 @@ def _comma_list(kind, what: str):
 
 
 def main(argv=None) -> int:
-    from model.report import table
+    from atomcube.model.report import table
 
     from .synth import HEAD, _rows
     from .top.board import BOARDS
 
-    ap = argparse.ArgumentParser(prog="python -m hw.bitstream", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m atomcube.hw.bitstream",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--board", choices=sorted(BOARDS), default="ulx3s")
     ap.add_argument("--blocks", metavar="LIST",
                     help="comma-separated blocks to include (dma, sparse, lut; 'none' for the "
@@ -705,7 +706,7 @@ def main(argv=None) -> int:
                              timing_weight=args.timing_weight, target_mhz=args.target_mhz,
                              **changes)
     except (RuntimeError, ValueError) as e:
-        print(f"python -m hw.bitstream: {e}", file=sys.stderr)
+        print(f"python -m atomcube.hw.bitstream: {e}", file=sys.stderr)
         return 1
     print(table(HEAD, list(_rows([result]))))
     clk = BOARDS[args.board].clk_hz / 1e6
@@ -715,7 +716,7 @@ def main(argv=None) -> int:
             result.fmax_mhz < args.target_mhz[0]:
         print(f"timing: {result.fmax_mhz:.1f} MHz is below the target of "
               f"{args.target_mhz[0]:g} MHz (the board's clock, {clk:g} MHz, is met)")
-    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
+    print(f"wrote {path} "
           f"({result.seconds:.0f} s)")
     return 0
 

@@ -1,5 +1,5 @@
 """Every block that has gateware, with the parameters ``make verilog`` and ``make lint`` build it
-with. ``python -m hw.catalog [OUTDIR]`` writes one Verilog file per entry (default
+with. ``python -m atomcube.hw.catalog [OUTDIR]`` writes one Verilog file per entry (default
 ``build/verilog``).
 
 A block adds itself here with a function that builds the component and the module name to emit.
@@ -11,12 +11,16 @@ import argparse
 import sys
 from pathlib import Path
 
+#: where the package's own data lies (``constraints/``, ``sim/models/``): the clone's top folder,
+#: or the installed ``atomcube`` folder. Read only: nothing is ever written under it.
 ROOT = Path(__file__).resolve().parent.parent
+#: outputs go under the current folder unless a command is given a folder of its own
+BUILD = Path("build")
 
 
 def regbank_selftest(**params):
     """The register bank on the selftest map (every access type); ``params`` go to the bank."""
-    from model.registers import SELFTEST
+    from atomcube.model.registers import SELFTEST
 
     from .bus.regbank import RegisterBank
 
@@ -95,12 +99,14 @@ def write_verilog(outdir: Path, names=None, platform=None) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hw.catalog", description=__doc__.split("\n")[0])
-    ap.add_argument("outdir", nargs="?", type=Path, default=ROOT / "build" / "verilog")
+    ap = argparse.ArgumentParser(prog="python -m atomcube.hw.catalog",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("outdir", nargs="?", type=Path, default=BUILD / "verilog",
+                    help="folder to write into (default build/verilog under the current folder)")
     ap.add_argument("--block", action="append", help="only this block (repeatable)")
     args = ap.parse_args(argv)
     for path in write_verilog(args.outdir, args.block):
-        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        print(f"wrote {path}")
     return 0
 
 

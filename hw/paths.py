@@ -1,9 +1,9 @@
 """The deepest register-to-register paths of a Yosys-mapped ECP5 netlist, in a minute rather
 than a routed build's ten: a guide to what to pipeline next, not a timing figure.
 
-``python -m hw.paths build/synth/ecp5/dma_d64/atomcube_dma_d64.json`` reads the JSON netlist a
-``hw.synth`` build leaves (Yosys's, before nextpnr) and lists the endpoints with the latest
-estimated arrival, one per destination register group, with the register each path starts
+``python -m atomcube.hw.paths build/synth/ecp5/dma_d64/atomcube_dma_d64.json`` reads the JSON
+netlist a ``hw.synth`` build leaves (Yosys's, before nextpnr) and lists the endpoints with the
+latest estimated arrival, one per destination register group, with the register each path starts
 from; ``--verbose`` prints every net on each path.
 
 The estimate is a sum of guesses: a LUT4 costs its logic delay plus one routed hop, a PFUMX or
@@ -162,7 +162,8 @@ def deepest(netlist: dict, count: int = 30) -> list[TimingPath]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hw.paths", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m atomcube.hw.paths",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("netlist", type=Path, help="a Yosys JSON netlist mapped for ECP5")
     ap.add_argument("-n", "--count", type=int, default=30, help="endpoint groups to list")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each path's nets")

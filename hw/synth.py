@@ -1,18 +1,18 @@
 """Each block alone through synthesis and place and route: resources and maximum frequency.
 
-``python -m hw.synth`` (what ``make synth`` runs) builds every block of :data:`hw.catalog.BLOCKS`
-for ECP5 (LFE5U-85F, speed grade 6, the ULX3S part) and iCE40 (UP5K), with Yosys and nextpnr
-from the YoWASP packages, and prints one table: LUT4s, flip-flops, block RAMs, multipliers and
-the maximum clock frequency nextpnr reports after routing. ``--report`` also writes the table to
-``docs/resources.md`` (``make report``).
+``python -m atomcube.hw.synth`` (what ``make synth`` runs) builds every block of
+:data:`hw.catalog.BLOCKS` for ECP5 (LFE5U-85F, speed grade 6, the ULX3S part) and iCE40 (UP5K), with
+Yosys and nextpnr from the YoWASP packages, and prints one table: LUT4s, flip-flops, block RAMs,
+multipliers and the maximum clock frequency nextpnr reports after routing. ``--report`` also writes
+the table to ``docs/resources.md`` (``make report``).
 
 A block alone has far more ports than a package has pins (a 256-bit AXI manager). On ECP5,
 nextpnr places it *out of context*: no I/O buffers, ports left as internal nets. Each build asks
 for 100 MHz (the goal on ECP5) and reports what it reached either way. nextpnr-ice40 has no
 out-of-context mode, so an iCE40 block alone is not placed: its figures are Yosys's cell counts
 after ``synth_ice40`` (LUT4s, flip-flops, EBR and SPRAM, DSPs), "fits" compares them with the
-UP5K, and it has no Fmax. The board builds (``python -m hw.bitstream``) place and route the whole
-SoC on real pins for both families.
+UP5K, and it has no Fmax. The board builds (``python -m atomcube.hw.bitstream``) place and route
+the whole SoC on real pins for both families.
 
 Outputs go to ``build/synth/<family>/<block>/``: the Verilog, Yosys's netlist and log,
 nextpnr's log and its JSON report, which :func:`read_report` parses.
@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalog import BLOCKS, ROOT
+from .catalog import BLOCKS, BUILD, ROOT
 from .fabric import Ecp5Copies
 
 TARGET_MHZ = 100.0
@@ -319,7 +319,7 @@ def build(block: str, family: str, outdir: Path | None = None,
         raise ValueError(f"seed: a placement seed of 1 or more (0: nextpnr's own), for the "
                          f"placed (ECP5) builds; not {seed!r} for {family}")
     mapper = mapper or default_mapper(block, family)
-    out = outdir or ROOT / "build" / "synth" / family / block
+    out = outdir or BUILD / "synth" / family / block
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     top = f"atomcube_{block}"
@@ -366,7 +366,7 @@ def _recorded(out: Path, r: Result) -> Result:
 def collect(block: str, family: str, outdir: Path | None = None) -> Result | None:
     """The figures of an earlier build of ``block`` (``build/synth``, or ``outdir``), or None
     when there is none that finished."""
-    out = outdir or ROOT / "build" / "synth" / family / block
+    out = outdir or BUILD / "synth" / family / block
     report = out / "nextpnr.json"
     netlist = out / f"atomcube_{block}.json"
     rec = json.loads((out / RECORD).read_text()) if (out / RECORD).exists() else {}
@@ -404,14 +404,15 @@ def markdown(results: list[Result]) -> str:
 
 
 def main(argv=None) -> int:
-    from model.report import table
+    from atomcube.model.report import table
 
-    ap = argparse.ArgumentParser(prog="python -m hw.synth", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m atomcube.hw.synth",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--family", action="append", choices=sorted(FAMILIES),
                     help="only this family (repeatable; default: all)")
     ap.add_argument("--block", action="append", choices=sorted(BLOCKS),
                     help="only this block (repeatable; default: all)")
-    ap.add_argument("--report", type=Path, nargs="?", const=ROOT / "docs" / "resources.md",
+    ap.add_argument("--report", type=Path, nargs="?", const=Path("docs") / "resources.md",
                     help="also write the table as Markdown (default docs/resources.md)")
     ap.add_argument("--collect", action="store_true",
                     help="build nothing: tabulate the builds already in build/synth")
@@ -466,8 +467,8 @@ def main(argv=None) -> int:
     if args.report:
         args.report.write_text(
             "# Resources and maximum frequency, each block alone\n\n"
-            "Written by `make report` (`python -m hw.synth --report`): Yosys and nextpnr from "
-            "the YoWASP packages. ECP5: placed out of context (no I/O), asking for "
+            "Written by `make report` (`python -m atomcube.hw.synth --report`): Yosys and nextpnr "
+            "from the YoWASP packages. ECP5: placed out of context (no I/O), asking for "
             f"{TARGET_MHZ:.0f} MHz; Fmax is nextpnr's figure after routing; LUT4 counts "
             "TRELLIS_COMB cells, BRAM DP16KD, MULT MULT18X18D. iCE40 UP5K: Yosys's cell counts "
             "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "

@@ -1,12 +1,11 @@
 """Speed benchmark of the activation format tools (issue 7's goal).
 
-``python -m model.layout_bench`` (part of ``make bench-model``) packs and unpacks a 64 MiB int8
-tensor (N = 4, C = 256, H = W = 256) into each format and back, and prints MB/s per direction
-(MB of the tensor, 10^6 bytes, best of 3). The formats are NVDLA feature data (packed), Sophgo
-local memory (128-byte aligned, 64 NPUs x 1 MiB) and DMP DWHC (8-channel chunks; the int8
-tensor becomes fp16 on the way, as the FPGA wants it). Goal: at least 500 MB/s each way. Exit
-status 1 if a goal is missed; ``--quick`` runs a 16x smaller tensor without a verdict.
-"""
+``python -m atomcube.model.layout_bench`` (part of ``make bench-model``) packs and unpacks a 64 MiB
+int8 tensor (N = 4, C = 256, H = W = 256) into each format and back, and prints MB/s per direction
+(MB of the tensor, 10^6 bytes, best of 3). The formats are NVDLA feature data (packed), Sophgo local
+memory (128-byte aligned, 64 NPUs x 1 MiB) and DMP DWHC (8-channel chunks; the int8 tensor becomes
+fp16 on the way, as the FPGA wants it). Goal: at least 500 MB/s each way. Exit status 1 if a goal is
+missed; ``--quick`` runs a 16x smaller tensor without a verdict. """
 
 from __future__ import annotations
 
@@ -51,7 +50,7 @@ def run(shape=(4, 256, 256, 256), runs=3):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m model.layout_bench",
+    ap = argparse.ArgumentParser(prog="python -m atomcube.model.layout_bench",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 16x smaller tensor, no verdict")
     args = ap.parse_args(argv)

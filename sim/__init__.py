@@ -1,1 +1,2 @@
-"""cocotb benches, the runner that builds them, and the regression driver (``python -m sim``)."""
+"""cocotb benches, the runner that builds them, and the regression driver
+(``python -m atomcube.sim``)."""

@@ -1,4 +1,4 @@
-"""The cocotb regression: ``python -m sim`` (what ``make sim`` runs).
+"""The cocotb regression: ``python -m atomcube.sim`` (what ``make sim`` runs).
 
 Runs every bench of :mod:`sim.benches` on one simulator, a line of progress per finished case,
 then a summary table. Exit status 1 if any case failed.
@@ -12,7 +12,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from model.report import table
+from atomcube.model.report import table
 
 from . import benches, runner
 
@@ -38,7 +38,7 @@ def summary(results) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m atomcube.sim", description=__doc__.split("\n")[0])
     ap.add_argument("--simulator", default=os.environ.get("SIM") or "verilator",
                     choices=runner.SIMULATORS, help="default: $SIM, else verilator")
     ap.add_argument("--bench", action="append", help="only this bench (repeatable)")

@@ -1,4 +1,4 @@
-"""Performance benches: ``python -m sim.bench`` (what ``make bench`` runs).
+"""Performance benches: ``python -m atomcube.sim.bench`` (what ``make bench`` runs).
 
 Runs every bench in :data:`sim.benches.PERF` on Verilator and prints its figures as a table per
 block, with the goal each is held to. Exit status 1 if a goal is missed or a run fails.
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from model.report import table
+from atomcube.model.report import table
 
 from . import benches, runner
 
@@ -88,7 +88,8 @@ TABLES = {
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m atomcube.sim.bench",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--case", action="append", help="only this case (e.g. sdp-l4; repeatable)")
     ap.add_argument("--quick", action="store_true",
                     help="the smallest size of each bench only (a check of the figures in "

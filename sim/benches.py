@@ -1,7 +1,7 @@
 """Every cocotb bench in the regression, with its parameter sets and simulators.
 
-``make sim`` (``python -m sim``) and the pytest launcher (``tests/test_cocotb.py``) both read this
-list, so adding a bench here adds it to both. To add a block's bench:
+``make sim`` (``python -m atomcube.sim``) and the pytest launcher (``tests/test_cocotb.py``) both
+read this list, so adding a bench here adds it to both. To add a block's bench:
 
 1. write ``sim/<block>/test_<block>.py`` (cocotb tests; read parameters with
    :func:`sim.runner.params`),
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hw.catalog import dma_engine, lut_unit, regbank_selftest, soc, sparse_decompressor
+from atomcube.hw.catalog import dma_engine, lut_unit, regbank_selftest, soc, sparse_decompressor
 
 from .runner import SIMULATORS
 
@@ -24,7 +24,7 @@ def _board_soc(name):
     """A board's SoC configuration, as :func:`hw.catalog.soc`'s parameters."""
     from dataclasses import asdict
 
-    from hw.top.board import BOARDS
+    from atomcube.hw.top.board import BOARDS
 
     return asdict(BOARDS[name].soc)
 
@@ -65,7 +65,7 @@ class Bench:
 
 
 BENCHES: tuple[Bench, ...] = (
-    Bench("regbank", "sim.regbank.test_regbank", regbank_selftest, (
+    Bench("regbank", "atomcube.sim.regbank.test_regbank", regbank_selftest, (
         Case("aw6"),
         Case("aw32", {"addr_width": 32}),
         # writes committed straight from the bus (the small builds' banks)
@@ -75,7 +75,7 @@ BENCHES: tuple[Bench, ...] = (
         Case("aw6-mirror", {"mirror": True}),
         Case("aw6-direct-mirror", {"capture": False, "mirror": True}),
     )),
-    Bench("lut", "sim.lut.test_lut", lut_unit, (
+    Bench("lut", "atomcube.sim.lut.test_lut", lut_unit, (
         Case("sdp-l1", {"lanes": 1, "flavor": "sdp"}, ("verilator",)),
         Case("sdp-l4", {"lanes": 4, "flavor": "sdp"}),
         Case("sdp-l16", {"lanes": 16, "flavor": "sdp"}, ("verilator",), regression=False),
@@ -93,7 +93,7 @@ BENCHES: tuple[Bench, ...] = (
         Case("sdp-l1-ecp5", {"lanes": 1, "flavor": "sdp"}, ("verilator",), platform="ecp5"),
         Case("cdp-l1-ecp5", {"lanes": 1, "flavor": "cdp"}, ("verilator",), platform="ecp5"),
     )),
-    Bench("sparse", "sim.sparse.test_sparse", sparse_decompressor, (
+    Bench("sparse", "atomcube.sim.sparse.test_sparse", sparse_decompressor, (
         # the narrowest bus on both simulators; the widest on Verilator in `make sim` only
         # (128 and 256 bits run in the benchmark): keeps the CI run under its 30 minutes
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}, ("verilator",)),
@@ -109,7 +109,7 @@ BENCHES: tuple[Bench, ...] = (
         Case("d64-a16-ecp5", {"data_width": 64, "atom_elements": 16}, ("verilator",),
              platform="ecp5"),
     )),
-    Bench("dma", "sim.dma.test_dma", dma_engine, (
+    Bench("dma", "atomcube.sim.dma.test_dma", dma_engine, (
         Case("d64", {"data_width": 64}),
         Case("d256", {"data_width": 256}, ("verilator",)),
         # AXI4's longest bursts: 256 beats of 16 bytes, a whole 4 KiB page
@@ -126,7 +126,7 @@ BENCHES: tuple[Bench, ...] = (
     # the SoC through its UART: the line at 8 clock cycles a bit, the memory stalling at random.
     # The full SoC simulates at about 10 000 cycles a second and its tests run 40 million
     # cycles (7 minutes, 3 more to compile): `make sim` runs it, the CI suite the LUT-only SoC
-    Bench("soc", "sim.soc.test_soc", soc, (
+    Bench("soc", "atomcube.sim.soc.test_soc", soc, (
         Case("bridge", {"dma": False, "sparse": False, "lut": False, "mem_bytes": 4096,
                         "baud": 3_125_000, "ram_stalls": 0xACE1}),
         Case("lut", {"dma": False, "sparse": False, "mem_bytes": 65536, "baud": 3_125_000,
@@ -141,20 +141,20 @@ BENCHES: tuple[Bench, ...] = (
 )
 
 
-# Performance benches (`make bench`, `python -m sim.bench`): each writes bench.json in its build
-# directory. Verilator only: they run long.
+# Performance benches (`make bench`, `python -m atomcube.sim.bench`): each writes bench.json in
+# its build directory. Verilator only: they run long.
 PERF: tuple[Bench, ...] = (
-    Bench("lut-perf", "sim.lut.bench_lut", lut_unit, tuple(
+    Bench("lut-perf", "atomcube.sim.lut.bench_lut", lut_unit, tuple(
         Case(f"{flavor}-l{lanes}", {"lanes": lanes, "flavor": flavor}, ("verilator",))
         for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16)) + tuple(
         Case(f"{flavor}-l{lanes}-serial", {"lanes": lanes, "flavor": flavor, "serial": True},
              ("verilator",)) for flavor, lanes in (("sdp", 1), ("sdp", 2), ("cdp", 1)))),
-    Bench("sparse-perf", "sim.sparse.bench_sparse", sparse_decompressor, (
+    Bench("sparse-perf", "atomcube.sim.sparse.bench_sparse", sparse_decompressor, (
         Case("d64-a16", {"data_width": 64, "atom_elements": 16}, ("verilator",)),
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}, ("verilator",)),
         Case("d256-a64", {"data_width": 256, "atom_elements": 64}, ("verilator",)),
     )),
-    Bench("dma-perf", "sim.dma.bench_dma", dma_engine, (
+    Bench("dma-perf", "atomcube.sim.dma.bench_dma", dma_engine, (
         Case("d64", {"data_width": 64}, ("verilator",)),
         Case("d256", {"data_width": 256}, ("verilator",)),
     )),

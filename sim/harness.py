@@ -12,7 +12,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Edge, First, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
-from model.regmap import AsyncDriver, BusError
+from atomcube.model.regmap import AsyncDriver, BusError
 
 from .runner import CLOCK_PERIOD_NS
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
+#: outputs go under the current folder (the clone's top when run through make)
+BUILD = Path("build").resolve()
 CLOCK_PERIOD_NS = 10
 SIMULATORS = ("verilator", "icarus")
 PARAMS_ENV = "ATOMCUBE_PARAMS"
@@ -57,7 +58,7 @@ def sim_platform(name: str | None):
     if name is None:
         return None, []
     if name == "ecp5":
-        from hw.fabric import Ecp5Globals
+        from atomcube.hw.fabric import Ecp5Globals
 
         return Ecp5Globals(), [ROOT / "sim" / "models" / "ecp5.v"]
     raise ValueError(f"platform: {name!r} is not a simulation platform (known: 'ecp5')")
@@ -254,9 +255,7 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
             )
             stamp.write_text(config)
             os.environ["WAVES"] = "1" if waves else "0"
-            extra_env = {PARAMS_ENV: json.dumps(case.params),
-                         "PYTHONPATH": os.pathsep.join(filter(None, [
-                             str(ROOT), os.environ.get("PYTHONPATH")]))}
+            extra_env = {PARAMS_ENV: json.dumps(case.params)}
             with contextlib.suppress(SystemExit):
                 runner.test(
                     test_module=bench.module, hdl_toplevel=toplevel, build_dir=build_dir,

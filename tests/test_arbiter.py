@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw.top.interconnect import AxiArbiter
+from atomcube.hw.top.interconnect import AxiArbiter
 
 ID_BITS = 4
 

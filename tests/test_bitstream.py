@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hw import bitstream, synth
-from hw.bitstream import (
+from atomcube.hw import bitstream, synth
+from atomcube.hw.bitstream import (
     FLOOR,
     MAX_ITERATIONS,
     PATIENCE,
@@ -211,7 +211,7 @@ def test_run_kills_the_tool_when_the_build_is_terminated(tmp_path, watched):
     tool = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); " \
            f"print('started', flush=True); time.sleep(120)"
     build = (f"import sys; sys.path.insert(0, {str(Path(synth.__file__).parents[1])!r})\n"
-             f"from pathlib import Path\nfrom hw import synth\n"
+             f"from pathlib import Path\nfrom atomcube.hw import synth\n"
              f"synth._tool = lambda name: sys.executable\n"
              f"synth._run(['python', '-c', {tool!r}], Path({str(tmp_path / 'tool.log')!r}), "
              f"{'lambda line: None' if watched else 'None'})\n")
@@ -359,7 +359,7 @@ def test_build_places_again_when_router1_stalls_from_the_boards_seed(tmp_path, m
     assert tools.seeds == [3, 4] and r.fmax_mhz == 120.5
     assert any("router1 stalled: 7,866 arcs left at iteration 44,000" in s for s in said), said
     assert any("placing again with nextpnr --seed 4 (try 2 of 3)" in s for s in said), said
-    from hw.top.board import BOARDS
+    from atomcube.hw.top.board import BOARDS
     assert BOARDS["icebreaker"].seed == 3 and BOARDS["ulx3s"].seed == 0
     with pytest.raises(ValueError, match="seed must be 0 .nextpnr's own. or more, not -1"):
         bitstream.build("ulx3s", outdir=tmp_path, seed=-1)
@@ -450,7 +450,7 @@ def test_sweep_fails_only_when_no_seed_routes(tmp_path, monkeypatch):
 
 
 def main_passes(monkeypatch, argv) -> dict:
-    """What ``python -m hw.bitstream argv`` hands :func:`hw.bitstream.build` (the board as
+    """What ``python -m atomcube.hw.bitstream argv`` hands :func:`hw.bitstream.build` (the board as
     ``board``), with the build itself stopped before it starts."""
     seen = {}
 
@@ -507,7 +507,7 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
     assert weights() == ["100"]
     assert weights(timing_weight=40) == ["40"]
     # the iCEBreaker's placer options are nextpnr's defaults
-    from hw.top.board import BOARDS
+    from atomcube.hw.top.board import BOARDS
     assert BOARDS["icebreaker"].placer == ()
     assert bitstream._placer_args((), None) == []
     assert bitstream._placer_args((), 25) == [flag, "25"]
@@ -679,7 +679,7 @@ def test_sweep_kills_its_placements_when_the_build_is_terminated(tmp_path):
            "print('started', flush=True); time.sleep(120)"
     (tmp_path / "net.json").write_text("{}")
     build = (f"import sys; sys.path.insert(0, {str(Path(synth.__file__).parents[1])!r})\n"
-             f"from pathlib import Path\nfrom hw import bitstream, synth\n"
+             f"from pathlib import Path\nfrom atomcube.hw import bitstream, synth\n"
              f"synth._tool = lambda name: sys.executable\n"
              f"bitstream._sweep(['python', '-c', {tool!r}], 'ulx3s', Path({str(tmp_path)!r}), "
              f"['net.json'], ('nextpnr.json',), bitstream._seeds(1, 3), 2, 'ecp5', None, None, "
@@ -718,17 +718,17 @@ def test_sweep_kills_its_placements_when_the_build_is_terminated(tmp_path):
 
 
 def make_bitstream_argv(make_args) -> list[str]:
-    """The arguments ``make bitstream make_args`` gives ``python -m hw.bitstream``, as make
+    """The arguments ``make bitstream make_args`` gives ``python -m atomcube.hw.bitstream``, as make
     writes its command line (``make -n``)."""
     import shlex
 
-    from hw.catalog import ROOT
+    from atomcube.hw.catalog import ROOT
 
     text = subprocess.run(["make", "-n", "bitstream", *make_args], cwd=ROOT, text=True,
                           capture_output=True, check=True).stdout.replace("\\\n", " ")
-    line = next(x for x in text.splitlines() if "-m hw.bitstream" in x)
+    line = next(x for x in text.splitlines() if "-m atomcube.hw.bitstream" in x)
     words = shlex.split(line)
-    return words[words.index("hw.bitstream") + 1:]
+    return words[words.index("atomcube.hw.bitstream") + 1:]
 
 
 @pytest.mark.parametrize("make_args, jobs", [([], None), (["SWEEP=3"], min(3, os.cpu_count())),

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.synth import have_tools
-from model.board.driver import Board, Link
-from model.board.protocol import (
+from atomcube.hw.synth import have_tools
+from atomcube.model.board.driver import Board, Link
+from atomcube.model.board.protocol import (
     REPLY_SYNC,
     REQUEST_SYNC,
     BridgeError,
@@ -21,7 +21,7 @@ from model.board.protocol import (
     decode_reply,
     encode_request,
 )
-from model.registers.soc import SOC_ID, SOC_MAP, SYSCTL
+from atomcube.model.registers.soc import SOC_ID, SOC_MAP, SYSCTL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,7 +194,7 @@ def test_icebreaker_constraints_match_the_board():
 def test_board_tops_elaborate_with_their_pins():
     from amaranth.back import rtlil
 
-    from hw.top.board import BOARDS, BoardTop
+    from atomcube.hw.top.board import BOARDS, BoardTop
 
     b = BOARDS["icebreaker"]
     text = rtlil.convert(BoardTop(b), name="top")
@@ -223,7 +223,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     none of these cells."""
     from amaranth.back import rtlil
 
-    from hw.top.board import BOARDS, BoardTop, board_platform
+    from atomcube.hw.top.board import BOARDS, BoardTop, board_platform
 
     b = BOARDS["ulx3s"]
     with_globals = rtlil.convert(BoardTop(b), name="top", platform=board_platform(b))
@@ -263,7 +263,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want += [f"wr_rdy{k}_ff" for k in range(1 + 5 + 1)]
     # the DMA walkers' ready, busy and prime, a copy per group of a level's registers (the
     # element path's walker has 5 levels, the row path's 4)
-    from hw.dma.walker import Walker
+    from atomcube.hw.dma.walker import Walker
 
     assert Walker.GROUPS == 4
     want += [f"{n}{k}_ff" for n in ("o_ready_c", "busy_c", "prime_c") for levels in (5, 4)
@@ -294,7 +294,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # the output queue's and the segment queue's loads: a copy of the entry's emptiness per
     # LOAD_BITS bits (the output queue holds 16-bit slots and a last flag; the segment queue
     # the rest)
-    from hw.sparse.decompressor import LOAD_BITS
+    from atomcube.hw.sparse.decompressor import LOAD_BITS
 
     atoms = -(-(16 * b.soc.sparse_atom_elements + 1) // LOAD_BITS)
     assert atoms == 5
@@ -326,7 +326,7 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
 
 
 def test_soc_config_rules():
-    from hw.top.soc import SocConfig
+    from atomcube.hw.top.soc import SocConfig
 
     with pytest.raises(ValueError, match="mem_bytes 3000"):
         SocConfig(mem_bytes=3000)
@@ -342,7 +342,7 @@ def test_soc_config_rules():
 def test_soc_dma_address_width():
     """The SoC's DMA engine is built with the configuration's address bits (32 by default),
     which must reach the whole memory (12 at the least, the engine's)."""
-    from hw.top.soc import Soc, SocConfig
+    from atomcube.hw.top.soc import Soc, SocConfig
 
     assert SocConfig().dma_addr_width == 32
     for mem, bad in ((1 << 16, 15), (1 << 10, 11), (1 << 16, 33)):
@@ -358,9 +358,9 @@ def test_soc_dma_address_width():
 def test_board_build_choices(tmp_path):
     """Each board's own mapper and router are ones the build takes, and a bad router is
     refused, naming the option, before any tool runs."""
-    from hw.bitstream import ROUTERS, build
-    from hw.synth import MAPPERS
-    from hw.top.board import BOARDS
+    from atomcube.hw.bitstream import ROUTERS, build
+    from atomcube.hw.synth import MAPPERS
+    from atomcube.hw.top.board import BOARDS
 
     for b in BOARDS.values():
         assert b.mapper in MAPPERS and b.router in ROUTERS, b.name
@@ -376,8 +376,8 @@ def test_board_placer_options_are_nextpnrs():
     the build after Yosys's minutes), each followed by a value."""
     import subprocess
 
-    from hw.synth import _tool
-    from hw.top.board import BOARDS
+    from atomcube.hw.synth import _tool
+    from atomcube.hw.top.board import BOARDS
 
     for b in BOARDS.values():
         if not b.placer:
@@ -400,8 +400,8 @@ def test_icebreaker_bitstream_builds(tmp_path):
     fits the UP5K, meets the board's 12 MHz and gives a bitstream. The build
     holds 96 % of the UP5K's cells, so a change that adds a few hundred flip-flops to the
     small SoC fails here (the decoder's local copies did: no legal placement)."""
-    from hw.bitstream import build
-    from hw.top.board import BOARDS
+    from atomcube.hw.bitstream import build
+    from atomcube.hw.top.board import BOARDS
 
     b = BOARDS["icebreaker"]
     r, bitstream = build("icebreaker", outdir=tmp_path, log=lambda *_: None)
@@ -421,7 +421,7 @@ def test_cli_through_a_pseudo_terminal(tmp_path, capsys):
     import tty
 
     pytest.importorskip("serial")
-    from model.cli import main
+    from atomcube.model.cli import main
 
     master, slave = os.openpty()
     tty.setraw(master)

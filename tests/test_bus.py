@@ -10,11 +10,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import Flow
 from amaranth.sim import Simulator
 
-from hw.bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
-from hw.bus.regbank import RegisterBank
-from hw.top.memory import AxiRam
-from model.registers import SELFTEST
-from model.regmap import Field, reg, regmap
+from atomcube.hw.bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
+from atomcube.hw.bus.regbank import RegisterBank
+from atomcube.hw.top.memory import AxiRam
+from atomcube.model.registers import SELFTEST
+from atomcube.model.regmap import Field, reg, regmap
 
 
 def inspected(component):
@@ -225,7 +225,7 @@ def test_registered_queue_order_rate_and_level(seed, depth, global_load):
     """Both forms: the slice behind the FIFO, and (block RAM depths, ``PIPE_DEPTH`` on) a
     register between them; each with its output slice's load as it is and as written for a
     global network (the same logic with no platform)."""
-    from hw.bus.fifo import RegisteredQueue
+    from atomcube.hw.bus.fifo import RegisteredQueue
 
     assert (depth >= RegisteredQueue.PIPE_DEPTH) == (depth == 40)
     _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=depth,
@@ -239,7 +239,7 @@ def test_registered_queue_latency(depth, cycles):
     """A word written into an empty queue is offered ``cycles`` clock edges later: the FIFO
     and the output slice; at block RAM depths also the write register in front of the RAM and
     the register after it."""
-    from hw.bus.fifo import RegisteredQueue
+    from atomcube.hw.bus.fifo import RegisteredQueue
 
     q = RegisteredQueue(width=8, depth=depth)
     took = []
@@ -269,7 +269,7 @@ def test_registered_queue_latency(depth, cycles):
 def test_skid_buffer_order_rate_and_level(seed, load):
     """The register slices' buffer: two entries, ready from a register; its output entry's
     load as it is, as written for a global network, or in shares of 5 bits (``load_bits``)."""
-    from hw.bus.fifo import SkidBuffer
+    from atomcube.hw.bus.fifo import SkidBuffer
 
     _fifo_order_rate_and_level(SkidBuffer(width=16, global_load="load" if load == "global"
                                           else None,
@@ -285,7 +285,7 @@ def test_skid_buffer_loads_from_a_ready_worked_out_ahead(form):
     and gives wrong words (so the loads do come from ``ready_next``)."""
     from amaranth.hdl import ResetInserter
 
-    from hw.bus.fifo import SkidBuffer
+    from atomcube.hw.bus.fifo import SkidBuffer
 
     rng = random.Random(7)
     flush, ready_next = Signal(), Signal()
@@ -349,7 +349,7 @@ def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
     after a flush does not load the next word."""
     from amaranth.hdl import ClockDomain, Fragment, ResetInserter
 
-    from hw.bus.fifo import SkidBuffer
+    from atomcube.hw.bus.fifo import SkidBuffer
 
     rng = random.Random(seed)
     flush = Signal()
@@ -396,7 +396,7 @@ def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
 
 
 def test_skid_buffer_rejects_select_bits(rejected):
-    from hw.bus.fifo import SkidBuffer
+    from atomcube.hw.bus.fifo import SkidBuffer
 
     with rejected(ValueError, "select_bits must be at least 1, not 0"):
         SkidBuffer(width=8, select_bits=0)
@@ -414,7 +414,7 @@ def test_block_ram_users_leave_read_write_collisions_undefined():
     says.)"""
     from amaranth.back import rtlil
 
-    from hw.bus.fifo import BufferedFIFO, RegisteredQueue
+    from atomcube.hw.bus.fifo import BufferedFIFO, RegisteredQueue
 
     def marked(design, name, width, depth):
         ports = None
@@ -627,7 +627,7 @@ def test_axi_ram_lane_addresses_are_kept_apart_on_the_ecp5():
     not merge; without the slices there is one array and no copies."""
     from amaranth.back import rtlil
 
-    from hw.fabric import Ecp5Copies
+    from atomcube.hw.fabric import Ecp5Copies
 
     class Top(wiring.Component):
         def __init__(self, slices):

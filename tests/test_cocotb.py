@@ -9,7 +9,7 @@ Icarus nodes skip, with the one-line reason, where Icarus is not installed. Sele
 
 import pytest
 
-from sim import benches, runner
+from atomcube.sim import benches, runner
 
 # the list's last benches (the SoC, the DMA engine) are its longest runs: they go first, so that
 # the two workers of `make test` end on short ones (tests/conftest.py)

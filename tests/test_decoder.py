@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw.top.interconnect import LiteDecoder
+from atomcube.hw.top.interconnect import LiteDecoder
 
 WINDOWS = [("regs", 0x0000, 0x40), ("lut", 0x1000, 0x1000), ("mem", 0x100000, 0x10000)]
 OKAY, SLVERR, DECERR = 0, 2, 3

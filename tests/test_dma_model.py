@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.dma.compile import dense_transpose, dmp, emit, nvdla_feature, nvdla_weights, sophgo_local
-from model.dma.descriptor import (
+from atomcube.model.dma.compile import (
+    dense_transpose,
+    dmp,
+    emit,
+    nvdla_feature,
+    nvdla_weights,
+    sophgo_local,
+)
+from atomcube.model.dma.descriptor import (
     DESCRIPTOR_BYTES,
     Descriptor,
     DescriptorError,
@@ -17,12 +24,12 @@ from model.dma.descriptor import (
     Program,
     read_chain,
 )
-from model.dma.executor import execute
-from model.dmp.layout import DmpLayout
-from model.errors import FormatError
-from model.nvdla.feature import FeatureFormat
-from model.nvdla.weights import WeightSpec
-from model.sophgo.local import LocalMemory, LocalTensor
+from atomcube.model.dma.executor import execute
+from atomcube.model.dmp.layout import DmpLayout
+from atomcube.model.errors import FormatError
+from atomcube.model.nvdla.feature import FeatureFormat
+from atomcube.model.nvdla.weights import WeightSpec
+from atomcube.model.sophgo.local import LocalMemory, LocalTensor
 
 
 def loop_execute(descs, mem):
@@ -268,7 +275,7 @@ def test_nchw_nhwc_three_way(shape, eb):
 
 
 def test_register_program_holds_the_descriptor():
-    from model.registers.dma import DMA, program, program_chain
+    from atomcube.model.registers.dma import DMA, program, program_chain
 
     d = Descriptor(0x1000, 0x80000, 4, (Dim(16, 4, 64, 12), Dim(3, 32, 1024)),
                    pad=0x1122334455667788, irq=True)

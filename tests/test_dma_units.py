@@ -9,15 +9,15 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 from axil_sim import axil_read, axil_write
 
-from hw.dma.elements import ElementPath
-from hw.dma.frontend import FrontEnd
-from hw.dma.midend import one_bit_set
-from hw.dma.rows import RowCopier
-from hw.dma.tile import TileTransposer
-from hw.dma.walker import Walker
-from model.dma.descriptor import MAX_DIMS, Descriptor, Dim, Error
-from model.dma.executor import execute
-from model.registers.dma import DMA, program
+from atomcube.hw.dma.elements import ElementPath
+from atomcube.hw.dma.frontend import FrontEnd
+from atomcube.hw.dma.midend import one_bit_set
+from atomcube.hw.dma.rows import RowCopier
+from atomcube.hw.dma.tile import TileTransposer
+from atomcube.hw.dma.walker import Walker
+from atomcube.model.dma.descriptor import MAX_DIMS, Descriptor, Dim, Error
+from atomcube.model.dma.executor import execute
+from atomcube.model.registers.dma import DMA, program
 
 
 def simulate(dut, bench):

@@ -10,7 +10,7 @@ from amaranth import Elaboratable, Module, Signal, signed
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from hw.fabric import Ecp5Copies, Ecp5Globals, registered_copy, registered_product
+from atomcube.hw.fabric import Ecp5Copies, Ecp5Globals, registered_copy, registered_product
 
 
 class Product(Elaboratable):

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from model import cli, layout_bench
-from model.dmp.layout import DmpLayout
-from model.nvdla.feature import FeatureFormat
+from atomcube.model import cli, layout_bench
+from atomcube.model.dmp.layout import DmpLayout
+from atomcube.model.nvdla.feature import FeatureFormat
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def tensor(tmp_path):
     ("T_Y8___U8V8_N444", ["--x-offset", "20", "--line-stride", "64", "--uv-line-stride", "96"]),
 ])
 def test_convert_pixel_image(tmp_path, capsys, fmt, extra):
-    from model.nvdla.pixel import PixelImage
+    from atomcube.model.nvdla.pixel import PixelImage
 
     img = PixelImage(fmt, 9, 4, sign="signed" if "signed" in extra else "unsigned")
     t = np.random.default_rng(2).integers(-2, 2, img.shape) if "signed" in extra else \

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.dmp.layout import DmpLayout
-from model.errors import FormatError
-from model.nvdla.feature import FeatureFormat
-from model.sophgo.local import (
+from atomcube.model.dmp.layout import DmpLayout
+from atomcube.model.errors import FormatError
+from atomcube.model.nvdla.feature import FeatureFormat
+from atomcube.model.sophgo.local import (
     LocalMemory,
     LocalTensor,
     continuous_strides,
@@ -398,7 +398,7 @@ def test_dmp_rejects_bad_tensors():
 
 # --- NVDLA auxiliary data --------------------------------------------------------------------
 
-from model.nvdla.auxdata import AuxFormat  # noqa: E402
+from atomcube.model.nvdla.auxdata import AuxFormat  # noqa: E402
 
 
 @pytest.mark.parametrize(("use", "proc", "data_bytes", "atom"), [
@@ -477,7 +477,7 @@ def test_aux_rejects_strides_and_values():
 
 # --- precision rules -------------------------------------------------------------------------
 
-from model.nvdla import precision as P  # noqa: E402
+from atomcube.model.nvdla import precision as P  # noqa: E402
 
 
 def test_precision_tables_match_the_seed():

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from model import cli
-from model.nvdla.lut import HIT, LE, LO, OFLOW, UFLOW, LutAccess, evaluate
-from model.nvdla.lut_fit import (
+from atomcube.model import cli
+from atomcube.model.nvdla.lut import HIT, LE, LO, OFLOW, UFLOW, LutAccess, evaluate
+from atomcube.model.nvdla.lut_fit import (
     Formats,
     TableGeom,
     encode_slope,
@@ -19,8 +19,8 @@ from model.nvdla.lut_fit import (
     nvdla_baseline,
     sweep,
 )
-from model.registers.lut import config_from_registers, lut_regmap, program
-from model.regmap import Driver, RegisterBankModel
+from atomcube.model.registers.lut import config_from_registers, lut_regmap, program
+from atomcube.model.regmap import Driver, RegisterBankModel
 
 SIGMOID = Formats(12, 15)     # input Q19.12, output Q0.15
 TANH = Formats(12, 14)        # output Q1.14
@@ -195,7 +195,7 @@ class LutBus:
 def test_program_replays_through_the_driver(flavor):
     rng = np.random.default_rng(5)
     top = (1 << (37 if flavor == "cdp" else 31))
-    from model.nvdla.lut import LutConfig
+    from atomcube.model.nvdla.lut import LutConfig
     cfg = LutConfig(le_table=rng.integers(-32768, 32768, 65),
                     lo_table=rng.integers(-32768, 32768, 257), le_function=0,
                     le_index_offset=-7, le_index_select=-3, lo_index_select=33,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.nvdla.lut import (
+from atomcube.model.nvdla.lut import (
     COUNTERS,
     HIT,
     LE,

@@ -10,9 +10,9 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 from axil_sim import axil_read, axil_write
 
-from hw.lut.unit import LutUnit, in_layout, out_layout
-from model.nvdla.lut import COUNTERS, LutConfig, evaluate
-from model.registers.lut import lut_regmap, program
+from atomcube.hw.lut.unit import LutUnit, in_layout, out_layout
+from atomcube.model.nvdla.lut import COUNTERS, LutConfig, evaluate
+from atomcube.model.registers.lut import lut_regmap, program
 
 
 @pytest.mark.parametrize("kw, msg", [
@@ -52,7 +52,7 @@ def test_register_map_has_control_and_counters():
 def test_serial_datapath_in_verilog():
     """The serial build has one multiplier, 16 x 16 (the pipeline has four a table a lane),
     and an accumulator wide enough for every step (hw/lut/serial.py)."""
-    from hw.lut.serial import acc_bits
+    from atomcube.hw.lut.serial import acc_bits
 
     assert acc_bits(32, 35) == 78 and acc_bits(38, 16) == 74
     text = verilog.convert(LutUnit(lanes=2, flavor="sdp", serial=True), name="lut",
@@ -68,7 +68,7 @@ def test_leading_one_tree(width):
     and an odd small one (padding to a power of two must not move the answer)."""
     from amaranth import Module, Signal
 
-    from hw.lut.unit import _leading_one
+    from atomcube.hw.lut.unit import _leading_one
 
     m = Module()
     v, e = Signal(width), Signal(8)

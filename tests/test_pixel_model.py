@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.errors import FormatError
-from model.nvdla.pixel import FORMATS, PixelImage, pixel_format
-from model.nvdla.precision import convert
+from atomcube.model.errors import FormatError
+from atomcube.model.nvdla.pixel import FORMATS, PixelImage, pixel_format
+from atomcube.model.nvdla.precision import convert
 
 #: the seed's table: name -> (planes, channels, input precision, largest X offset)
 SEED = {

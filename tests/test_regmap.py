@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.registers import MAPS, SELFTEST
-from model.regmap import (
+from atomcube.model.registers import MAPS, SELFTEST
+from atomcube.model.regmap import (
     Access,
     AsyncDriver,
     BusError,

@@ -10,14 +10,20 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hw.bus.fifo import RegisteredQueue
-from hw.sparse.decompressor import SparseDecompressor, atom_layout
-from hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter, _page_room
-from hw.sparse.gearbox import AtomGearbox
-from hw.sparse.ringbuf import RingBuffer
-from hw.sparse.shiftbuf import ShiftBuffer
-from model.nvdla.weights import WeightSpec, compress, plan_job
-from model.registers.sparse import SPARSE, Error, program
+from atomcube.hw.bus.fifo import RegisteredQueue
+from atomcube.hw.sparse.decompressor import SparseDecompressor, atom_layout
+from atomcube.hw.sparse.engines import (
+    BeatReader,
+    BeatWriter,
+    StreamReader,
+    StreamWriter,
+    _page_room,
+)
+from atomcube.hw.sparse.gearbox import AtomGearbox
+from atomcube.hw.sparse.ringbuf import RingBuffer
+from atomcube.hw.sparse.shiftbuf import ShiftBuffer
+from atomcube.model.nvdla.weights import WeightSpec, compress, plan_job
+from atomcube.model.registers.sparse import SPARSE, Error, program
 
 
 @pytest.mark.parametrize("kw, msg", [
@@ -362,7 +368,7 @@ def test_expand_spreads_lanes_over_the_set_bits(n):
     single-bit and random masks and random runs (a segment placed part way into the atom)."""
     from amaranth import Module, Signal
 
-    from hw.sparse.decompressor import _expand
+    from atomcube.hw.sparse.decompressor import _expand
 
     m = Module()
     mask = Signal(n)

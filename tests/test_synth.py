@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hw import synth
-from hw.catalog import BLOCKS
+from atomcube.hw import synth
+from atomcube.hw.catalog import BLOCKS
 
 DATA = Path(__file__).parent / "data"
 
@@ -132,7 +132,7 @@ def _cell(kind, conns, outputs):
 def test_deepest_paths_of_a_netlist(capsys, tmp_path):
     """hw.paths on a hand-made netlist: register a through two LUTs into b, c through one LUT
     into d. The longer path comes first, with its start, its cells and its nets in order."""
-    from hw import paths
+    from atomcube.hw import paths
 
     ff = lambda d, q: _cell("TRELLIS_FF", {"CLK": [1], "DI": [d], "Q": [q]}, {"Q"})  # noqa: E731
     lut = lambda a, z: _cell("LUT4", {"A": [a], "B": ["0"], "Z": [z]}, {"Z"})          # noqa: E731

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from model import cli
-from model.registers import SELFTEST
-from sim import __main__ as regression
-from sim import runner
+from atomcube.model import cli
+from atomcube.model.registers import SELFTEST
+from atomcube.sim import __main__ as regression
+from atomcube.sim import runner
 
 
 def test_missing_icarus_is_one_line(monkeypatch):
@@ -55,7 +55,7 @@ def test_summary_table():
 
 
 def test_emit_verilog_rewrites_only_on_change(tmp_path):
-    from hw.bus.regbank import RegisterBank
+    from atomcube.hw.bus.regbank import RegisterBank
 
     path = tmp_path / "bank.v"
     runner.emit_verilog(RegisterBank(SELFTEST), "bank", path)
@@ -75,7 +75,7 @@ def test_cli_regs(tmp_path, capsys):
 
 
 def test_cli_entry_point():
-    out = subprocess.run([sys.executable, "-m", "model.cli", "regs", "selftest"],
+    out = subprocess.run([sys.executable, "-m", "atomcube.model.cli", "regs", "selftest"],
                          capture_output=True, text=True, check=True).stdout
     assert out.startswith("# selftest registers")
 

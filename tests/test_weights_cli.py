@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from model import cli
-from model.nvdla import weights_bench
-from model.nvdla.weights import DecompressJob, WeightSpec, compress
+from atomcube.model import cli
+from atomcube.model.nvdla import weights_bench
+from atomcube.model.nvdla.weights import DecompressJob, WeightSpec, compress
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.nvdla.weights import (
+from atomcube.model.nvdla.weights import (
     ADDRESS_ALIGN,
     DecompressJob,
     WeightError,

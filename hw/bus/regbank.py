@@ -49,7 +49,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from model.regmap import Access, RegisterMap
+from atomcube.model.regmap import Access, RegisterMap
 
 from .axi import AXI4LiteSignature, Resp
 

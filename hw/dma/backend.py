@@ -29,7 +29,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dma.descriptor import DESCRIPTOR_BYTES
+from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
 from ..bus.fifo import BufferedFIFO, chosen_sum, holds_entries, register_slice, registered_room

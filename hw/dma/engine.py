@@ -36,8 +36,8 @@ from amaranth import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSigna
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS
-from model.registers.dma import DMA
+from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS
+from atomcube.model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice

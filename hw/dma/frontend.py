@@ -20,8 +20,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS, Error
-from model.registers.dma import DMA
+from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS, Error
+from atomcube.model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank

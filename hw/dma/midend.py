@@ -26,7 +26,7 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dma.descriptor import MAX_DIMS
+from atomcube.model.dma.descriptor import MAX_DIMS
 
 from ..bus.fifo import register_slice, registered
 from ..fabric import register_copies, registered_copy

@@ -46,8 +46,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from model.nvdla.lut import COUNTERS, FLAVORS, LE_ENTRIES, LO_ENTRIES
-from model.registers.lut import lut_regmap
+from atomcube.model.nvdla.lut import COUNTERS, FLAVORS, LE_ENTRIES, LO_ENTRIES
+from atomcube.model.registers.lut import lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank

@@ -67,7 +67,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.registers.sparse import SPARSE, Error
+from atomcube.model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import register_slice

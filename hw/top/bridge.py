@@ -15,7 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from model.board.protocol import MAX_WORDS, REPLY_SYNC, REQUEST_SYNC, Command, Status
+from atomcube.model.board.protocol import MAX_WORDS, REPLY_SYNC, REQUEST_SYNC, Command, Status
 
 from ..bus.axi import AXI4LiteSignature, Resp
 from .uart import UartRx, UartTx

@@ -19,7 +19,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.registers.soc import LUT_PORT, LutPortError
+from atomcube.model.registers.soc import LUT_PORT, LutPortError
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.regbank import RegisterBank

@@ -22,7 +22,7 @@ from amaranth import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from model.registers.soc import IRQ_BITS, SOC_ID, SOC_MAP, SYSCTL
+from atomcube.model.registers.soc import IRQ_BITS, SOC_ID, SOC_MAP, SYSCTL
 
 from ..bus.axi import connect_members
 from ..bus.fifo import register_slice

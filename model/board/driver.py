@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.regmap import BusError, Driver, Resp
+from atomcube.model.regmap import BusError, Driver, Resp
 
 from ..registers.dma import DMA
 from ..registers.dma import program_chain as dma_chain

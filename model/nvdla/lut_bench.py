@@ -1,10 +1,9 @@
 """Accuracy benchmark: atomcube's fitted LUTs against NVDLA's own compiler tables.
 
-``python -m model.nvdla.lut_bench`` (``make bench-model``) fits sigmoid (input Q19.12, output
-Q0.15) and tanh (Q19.12 -> Q1.14), evaluates both through the bit-exact model over the same sweep
-of the whole int32 input range, and prints the errors side by side with the goals: at most 4 LSB,
-and at most 60 % of NVDLA's max error. Exit status 1 if a goal is missed.
-"""
+``python -m atomcube.model.nvdla.lut_bench`` (``make bench-model``) fits sigmoid (input Q19.12,
+output Q0.15) and tanh (Q19.12 -> Q1.14), evaluates both through the bit-exact model over the same
+sweep of the whole int32 input range, and prints the errors side by side with the goals: at most 4
+LSB, and at most 60 % of NVDLA's max error. Exit status 1 if a goal is missed. """
 
 import sys
 import time

@@ -1,13 +1,12 @@
 """Speed benchmark of the weight tools (issue 5's goals).
 
-``python -m model.nvdla.weights_bench`` (part of ``make bench-model``) lays out a direct-convolution
-int8 kernel of K = 2048, C = 1024, 3x3 (18.9 M weights, half of them zero), compresses it,
-decompresses it and maps it back to OIHW, and prints seconds and MB/s per step (MB of dense
-weights, 10^6 bytes), the best of several runs. Goals: layout >= 1000 MB/s, compression and
-decompression >= 300 MB/s. NVDLA's own compiler (C++) lays this tensor out at about 730 MB/s on
-this kind of machine. Exit status 1 if a goal is missed; ``--quick`` runs a 16x smaller tensor
-(for tests) and reports without judging.
-"""
+``python -m atomcube.model.nvdla.weights_bench`` (part of ``make bench-model``) lays out a
+direct-convolution int8 kernel of K = 2048, C = 1024, 3x3 (18.9 M weights, half of them zero),
+compresses it, decompresses it and maps it back to OIHW, and prints seconds and MB/s per step (MB of
+dense weights, 10^6 bytes), the best of several runs. Goals: layout >= 1000 MB/s, compression and
+decompression >= 300 MB/s. NVDLA's own compiler (C++) lays this tensor out at about 730 MB/s on this
+kind of machine. Exit status 1 if a goal is missed; ``--quick`` runs a 16x smaller tensor (for
+tests) and reports without judging. """
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def run(shape=SHAPE, runs: int = 5, seed: int = 1):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m model.nvdla.weights_bench",
+    ap = argparse.ArgumentParser(prog="python -m atomcube.model.nvdla.weights_bench",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 16x smaller tensor, no verdict")
     args = ap.parse_args(argv)

@@ -12,8 +12,8 @@ A job runs either the descriptor in the registers (``ctrl.start``) or a chain in
 
 from __future__ import annotations
 
-from model.dma.descriptor import MAX_DIMS, Descriptor, Error
-from model.regmap import Field, reg, regmap
+from atomcube.model.dma.descriptor import MAX_DIMS, Descriptor, Error
+from atomcube.model.regmap import Field, reg, regmap
 
 __all__ = ["DMA", "Error", "program", "program_chain"]
 

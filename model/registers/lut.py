@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.nvdla.lut import COUNTERS, FLAVORS, LE, LO, LutConfig
-from model.regmap import Field, RegisterMap, reg
+from atomcube.model.nvdla.lut import COUNTERS, FLAVORS, LE, LO, LutConfig
+from atomcube.model.regmap import Field, RegisterMap, reg
 
 __all__ = ["lut_regmap", "program", "config_from_registers", "LUT_SDP", "LUT_CDP"]
 

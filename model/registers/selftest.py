@@ -3,7 +3,7 @@ bank: every access type, fields that span byte lanes, non-zero reset values, a r
 fields with unused bits (a mirror must read them as 0), and a hole in the map (0x18 to 0x1f)
 that must answer SLVERR."""
 
-from model.regmap import Field, reg, regmap
+from atomcube.model.regmap import Field, reg, regmap
 
 SELFTEST = regmap("selftest", [
     reg("ident", 0x00, "Identification, driven by the logic.",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from model.regmap import Field, job_registers, reg, regmap
+from atomcube.model.regmap import Field, job_registers, reg, regmap
 
 __all__ = ["SYSCTL", "LUT_PORT", "LutPortError", "SOC_ID", "SOC_MAP", "IRQ_BITS", "Window",
            "lut_port_program"]

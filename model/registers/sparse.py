@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from model.regmap import Field, job_registers, reg, regmap
+from atomcube.model.regmap import Field, job_registers, reg, regmap
 
 __all__ = ["SPARSE", "Error", "program"]
 

@@ -2,7 +2,7 @@
 
 Each conversion runs as a chain from memory with a read latency of 20 cycles and no stalls, at
 three tensor sizes (64 KiB, 256 KiB, 1 MiB; only the first with ``BENCH_QUICK=1``, which
-``python -m sim.bench --quick`` sets). ``cycles`` is the engine's own count from start to
+``python -m atomcube.sim.bench --quick`` sets). ``cycles`` is the engine's own count from start to
 done (descriptor fetches included). Utilisation on each side is useful bytes over bus bytes per
 cycle times cycles: bytes read / (bus bytes x cycles), bytes written likewise. Goals (issue 8):
 a plain copy at least 98 %, every layout conversion at least 90 % on the busier side. Every
@@ -15,7 +15,7 @@ import os
 import cocotb
 import numpy as np
 
-from model.dma.compile import (
+from atomcube.model.dma.compile import (
     dense_transpose,
     dmp,
     emit,
@@ -23,12 +23,12 @@ from model.dma.compile import (
     nvdla_weights,
     sophgo_local,
 )
-from model.dma.descriptor import Program
-from model.dma.executor import execute
-from model.dmp.layout import DmpLayout
-from model.nvdla.feature import FeatureFormat
-from model.nvdla.weights import WeightSpec
-from model.sophgo.local import LocalMemory, LocalTensor
+from atomcube.model.dma.descriptor import Program
+from atomcube.model.dma.executor import execute
+from atomcube.model.dmp.layout import DmpLayout
+from atomcube.model.nvdla.feature import FeatureFormat
+from atomcube.model.nvdla.weights import WeightSpec
+from atomcube.model.sophgo.local import LocalMemory, LocalTensor
 
 from .test_dma import CHAIN, TB
 

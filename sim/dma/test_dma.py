@@ -15,8 +15,14 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles
 
-from model.dma.compile import dense_transpose, dmp, nvdla_feature, nvdla_weights, sophgo_local
-from model.dma.descriptor import (
+from atomcube.model.dma.compile import (
+    dense_transpose,
+    dmp,
+    nvdla_feature,
+    nvdla_weights,
+    sophgo_local,
+)
+from atomcube.model.dma.descriptor import (
     DESCRIPTOR_BYTES,
     DIM_BYTES,
     DIMS_OFFSET,
@@ -26,14 +32,14 @@ from model.dma.descriptor import (
     Error,
     Program,
 )
-from model.dma.executor import execute
-from model.dmp.layout import DmpLayout
-from model.nvdla.feature import FeatureFormat
-from model.nvdla.weights import WeightSpec
-from model.registers.dma import DMA, program, program_chain
-from model.sophgo.local import LocalMemory, LocalTensor
-from sim.axi_mem import AxiMemory
-from sim.harness import (
+from atomcube.model.dma.executor import execute
+from atomcube.model.dmp.layout import DmpLayout
+from atomcube.model.nvdla.feature import FeatureFormat
+from atomcube.model.nvdla.weights import WeightSpec
+from atomcube.model.registers.dma import DMA, program, program_chain
+from atomcube.model.sophgo.local import LocalMemory, LocalTensor
+from atomcube.sim.axi_mem import AxiMemory
+from atomcube.sim.harness import (
     axil_driver,
     axil_master,
     reset,
@@ -42,7 +48,7 @@ from sim.harness import (
     start_clock,
     wait_job_done,
 )
-from sim.runner import params
+from atomcube.sim.runner import params
 
 #: the address bits the engine is built with; below 20 the bench's memory is the engine's
 #: whole address space, with the same tests in a smaller plan

@@ -3,7 +3,7 @@
 Cycles run from the first cycle a sample is offered to the last output transfer, so the
 pipeline's fill is included. Latency is the cycles from the first sample being offered to its
 result's output transfer. Every result is also checked against the model. The figures go
-to ``bench.json`` in the build directory for ``python -m sim.bench`` to tabulate.
+to ``bench.json`` in the build directory for ``python -m atomcube.sim.bench`` to tabulate.
 """
 
 import json
@@ -12,8 +12,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from hw.lut.unit import LATENCY
-from model.nvdla.lut import evaluate
+from atomcube.hw.lut.unit import LATENCY
+from atomcube.model.nvdla.lut import evaluate
 
 from .test_lut import TB, StreamTransaction, fitted_config
 

@@ -12,9 +12,9 @@ import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi.stream import define_stream
 
-from model.nvdla.lut import COUNTERS, LE, LO, LutConfig, evaluate
-from model.registers.lut import lut_regmap, program
-from sim.harness import (
+from atomcube.model.nvdla.lut import COUNTERS, LE, LO, LutConfig, evaluate
+from atomcube.model.registers.lut import lut_regmap, program
+from atomcube.sim.harness import (
     axil_driver,
     axil_master,
     pauses,
@@ -24,7 +24,7 @@ from sim.harness import (
     set_axil_pauses,
     start_clock,
 )
-from sim.runner import params
+from atomcube.sim.runner import params
 
 StreamBus, StreamTransaction, StreamSource, StreamSink, _ = define_stream(
     "LutStream", signals=["payload", "valid", "ready"])
@@ -203,7 +203,7 @@ class TB:
 
 def fitted_config(flavor):
     """The fitting tool's sigmoid (split layout, as `atomcube lut fit` chooses it)."""
-    from model.board.driver import sigmoid_config
+    from atomcube.model.board.driver import sigmoid_config
 
     return sigmoid_config(flavor)
 

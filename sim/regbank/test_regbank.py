@@ -10,10 +10,10 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiResp
 
-from model.registers import SELFTEST
-from model.regmap import Access, BusError, RegisterBankModel
-from sim.harness import axil_driver, axil_master, reset, rng, set_axil_pauses, start_clock
-from sim.runner import CLOCK_PERIOD_NS, params
+from atomcube.model.registers import SELFTEST
+from atomcube.model.regmap import Access, BusError, RegisterBankModel
+from atomcube.sim.harness import axil_driver, axil_master, reset, rng, set_axil_pauses, start_clock
+from atomcube.sim.runner import CLOCK_PERIOD_NS, params
 
 BACKPRESSURE = [False, True]
 TIMEOUT = dict(timeout_time=2, timeout_unit="ms")

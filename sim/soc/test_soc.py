@@ -10,8 +10,8 @@ import cocotb
 import numpy as np
 from cocotb.task import bridge
 
-from model.board.driver import Board, Link
-from model.board.protocol import (
+from atomcube.model.board.driver import Board, Link
+from atomcube.model.board.protocol import (
     REQUEST_SYNC,
     Command,
     Status,
@@ -19,10 +19,10 @@ from model.board.protocol import (
     decode_reply,
     encode_request,
 )
-from model.registers.soc import SOC_ID, LutPortError
-from sim.harness import reset, rng, start_clock
-from sim.runner import params
-from sim.uart import SimSerial
+from atomcube.model.registers.soc import SOC_ID, LutPortError
+from atomcube.sim.harness import reset, rng, start_clock
+from atomcube.sim.runner import params
+from atomcube.sim.uart import SimSerial
 
 TIMEOUT = dict(timeout_time=400, timeout_unit="ms")
 SYSCTL = 0x1000_0000
@@ -132,8 +132,8 @@ def _needs(*blocks):
 async def test_layout_conversion(dut):
     """NCHW to NVDLA feature data and back (int8, odd channel count), as the DMA engine's
     chain from memory; each result equals the format model's image byte for byte."""
-    from model.dma.compile import nvdla_feature
-    from model.nvdla.feature import FeatureFormat
+    from atomcube.model.dma.compile import nvdla_feature
+    from atomcube.model.nvdla.feature import FeatureFormat
 
     line, r = await start(dut, 3)
     nr = np.random.default_rng(r.getrandbits(32))
@@ -163,7 +163,7 @@ async def test_layout_conversion(dut):
 async def test_host_check(dut):
     """What `atomcube board check` runs (model.board.driver.check): a layout conversion, a
     decompression and the sigmoid, each equal to the model."""
-    from model.board.driver import check
+    from atomcube.model.board.driver import check
 
     line, r = await start(dut, 4)
 
@@ -181,7 +181,7 @@ async def test_lut(dut):
     """The fitted sigmoid on random samples and on the table edges, through the LUT port; and
     the port's errors (the LUT unit not started, a misaligned address, no beats, a source past
     the end of the address space) end in error codes."""
-    from sim.lut.test_lut import fitted_config
+    from atomcube.sim.lut.test_lut import fitted_config
 
     line, r = await start(dut, 5)
     cfg = fitted_config("sdp")
@@ -239,16 +239,16 @@ async def test_all_blocks_at_once(dut):
     one memory port: each result still equals the model's. A DMA read outside memory ends in
     the engine's read error, through the arbiter, where the engine reaches past the memory;
     where it reaches no further (``SocConfig.dma_addr_width``), in its own range check."""
-    from model.dma.compile import dense_transpose
-    from model.dma.descriptor import Descriptor, Dim, Error
-    from model.dma.executor import execute
-    from model.nvdla.lut import evaluate
-    from model.nvdla.weights import WeightSpec, compress, decompress, plan_job
-    from model.registers.dma import program_chain
-    from model.registers.lut import program as lut_program
-    from model.registers.soc import lut_port_program
-    from model.registers.sparse import program as sparse_program
-    from sim.lut.test_lut import fitted_config
+    from atomcube.model.dma.compile import dense_transpose
+    from atomcube.model.dma.descriptor import Descriptor, Dim, Error
+    from atomcube.model.dma.executor import execute
+    from atomcube.model.nvdla.lut import evaluate
+    from atomcube.model.nvdla.weights import WeightSpec, compress, decompress, plan_job
+    from atomcube.model.registers.dma import program_chain
+    from atomcube.model.registers.lut import program as lut_program
+    from atomcube.model.registers.soc import lut_port_program
+    from atomcube.model.registers.sparse import program as sparse_program
+    from atomcube.sim.lut.test_lut import fitted_config
 
     line, r = await start(dut, 6)
     nr = np.random.default_rng(r.getrandbits(32))

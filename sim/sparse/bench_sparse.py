@@ -8,7 +8,7 @@ count from start to done.
 The bound is the lower of one atom per cycle and what the bus can deliver: bus bytes per cycle
 times dense bytes over the compressed bytes that must be read (packed weights, the WMB bits in
 use, WGS). Goal: at least 90 % of the bound at every point. Every job's stream is also checked
-against the model. The rows go to ``bench.json`` for ``python -m sim.bench`` to tabulate.
+against the model. The rows go to ``bench.json`` for ``python -m atomcube.sim.bench`` to tabulate.
 """
 
 import json
@@ -16,7 +16,7 @@ import json
 import cocotb
 import numpy as np
 
-from model.nvdla.weights import WeightSpec, compress
+from atomcube.model.nvdla.weights import WeightSpec, compress
 
 from .test_sparse import TB
 

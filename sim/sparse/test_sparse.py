@@ -14,11 +14,11 @@ import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi.stream import define_stream
 
-from model.board.driver import first_diff
-from model.nvdla.weights import WeightSpec, compress, plan_job
-from model.registers.sparse import SPARSE, Error, program
-from sim.axi_mem import AxiMemory
-from sim.harness import (
+from atomcube.model.board.driver import first_diff
+from atomcube.model.nvdla.weights import WeightSpec, compress, plan_job
+from atomcube.model.registers.sparse import SPARSE, Error, program
+from atomcube.sim.axi_mem import AxiMemory
+from atomcube.sim.harness import (
     axil_driver,
     axil_master,
     pauses,
@@ -29,7 +29,7 @@ from sim.harness import (
     start_clock,
     wait_job_done,
 )
-from sim.runner import params
+from atomcube.sim.runner import params
 
 AtomBus, AtomTransaction, AtomSource, AtomSink, _ = define_stream(
     "Atoms", signals=["payload", "valid", "ready"])
