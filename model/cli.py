@@ -4,21 +4,98 @@
     atomcube lut fit FUNCTION --in-frac N --out-frac N [--plot PNG] [--json FILE] ...
     atomcube weights pack KERNEL.npy --mode M --precision P [--compress] -o DIR
     atomcube weights unpack DIR -o KERNEL.npy
-    atomcube layout convert TENSOR.npy --to nvdla-feature|sophgo|dmp [options] -o IMAGE.bin
+    atomcube layout convert TENSOR.npy --to nvdla-feature|nvdla-pixel|sophgo|dmp [...] -o IMAGE.bin
     atomcube layout convert IMAGE.bin -o TENSOR.npy          (reads IMAGE.json)
     atomcube layout explain --format F --shape N,C,H,W [options]
     atomcube board info|check|peek|poke|load|dump --port DEV [--baud N] ...   (pyserial)
+
+Every command checks its arguments and input files before it computes or writes anything. Bad
+input ends in one line on standard error naming the argument or the file and field, and exit
+status 2, with nothing written (:mod:`atomcube.model.files` holds the checks). A board that does
+not answer as the bridge protocol says ends in exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from .errors import FormatError
+from .files import (
+    MAX_BYTES,
+    check_output,
+    check_size,
+    from_record,
+    load_array,
+    load_bytes,
+    read_json,
+    same_json,
+    write_file,
+)
 from .report import table
 
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line: ``atomcube layout convert: argument --to: ...``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# -- argument types: each refuses what the command could not use --------------------------------
+
+def _int(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+
+
+def _at_least(low: int, high: int | None = None):
+    def parse(text: str) -> int:
+        v = _int(text)
+        if v < low or (high is not None and v > high):
+            rng = f"at least {low:,}" if high is None else f"{low:,} to {high:,}"
+            raise argparse.ArgumentTypeError(f"must be {rng}, not {v:,}")
+        return v
+    return parse
+
+
+def _finite(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return v
+
+
+def _u32(text: str) -> int:
+    return _at_least(0, (1 << 32) - 1)(text)
+
+
+def _word_address(text: str) -> int:
+    v = _u32(text)
+    if v % 4:
+        raise argparse.ArgumentTypeError(f"0x{v:x} is not a multiple of 4 (a word address)")
+    return v
+
+
+def _pair(text: str) -> tuple[int, int]:
+    try:
+        sx, sy = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SX,SY (two integers), not {text!r}") from None
+    return sx, sy
+
+
+# -- atomcube regs --------------------------------------------------------------------------------
 
 def _regs(args) -> int:
     from .registers import MAPS
@@ -26,9 +103,9 @@ def _regs(args) -> int:
     names = args.maps or list(MAPS)
     for n in names:
         if n not in MAPS:
-            print(f"atomcube regs: no register map named {n!r} (maps: {', '.join(MAPS)})",
-                  file=sys.stderr)
-            return 2
+            raise FormatError("MAP", f"no register map named {n!r} (maps: {', '.join(MAPS)})")
+    if args.out:
+        check_output(args.out, None, field="--out", folder=True)
     render = {
         "md": (".md", lambda m: m.markdown()),
         "c": (".h", lambda m: m.c_header()),
@@ -43,34 +120,43 @@ def _regs(args) -> int:
                 args.out.mkdir(parents=True, exist_ok=True)
                 path = args.out / f"{n}{suffix}"
                 if not path.exists() or path.read_text() != text:
-                    path.write_text(text)
+                    write_file(path, text.encode())
                     print(f"wrote {path}")
             else:
                 sys.stdout.write(text)
     return 0
 
 
+# -- atomcube lut fit -----------------------------------------------------------------------------
+
 def _lut_fit(args) -> int:
     from .nvdla.lut_fit import NVDLA_TABLES, Formats, fit, lrn, nvdla_baseline, plot
     from .registers.lut import lut_regmap, program
 
-    try:
-        fmt = Formats(args.in_frac, args.out_frac, args.flavor)
-        if args.function == "lrn":
-            func, dom = lrn(*args.lrn), (0.0, float("inf"))
-        else:
-            func, dom = args.function, None
-        if args.x_min is not None or args.x_max is not None:
-            dom = (args.x_min if args.x_min is not None else -float("inf"),
-                   args.x_max if args.x_max is not None else float("inf"))
-        progress = (lambda s: print(f"  {s}", file=sys.stderr, flush=True))
-        print(f"fitting {args.function} ({args.layout}, raw table {args.raw.upper()}, "
-              f"LE {args.le_mode}) ...", file=sys.stderr, flush=True)
-        res = fit(func, fmt, layout=args.layout, raw=args.raw, le_mode=args.le_mode,
-                  domain=dom, progress=progress)
-    except ValueError as e:
-        print(f"atomcube lut fit: {e}", file=sys.stderr)
-        return 2
+    if args.plot:
+        check_output(args.plot, ".png", field="--plot")
+    if args.json:
+        check_output(args.json, ".json", field="--json")
+    if args.x_min is not None and args.x_max is not None and not args.x_min < args.x_max:
+        raise FormatError("--x-min/--x-max", f"the domain must have x_min < x_max, not "
+                                             f"[{args.x_min:g}, {args.x_max:g}]")
+    fmt = Formats(args.in_frac, args.out_frac, args.flavor)
+    if args.function == "lrn":
+        func, dom = lrn(*args.lrn), (0.0, float("inf"))
+    else:
+        func, dom = args.function, None
+    if args.x_min is not None or args.x_max is not None:
+        dom = (args.x_min if args.x_min is not None else -float("inf"),
+               args.x_max if args.x_max is not None else float("inf"))
+    # the long-tailed LRN wants octaves: an exponential raw LE table (docs/lut.md, fitting)
+    tails = args.function == "lrn"
+    raw = args.raw if args.raw != "auto" else ("le" if tails else "lo")
+    le_mode = args.le_mode if args.le_mode != "auto" else ("exp" if tails else "linear")
+    progress = (lambda s: print(f"  {s}", file=sys.stderr, flush=True))
+    print(f"fitting {args.function} ({args.layout}, raw table {raw.upper()}, LE {le_mode}) ...",
+          file=sys.stderr, flush=True)
+    res = fit(func, fmt, layout=args.layout, raw=raw, le_mode=le_mode, domain=dom,
+              progress=progress)
     cfg = res.config
     m = lut_regmap(fmt.flavor)
     writes = program(cfg, fmt.flavor)
@@ -90,7 +176,7 @@ def _lut_fit(args) -> int:
     line = (f"max error {r.max_lsb:.3f} LSB ({r.max_abs:.3g}) at x = {r.worst_x:.6g}; "
             f"mean {r.mean_lsb:.4f} LSB over {r.samples:,} inputs")
     base = None
-    if isinstance(func, str) and func in NVDLA_TABLES and fmt.flavor == "sdp":
+    if isinstance(func, str) and func in NVDLA_TABLES and fmt.flavor == "sdp" and dom is None:
         base = nvdla_baseline(func, fmt)
         line += (f"\nNVDLA's own table: max {base.report.max_lsb:.3f} LSB "
                  f"(ours is {r.max_lsb / base.report.max_lsb:.0%} of it)")
@@ -99,15 +185,14 @@ def _lut_fit(args) -> int:
         doc = {"function": args.function, "flavor": fmt.flavor, "in_frac": fmt.in_frac,
                "out_frac": fmt.out_frac, "layout": res.layout, "report": r.row(),
                "config": cfg.to_dict(),
-               "writes": [{"register": n, "fields": f} for n, f in writes]}
-        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+               # what firmware replays: (byte offset, 32-bit word), in order
+               "writes": [[m[n].offset, m[n].encode(f)] for n, f in writes],
+               # the same writes by register and field, for reading
+               "registers": [{"register": n, "fields": f} for n, f in writes]}
+        write_file(args.json, (json.dumps(doc, indent=1) + "\n").encode())
         print(f"wrote {args.json} ({len(writes)} register writes)")
     if args.plot:
-        try:
-            plot(res, func if not isinstance(func, str) else args.function, args.plot, base)
-        except RuntimeError as e:
-            print(f"atomcube lut fit: {e}", file=sys.stderr)
-            return 2
+        plot(res, func if not isinstance(func, str) else args.function, args.plot, base)
         print(f"wrote {args.plot}")
     return 0
 
@@ -125,35 +210,18 @@ def _signed_view(cfg, name, fields):
     return view
 
 
-def _load_array(path: Path, key: str | None):
-    import numpy as np
+# -- atomcube weights -----------------------------------------------------------------------------
 
-    if not path.exists():
-        raise ValueError(f"{path}: no such file")
-    if path.suffix not in (".npy", ".npz"):
-        raise ValueError(f"{path}: expected a .npy or .npz file")
-    data = np.load(path, allow_pickle=False)
-    if path.suffix == ".npy":
-        if key:
-            raise ValueError("--key: only .npz files hold named arrays")
-        return data
-    names = list(data.files)
-    if key is None:
-        if len(names) != 1:
-            raise ValueError(f"{path}: holds {len(names)} arrays ({', '.join(names)}); "
-                             f"choose one with --key")
-        key = names[0]
-    if key not in names:
-        raise ValueError(f"--key: {path} has no array {key!r} (it has {', '.join(names)})")
-    return data[key]
+MANIFEST = {"format": "atomcube-nvdla-weights", "version": 1}
 
 
-def _pair(text: str) -> tuple[int, int]:
-    try:
-        sx, sy = (int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected SX,SY (two integers), not {text!r}") from None
-    return sx, sy
+def _derived(spec) -> dict:
+    """The manifest fields that follow from a weight spec: written by pack, checked by unpack."""
+    return {"laid_shape": list(spec.laid_shape), "groups": spec.groups,
+            "kernels_per_group": spec.kernels_per_group, "sets": spec.sets,
+            "element_bytes": spec.element_bytes, "bytes_per_kernel": spec.bytes_per_kernel,
+            "dense_bytes": spec.dense_bytes, "image_bytes": spec.image_bytes,
+            "alignment": {"address": 256, "size": 128}}
 
 
 def _weights_pack(args) -> int:
@@ -164,44 +232,31 @@ def _weights_pack(args) -> int:
     def step(msg):
         print(msg, file=sys.stderr, flush=True)
 
-    try:
-        kernels = _load_array(args.kernel, args.key)
-        if kernels.ndim != 4:
-            raise WeightError("kernels", f"must be OIHW (K, C, R, S), rank 4; {args.kernel} "
-                                         f"holds rank {kernels.ndim}, shape {kernels.shape}")
-        spec = WeightSpec(args.mode, args.precision, kernels.shape, args.stride or (1, 1),
-                          args.pixel_channels, args.post_extension, args.scale)
-        kernels = spec.prepare(kernels)       # dtype and range errors before any progress line
-        t0 = time.perf_counter()
-        step(f"laying out {kernels.size:,} weights ({args.mode}, {args.precision}) ...")
-        image = spec.layout(kernels)
-        packed = None
-        if args.compress:
-            step(f"  {time.perf_counter() - t0:.2f} s; compressing ...")
-            packed = compress(image)
-            job = plan_job(packed, base=args.base, dst=True)
-        step(f"  {time.perf_counter() - t0:.2f} s; writing {args.out}/")
-    except (ValueError, OSError) as e:
-        print(f"atomcube weights pack: {e}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
+    check_output(args.out, None, [args.kernel], folder=True)
+    kernels = load_array(args.kernel, args.key)
+    if kernels.ndim != 4:
+        raise WeightError("kernels", f"must be OIHW (K, C, R, S), rank 4; {args.kernel} holds "
+                                     f"rank {kernels.ndim}, shape {kernels.shape}")
+    spec = WeightSpec(args.mode, args.precision, kernels.shape, args.stride or (1, 1),
+                      args.pixel_channels, args.post_extension, args.scale)
+    check_size(spec.image_bytes, str(args.kernel), "the weight image")
+    kernels = spec.prepare(kernels)       # dtype and range errors before any progress line
+    t0 = time.perf_counter()
+    step(f"laying out {kernels.size:,} weights ({args.mode}, {args.precision}) ...")
+    image = spec.layout(kernels)
+    packed = None
+    if args.compress:
+        step(f"  {time.perf_counter() - t0:.2f} s; compressing ...")
+        packed = compress(image)
+        job = plan_job(packed, base=args.base, dst=True)
+    step(f"  {time.perf_counter() - t0:.2f} s; writing {args.out}/")
     files = {}
     if packed is None:
         files["weight.bin"] = image.data
     else:
         files.update({"weight.bin": packed.weight, "wmb.bin": packed.wmb, "wgs.bin": packed.wgs})
-    for name, data in files.items():
-        (args.out / name).write_bytes(data.tobytes())
-    manifest = {
-        "format": "atomcube-nvdla-weights", "version": 1, **spec.to_dict(),
-        "laid_shape": list(spec.laid_shape), "compressed": packed is not None,
-        "groups": spec.groups, "kernels_per_group": spec.kernels_per_group,
-        "sets": spec.sets, "element_bytes": spec.element_bytes,
-        "bytes_per_kernel": spec.bytes_per_kernel, "dense_bytes": spec.dense_bytes,
-        "image_bytes": spec.image_bytes,
-        "alignment": {"address": 256, "size": 128},
-        "files": {n: d.size for n, d in files.items()},
-    }
+    manifest = {**MANIFEST, **spec.to_dict(), **_derived(spec), "compressed": packed is not None,
+                "files": {n: d.size for n, d in files.items()}}
     rows = [("dense image", f"{spec.image_bytes:,}", "1.00", "weight.bin" if packed is None
              else "-")]
     if packed is not None:
@@ -216,7 +271,10 @@ def _weights_pack(args) -> int:
             rows.append((label, f"{size:,}", f"{size / spec.image_bytes:.2f}", name))
         rows.append(("compressed total", f"{st_.compressed_bytes:,}",
                      f"{st_.compressed_bytes / spec.image_bytes:.2f}", "-"))
-    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    args.out.mkdir(exist_ok=True)
+    for name, data in files.items():
+        write_file(args.out / name, data)
+    write_file(args.out / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
     print(table(("surface", "bytes", "of dense", "file"), rows))
     k, c, r, s = spec.laid_shape
     line = (f"{spec.groups} groups of up to {spec.kernels_per_group} kernels, "
@@ -225,155 +283,289 @@ def _weights_pack(args) -> int:
     if packed is not None:
         line += (f"; density {st_.overall_density:.1%}, compression ratio {st_.ratio:.2f}, "
                  f"{st_.bytes_saved:,} bytes saved")
+        if st_.ratio < 1:
+            line += (" (the mask costs a bit per element: compression pays only above "
+                     f"{100 / (8 * spec.element_bytes):.2f} % zeros)")
     print(line)
     print(f"wrote {', '.join(files)} and manifest.json to {args.out}/")
     return 0
 
 
 def _weights_unpack(args) -> int:
-    import numpy as np
-
     from .nvdla.weights import WeightSpec, decompress
 
-    try:
-        mpath = args.folder / "manifest.json"
-        if not mpath.exists():
-            raise ValueError(f"{mpath}: missing (is {args.folder} a 'weights pack' folder?)")
-        manifest = json.loads(mpath.read_text())
-        if manifest.get("format") != "atomcube-nvdla-weights":
-            raise ValueError(f"{mpath}: not an atomcube weights manifest")
-        spec = WeightSpec.from_dict(manifest)
-        blobs = {}
-        for name, size in manifest["files"].items():
-            data = np.fromfile(args.folder / name, dtype=np.uint8)
-            if data.size != size:
-                raise ValueError(f"{args.folder / name}: {data.size} bytes, the manifest says "
-                                 f"{size}")
-            blobs[name] = data
-        if manifest["compressed"]:
-            dense = decompress(blobs["weight.bin"], blobs["wmb.bin"], blobs["wgs.bin"], spec)
-        else:
-            dense = blobs["weight.bin"]
-        kernels = spec.unlayout(dense)
-    except (ValueError, KeyError, OSError) as e:
-        what = f"manifest has no {e}" if isinstance(e, KeyError) else str(e)
-        print(f"atomcube weights unpack: {what}", file=sys.stderr)
-        return 2
-    np.save(args.out, kernels)
+    check_output(args.out, ".npy", [args.folder])
+    mpath = args.folder / "manifest.json"
+    if not args.folder.is_dir():
+        raise FormatError(str(args.folder), "is not a folder (give a 'weights pack' folder)")
+    if not mpath.exists():
+        raise FormatError(str(mpath), f"missing (is {args.folder} a 'weights pack' folder?)")
+    manifest = read_json(mpath, "an atomcube weights manifest")
+    for k, v in MANIFEST.items():
+        if not same_json(manifest.get(k), v):
+            raise FormatError(f"{mpath}: {k}", f"must be {json.dumps(v)}, not "
+                                               f"{json.dumps(manifest.get(k))}")
+    keys = list(WeightSpec("dc", "int8", (1, 1, 1, 1)).to_dict())
+    spec = from_record(WeightSpec, {k: manifest[k] for k in keys if k in manifest}, str(mpath))
+    for k, v in _derived(spec).items():
+        if not same_json(manifest.get(k), v):
+            raise FormatError(f"{mpath}: {k}", f"is {json.dumps(manifest.get(k))}, but the "
+                                               f"spec makes it {json.dumps(v)}")
+    compressed = manifest.get("compressed")
+    if not isinstance(compressed, bool):
+        raise FormatError(f"{mpath}: compressed", f"must be true or false, not "
+                                                  f"{json.dumps(compressed)}")
+    names = ["weight.bin", "wmb.bin", "wgs.bin"] if compressed else ["weight.bin"]
+    sizes = manifest.get("files")
+    if not isinstance(sizes, dict) or sorted(sizes) != sorted(names) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in sizes.values()):
+        raise FormatError(f"{mpath}: files", f"must map {', '.join(names)} to their sizes")
+    if not compressed and sizes["weight.bin"] != spec.image_bytes:
+        raise FormatError(f"{mpath}: files", f"weight.bin is {spec.image_bytes:,} bytes for "
+                                             f"this spec, not {sizes['weight.bin']:,}")
+    blobs = {n: load_bytes(args.folder / n, sizes[n], "the size the manifest gives")
+             for n in names}
+    if compressed:
+        dense = decompress(blobs["weight.bin"], blobs["wmb.bin"], blobs["wgs.bin"], spec)
+    else:
+        dense = blobs["weight.bin"]
+    kernels = spec.unlayout(dense)
+    write_file(args.out, kernels)
     note = (" (Winograd: the 4x4 transformed kernels; G g G^T and its cast do not invert)"
             if spec.mode == "winograd" else "")
     print(f"wrote {args.out}: {kernels.dtype} {tuple(kernels.shape)}{note}")
     return 0
 
 
-def _layout_format(args, shape):
+# -- atomcube layout ------------------------------------------------------------------------------
+
+#: numpy element types by the names the formats use
+_ELEMENTS = {"int8": np.dtype("i1"), "uint8": np.dtype("u1"), "int16": np.dtype("<i2"),
+             "uint16": np.dtype("<u2"), "int32": np.dtype("<i4"), "uint32": np.dtype("<u4"),
+             "fp16": np.dtype("<f2"), "fp32": np.dtype("<f4")}
+#: the element types each target stores, and the option that chooses one
+_TARGET_TYPES = {"nvdla-feature": ("--precision", ("int8", "int16", "fp16")),
+                 "sophgo": ("--dtype", ("int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                        "fp16", "fp32")),
+                 "dmp": ("--dtype", ("fp16", "fp32"))}
+#: ``layout explain`` lists every element; past this many it asks for a smaller shape
+EXPLAIN_MAX_ELEMENTS = 1 << 21
+
+
+def _element_type(args, dtype: np.dtype) -> str:
+    """The element type a target stores the tensor as: the one its option names; else the
+    tensor's own when the target has it; else the first the tensor casts to safely; else the
+    widest of the same kind (integer or float). :func:`cast_exact` then refuses any value the
+    choice would change."""
+    option, allowed = _TARGET_TYPES[args.to]
+    given = args.precision if option == "--precision" else args.dtype
+    if given is not None:
+        if given not in allowed:
+            raise FormatError(option, f"{args.to} stores {', '.join(allowed)}, not {given!r}")
+        return given
+    if dtype.kind not in "biuf":
+        raise FormatError("tensor", f"{dtype} is not a numeric element type")
+    for name in allowed:
+        if _ELEMENTS[name] == dtype.newbyteorder("<"):
+            return name
+    for name in allowed:
+        if np.can_cast(dtype, _ELEMENTS[name], "safe"):
+            return name
+    kind = "f" if dtype.kind == "f" else "iu"
+    same = [n for n in allowed if _ELEMENTS[n].kind in kind] or list(allowed)
+    return max(same, key=lambda n: _ELEMENTS[n].itemsize)
+
+
+def cast_exact(a: np.ndarray, name: str, lossy: bool, option: str = "--dtype") -> np.ndarray:
+    """``a`` as element type ``name``. Values must come through unchanged unless ``lossy``
+    (then floats round to nearest even and integers from floats round to nearest); values out
+    of the type's range, and NaN or infinity into an integer type, are refused either way."""
+    want = _ELEMENTS[name]
+    if a.dtype == want:
+        return a
+    if a.dtype.kind not in "biuf":
+        raise FormatError("tensor", f"{a.dtype} is not a numeric element type")
+    if want.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            b = a.astype(want)
+        over = np.isinf(b) & ~np.isinf(a) if a.dtype.kind == "f" else np.isinf(b)
+        if over.any():
+            i = int(np.flatnonzero(over.ravel())[0])
+            raise FormatError("tensor", f"{a.ravel()[i]} is beyond {name}'s range (largest "
+                                        f"{float(np.finfo(want).max):g})")
+    else:
+        r = a
+        if a.dtype.kind == "f":
+            bad = ~np.isfinite(a)
+            if bad.any():
+                raise FormatError("tensor", f"holds NaN or infinity, which {name} cannot hold")
+            r = np.rint(a) if lossy else a
+        info = np.iinfo(want)
+        if r.size and (r.min() < info.min or r.max() > info.max):
+            raise FormatError("tensor", f"values {r.min()} .. {r.max()} do not fit {name} "
+                                        f"({info.min} .. {info.max})")
+        b = r.astype(want)
+    if not lossy:
+        with np.errstate(invalid="ignore"):
+            back = b.astype(a.dtype)
+        diff = ~((back == a) | (np.isnan(back) & np.isnan(a)) if a.dtype.kind == "f"
+                 else back == a)
+        if diff.any():
+            i = int(np.flatnonzero(diff.ravel())[0])
+            raise FormatError("tensor", f"{a.dtype} {a.ravel()[i]} becomes {b.ravel()[i]} in "
+                                        f"{name}: choose another type with {option}, or pass "
+                                        f"--lossy to round")
+    return b
+
+
+def _layout_format(args, shape, element: str | None = None):
     """The format object the layout options describe, for a tensor of ``shape``."""
     if args.format == "nvdla-feature":
         from .nvdla.feature import FeatureFormat
 
-        return FeatureFormat(args.precision or "int8", shape, args.line_stride,
+        return FeatureFormat(element or args.precision or "int8", shape, args.line_stride,
                              args.surface_stride, args.cube_stride, args.fill)
     if args.format == "nvdla-pixel":
         from .nvdla.pixel import PixelImage
 
         if args.pixel_format is None:
-            raise ValueError("--pixel-format: say which pixel format (e.g. T_A8B8G8R8)")
+            raise FormatError("--pixel-format", "say which pixel format (e.g. T_A8B8G8R8)")
         if len(shape) == 4 and shape[0] != 1:
-            raise ValueError(f"a pixel image is one (C, H, W) tensor, not a batch of {shape[0]}")
+            raise FormatError("tensor", f"a pixel image is one (C, H, W) tensor, not a batch of "
+                                        f"{shape[0]}")
+        if args.fill != int(args.fill):
+            raise FormatError("--fill", f"a pixel image's fill is a byte, not {args.fill:g}")
         return PixelImage(args.pixel_format, shape[-1], shape[-2], args.x_offset,
                           args.line_stride, args.uv_line_stride, args.sign, None, int(args.fill))
     if args.format == "sophgo":
         from .sophgo.local import LocalMemory, LocalTensor
 
         return LocalTensor(LocalMemory(args.npus, args.npu_bytes), args.address, shape,
-                           args.dtype or "fp32", args.layout, None, args.mode)
+                           element or args.dtype or "fp32", args.layout, None, args.mode)
     from .dmp.layout import DmpLayout
 
-    return DmpLayout(shape, args.transpose, args.dtype or "fp16", not args.no_chunks)
+    return DmpLayout(shape, args.transpose, element or args.dtype or "fp16", not args.no_chunks)
 
 
-def _from_sidecar(d):
-    kind = d.get("format")
+def _image_bytes(fmt) -> int:
+    """Bytes of the image a format object describes (a whole local memory for Sophgo)."""
+    memory = getattr(fmt, "memory", None)
+    return memory.size if memory is not None else fmt.size
+
+
+#: sidecar ``format`` -> the class that reads it
+def _sidecar_class(kind):
     if kind == "nvdla-feature":
-        from .nvdla.feature import FeatureFormat
-
-        return FeatureFormat.from_dict(d)
-    if kind == "nvdla-pixel":
-        from .nvdla.pixel import PixelImage
-
-        return PixelImage.from_dict(d)
-    if kind == "sophgo-local":
-        from .sophgo.local import LocalTensor
-
-        return LocalTensor.from_dict(d)
-    if kind == "dmp":
-        from .dmp.layout import DmpLayout
-
-        return DmpLayout.from_dict(d)
-    raise ValueError(f"sidecar: unknown format {kind!r}")
+        from .nvdla.feature import FeatureFormat as cls
+    elif kind == "nvdla-pixel":
+        from .nvdla.pixel import PixelImage as cls
+    elif kind == "sophgo-local":
+        from .sophgo.local import LocalTensor as cls
+    elif kind == "dmp":
+        from .dmp.layout import DmpLayout as cls
+    else:
+        return None
+    return cls
 
 
 def _layout_convert(args) -> int:
-    import numpy as np
-
-    try:
-        if args.input.suffix == ".bin":
-            side = args.sidecar or args.input.with_suffix(".json")
-            if not side.exists():
-                raise ValueError(f"{side}: missing; give the sidecar with --sidecar")
-            fmt = _from_sidecar(json.loads(side.read_text()))
-            data = np.fromfile(args.input, dtype=np.uint8)
-            if fmt.to_dict()["format"] == "sophgo-local":
-                lm = fmt.memory
-                if data.size != lm.size:
-                    raise ValueError(f"{args.input}: {data.size} bytes, a local memory image "
-                                     f"of {lm.npus} NPUs x {lm.npu_bytes} is {lm.size}")
-                tensor = fmt.load(data.reshape(lm.npus, lm.npu_bytes))
-            else:
-                tensor = fmt.unpack(data)
-            np.save(args.out, tensor)
-            print(f"wrote {args.out}: {tensor.dtype} {tuple(tensor.shape)}")
-            return 0
-        if args.to is None:
-            raise ValueError("--to: say which format to convert the tensor to")
-        tensor = _load_array(args.input, args.key)
-        if tensor.ndim == 3:
-            tensor = tensor[None]
-        if tensor.ndim != 4:
-            raise ValueError(f"{args.input}: tensors are NCHW (rank 4) or CHW (rank 3), not "
-                             f"rank {tensor.ndim}")
-        args.format = args.to
-        fmt = _layout_format(args, tensor.shape)
-        if args.to == "nvdla-pixel":
-            image = fmt.pack(tensor[0])
-        elif args.to == "sophgo":
-            image = fmt.memory.empty()
-            fmt.store(image, tensor)
-            image = image.reshape(-1)
-        else:
-            image = fmt.pack(tensor)
-    except (ValueError, OSError) as e:
-        print(f"atomcube layout convert: {e}", file=sys.stderr)
-        return 2
-    args.out.write_bytes(image.tobytes())
-    side = args.out.with_suffix(".json")
-    side.write_text(json.dumps(fmt.to_dict(), indent=1) + "\n")
-    print(f"wrote {args.out} ({image.size:,} bytes) and {side}")
+    if args.input.suffix == ".bin":
+        return _layout_read_back(args)
+    if args.input.suffix not in (".npy", ".npz"):
+        raise FormatError(str(args.input), "expected a .npy/.npz tensor or a .bin image")
+    if args.to is None:
+        raise FormatError("--to", "say which format to convert the tensor to")
+    out = check_output(args.out, ".bin", [args.input])
+    side = check_output(out.with_suffix(".json"), ".json", [args.input], field="-o's sidecar")
+    tensor = load_array(args.input, args.key)
+    if tensor.ndim == 3:
+        tensor = tensor[None]
+    if tensor.ndim != 4:
+        raise FormatError(str(args.input), f"tensors are NCHW (rank 4) or CHW (rank 3), not "
+                                           f"rank {tensor.ndim}")
+    args.format = args.to
+    element = None
+    if args.to != "nvdla-pixel":
+        element = _element_type(args, tensor.dtype)
+        tensor = cast_exact(tensor, element, args.lossy, _TARGET_TYPES[args.to][0])
+    fmt = _layout_format(args, tensor.shape, element)
+    check_size(_image_bytes(fmt), "--to", "the memory image")
+    if args.to == "nvdla-pixel":
+        image = fmt.pack(tensor[0])
+    elif args.to == "sophgo":
+        image = fmt.memory.empty()
+        fmt.store(image, tensor)
+        image = image.reshape(-1)
+    else:
+        image = fmt.pack(tensor)
+    write_file(out, image)
+    write_file(side, (json.dumps(fmt.to_dict(), indent=1) + "\n").encode())
+    print(f"wrote {out} ({image.size:,} bytes) and {side}")
     return 0
 
 
-def _layout_explain(args) -> int:
-    import numpy as np
+def _layout_read_back(args) -> int:
+    side = args.sidecar or args.input.with_suffix(".json")
+    out = check_output(args.out, ".npy", [args.input, side])
+    if not side.exists():
+        raise FormatError(str(side), "missing; give the image's sidecar with --sidecar")
+    d = read_json(side, "an atomcube layout sidecar")
+    cls = _sidecar_class(d.get("format"))
+    if cls is None:
+        raise FormatError(f"{side}: format", f"must be nvdla-feature, nvdla-pixel, "
+                                             f"sophgo-local or dmp, not "
+                                             f"{json.dumps(d.get('format'))}")
+    fmt = from_record(cls, d, str(side))
+    nbytes = _image_bytes(fmt)
+    check_size(nbytes, str(side), "the image it describes")
+    data = load_bytes(args.input, nbytes, f"the image {side} describes")
+    if d["format"] == "sophgo-local":
+        tensor = fmt.load(data.reshape(fmt.memory.npus, fmt.memory.npu_bytes))
+    else:
+        tensor = fmt.unpack(data)
+    write_file(out, tensor)
+    print(f"wrote {out}: {tensor.dtype} {tuple(tensor.shape)}")
+    return 0
 
+
+def _runs(key: np.ndarray, coords: list[np.ndarray], eb: int, limit: int):
+    """The first ``limit`` runs of elements in address order: (first, last) positions in
+    ``key``'s sort order, where a run is consecutive addresses along one coordinate counting up
+    by one. Vectorised but for the ``limit`` runs themselves."""
+    order = np.argsort(key, kind="stable")
+    steps = np.stack([np.diff(c[order]) for c in coords])
+    # pair i (elements i, i+1) may join a run when its addresses touch and one coordinate
+    # steps by one; a run goes on while the coordinate that steps stays the same
+    ok = (np.diff(key[order]) == eb) & (np.abs(steps).sum(axis=0) == 1) & (steps.max(axis=0)
+                                                                             == 1)
+    axis = steps.argmax(axis=0)
+    change = np.flatnonzero(~ok | np.r_[True, axis[1:] != axis[:-1]])
+    runs, i = [], 0
+    while i < order.size and len(runs) < limit:
+        if i < ok.size and ok[i]:
+            k = change[np.searchsorted(change, i, side="right")] if change.size and \
+                change[-1] > i else ok.size
+            runs.append((order[i], order[k]))
+            i = k + 1
+        else:
+            runs.append((order[i], order[i]))
+            i += 1
+    return runs, order.size - i
+
+
+def _layout_explain(args) -> int:
     try:
         shape = tuple(int(v) for v in args.shape.split(","))
-        fmt = _layout_format(args, shape)
-    except ValueError as e:
-        print(f"atomcube layout explain: {e}", file=sys.stderr)
-        return 2
+    except ValueError:
+        raise FormatError("--shape", f"expected N,C,H,W (integers), not {args.shape!r}") from None
+    fmt = _layout_format(args, shape)
     full = fmt.shape if len(fmt.shape) == 4 else (1, *fmt.shape)
-    idx = np.meshgrid(*[np.arange(v) for v in full], indexing="ij")
-    flat = [i.ravel() for i in idx]
+    count = math.prod(full)
+    if count > EXPLAIN_MAX_ELEMENTS:
+        raise FormatError("--shape", f"{count:,} elements; explain lists at most "
+                                     f"{EXPLAIN_MAX_ELEMENTS:,} (a smaller tensor shows the "
+                                     f"same pattern)")
+    flat = [i.ravel() for i in np.meshgrid(*[np.arange(v) for v in full], indexing="ij")]
     sophgo = args.format == "sophgo"
     eb = fmt.element_bytes
     if sophgo:
@@ -383,20 +575,10 @@ def _layout_explain(args) -> int:
         key = fmt.address(*flat)
     else:
         key = fmt.offset(*flat)
-    order = np.argsort(key, kind="stable")
+    runs, left = _runs(np.asarray(key, np.int64), flat, eb, args.limit)
     names = "DCHW" if args.format == "dmp" else "NCHW"
-    rows, i = [], 0
-    while i < order.size and len(rows) < args.limit:
-        j, lead = i, None
-        # a run: consecutive addresses, the same one coordinate counting up by one each step
-        while j + 1 < order.size:
-            a, b = order[j], order[j + 1]
-            step = [int(f[b]) - int(f[a]) for f in flat]
-            lead = lead or step
-            if key[b] - key[a] != eb or sorted(step) != [0, 0, 0, 1] or step != lead:
-                break
-            j += 1
-        first, last = order[i], order[j]
+    rows = []
+    for first, last in runs:
         where = ", ".join(
             f"{n} {flat[k][first]}" + (f"-{flat[k][last]}" if flat[k][last] != flat[k][first]
                                        else "")
@@ -404,41 +586,46 @@ def _layout_explain(args) -> int:
         addr = int(key[first])
         loc = (f"NPU {addr // fmt.memory.npu_bytes} +{addr % fmt.memory.npu_bytes}" if sophgo
                else f"0x{addr:06x}")
-        rows.append((loc, f"{(j - i + 1) * eb}", where))
-        i = j + 1
+        size = sum(int(flat[k][last]) - int(flat[k][first]) for k in range(4)) + 1
+        rows.append((loc, f"{size * eb}", where))
     d = fmt.to_dict()
-    print(", ".join(f"{k} {v}" for k, v in d.items() if k != "format") + f"; {order.size:,} "
+    print(", ".join(f"{k} {v}" for k, v in d.items() if k != "format") + f"; {count:,} "
           f"elements of {eb} byte{'s' if eb > 1 else ''}")
     print(table(("address", "bytes", "elements"), rows))
-    if i < order.size:
-        print(f"... ({order.size - i:,} more elements; --limit N shows more runs)")
+    if left:
+        print(f"... ({left:,} more elements; --limit N shows more runs)")
     return 0
 
 
 def _layout_options(p):
-    p.add_argument("--precision", choices=("int8", "int16", "fp16"),
-                   help="NVDLA feature data element type (default int8)")
-    p.add_argument("--line-stride", type=int, help="NVDLA: bytes per line (default packed)")
-    p.add_argument("--surface-stride", type=int, help="NVDLA: bytes per surface")
-    p.add_argument("--cube-stride", type=int, help="NVDLA: bytes per cube of the batch")
-    p.add_argument("--fill", type=float, default=0,
+    p.add_argument("--precision", help="NVDLA feature data element type: int8, int16 or fp16 "
+                                       "(default: the tensor's own)")
+    p.add_argument("--line-stride", type=_at_least(1), help="NVDLA: bytes per line "
+                                                            "(default packed)")
+    p.add_argument("--surface-stride", type=_at_least(1), help="NVDLA: bytes per surface")
+    p.add_argument("--cube-stride", type=_at_least(1), help="NVDLA: bytes per cube of the batch")
+    p.add_argument("--fill", type=_finite, default=0,
                    help="NVDLA: channel padding value (feature data), byte outside the ROI "
                         "(pixel)")
     p.add_argument("--pixel-format", help="NVDLA pixel format, T_R8 ... T_Y16___V16U16_N444")
-    p.add_argument("--x-offset", type=int, default=0,
+    p.add_argument("--x-offset", type=_at_least(0), default=0,
                    help="NVDLA pixel: pixels from the 32-byte aligned line start (default 0)")
-    p.add_argument("--uv-line-stride", type=int, help="NVDLA pixel: bytes per plane-1 line")
+    p.add_argument("--uv-line-stride", type=_at_least(1),
+                   help="NVDLA pixel: bytes per plane-1 line")
     p.add_argument("--sign", choices=("unsigned", "signed"), default="unsigned",
                    help="NVDLA pixel: PIXEL_SIGN_OVERRIDE (default unsigned)")
-    p.add_argument("--npus", type=int, default=64, help="Sophgo: NPUs (default 64)")
-    p.add_argument("--npu-bytes", type=int, default=256 * 1024,
+    p.add_argument("--npus", type=_at_least(1, 4096), default=64,
+                   help="Sophgo: NPUs (default 64)")
+    p.add_argument("--npu-bytes", type=_at_least(128, MAX_BYTES), default=256 * 1024,
                    help="Sophgo: local memory bytes per NPU (default 262144)")
-    p.add_argument("--address", type=lambda v: int(v, 0), default=0,
+    p.add_argument("--address", type=_at_least(0), default=0,
                    help="Sophgo: local memory address of the tensor (default 0)")
     p.add_argument("--layout", choices=("aligned", "compact"), default="aligned",
                    help="Sophgo layout (default aligned)")
     p.add_argument("--mode", choices=("4N", "2N", "2IC"), help="Sophgo storage mode")
-    p.add_argument("--dtype", help="Sophgo element type (default fp32) or DMP fp16/fp32")
+    p.add_argument("--dtype", help="Sophgo element type (int8, uint8, int16, uint16, int32, "
+                                   "uint32, fp16, fp32) or DMP's (fp16, fp32); default: the "
+                                   "tensor's own")
     p.add_argument("--transpose", action="store_true", help="DMP: DHWC (transpose_weight)")
     p.add_argument("--no-chunks", action="store_true",
                    help="DMP: plain DWHC whatever C is (network output)")
@@ -446,8 +633,8 @@ def _layout_options(p):
 
 # -- atomcube board: a board running the SoC, through its UART bridge ----------------------------
 
-def _int(text: str) -> int:
-    return int(text, 0)
+#: the most words or bytes one peek or dump reads (the SoC's memory is far smaller)
+BOARD_MAX_BYTES = 64 << 20
 
 
 def _board_open(args):
@@ -460,6 +647,16 @@ def _board(args) -> int:
     from .board.driver import check
     from .board.protocol import BridgeError, ProtocolError
 
+    # every argument and file is checked before the port is opened
+    if args.board_command == "dump":
+        check_output(args.file, None, field="FILE")
+    data = None
+    if args.board_command == "load":
+        if not args.file.is_file():
+            raise FormatError("FILE", f"{args.file}: no such file")
+        if args.file.stat().st_size > BOARD_MAX_BYTES:
+            raise FormatError("FILE", f"{args.file}: over {BOARD_MAX_BYTES:,} bytes")
+        data = args.file.read_bytes()
     try:
         b = _board_open(args)
         if args.board_command == "info":
@@ -478,13 +675,12 @@ def _board(args) -> int:
         elif args.board_command == "poke":
             b.link.write_words(args.address, args.words)
         elif args.board_command == "load":
-            data = args.file.read_bytes()
             b.write_bytes(args.address, data)
             print(f"wrote {len(data)} bytes at 0x{args.address:x}")
         elif args.board_command == "dump":
-            args.file.write_bytes(b.read_bytes(args.address, args.nbytes))
+            write_file(args.file, b.read_bytes(args.address, args.nbytes))
             print(f"wrote {args.file} ({args.nbytes} bytes from 0x{args.address:x})")
-    except (BridgeError, ProtocolError, RuntimeError, ValueError, TimeoutError, OSError) as e:
+    except (BridgeError, ProtocolError, RuntimeError, TimeoutError) as e:
         print(f"atomcube board: {e}", file=sys.stderr)
         return 1
     return 0
@@ -494,39 +690,47 @@ def _board_parser(sub) -> None:
     brd = sub.add_parser("board", help="a board running the atomcube SoC, over its UART",
                          description="Talk to the SoC's UART bridge (docs/board.md): read and "
                                      "write words and memory, run each block on random data "
-                                     "and compare with the model. Needs pyserial.")
+                                     "and compare with the model. Needs pyserial. Exit status "
+                                     "1: the board did not answer as the protocol says.")
     bsub = brd.add_subparsers(dest="board_command", required=True)
 
     def command(name, help_):
         p = bsub.add_parser(name, help=help_, description=help_)
         p.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyUSB0")
-        p.add_argument("--baud", type=int, default=115_200, help="baud rate (default 115200, "
-                                                                  "as the board builds use)")
-        p.add_argument("--timeout", type=float, default=2.0,
+        p.add_argument("--baud", type=_at_least(1), default=115_200,
+                       help="baud rate (default 115200, as the board builds use)")
+        p.add_argument("--timeout", type=_finite, default=2.0,
                        help="seconds to wait for a reply byte (default 2)")
         p.set_defaults(func=_board)
         return p
 
+    words = BOARD_MAX_BYTES // 4
     command("info", "print what the SoC was built with")
     p = command("check", "run each block's job on random data and compare with the model")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_at_least(0), default=0)
     p = command("peek", "read words")
-    p.add_argument("address", type=_int)
-    p.add_argument("count", type=int, nargs="?", default=1)
+    p.add_argument("address", type=_word_address)
+    p.add_argument("count", type=_at_least(1, words), nargs="?", default=1,
+                   help="words to read (default 1)")
     p = command("poke", "write words")
-    p.add_argument("address", type=_int)
-    p.add_argument("words", type=_int, nargs="+")
+    p.add_argument("address", type=_word_address)
+    p.add_argument("words", type=_u32, nargs="+", help="32-bit words, 0 to 0xffffffff")
     p = command("load", "write a file into board memory")
-    p.add_argument("file", type=Path)
-    p.add_argument("address", type=_int)
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("address", type=_word_address)
     p = command("dump", "read board memory into a file")
-    p.add_argument("address", type=_int)
-    p.add_argument("nbytes", type=int)
-    p.add_argument("file", type=Path)
+    p.add_argument("address", type=_word_address)
+    p.add_argument("nbytes", type=_at_least(1, BOARD_MAX_BYTES))
+    p.add_argument("file", type=Path, metavar="FILE")
 
+
+# -- the parser -----------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="atomcube", description="atomcube tools")
+    ap = _Parser(prog="atomcube", description="atomcube: NVDLA-style memory formats, LUTs and "
+                                              "the FPGA blocks' registers. Bad input: one "
+                                              "line on stderr and exit status 2, nothing "
+                                              "written.")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("regs", help="print or write register maps (Markdown, C header, JSON)",
                        description="Print a register map, or write every format to --out.")
@@ -540,23 +744,29 @@ def build_parser() -> argparse.ArgumentParser:
         dest="lut_command", required=True)
     p = lut.add_parser("fit", help="choose LUT tables and registers for a function",
                        description="Fit LE and LO tables, modes, coverage, slopes and priorities "
-                                   "to a function; print the registers and the error.")
+                                   "to a function; print the registers and the error. Refused "
+                                   "when the function saturates the output or the int16 table "
+                                   "entries in the formats given.")
     p.add_argument("function", choices=("sigmoid", "tanh", "exp", "rsqrt", "lrn"))
-    p.add_argument("--in-frac", type=int, required=True, help="fraction bits of the input")
-    p.add_argument("--out-frac", type=int, required=True, help="fraction bits of the output")
+    p.add_argument("--in-frac", type=_int, required=True, help="fraction bits of the input")
+    p.add_argument("--out-frac", type=_int, required=True, help="fraction bits of the output")
     p.add_argument("--flavor", choices=("sdp", "cdp"), default="sdp")
     p.add_argument("--layout", choices=("auto", "nested", "split"), default="auto",
                    help="density table inside the raw one, beside it, or whichever measures "
-                        "better (default auto)")
-    p.add_argument("--raw", choices=("lo", "le"), default="lo",
-                   help="which table is the raw (wide) one (default LO)")
-    p.add_argument("--le-mode", choices=("linear", "exp"), default="linear")
-    p.add_argument("--x-min", type=float, help="lower end of the input domain (real units)")
-    p.add_argument("--x-max", type=float, help="upper end of the input domain (real units)")
-    p.add_argument("--lrn", type=float, nargs=3, metavar=("K", "ALPHA", "BETA"),
+                        "better (default auto: both are fitted)")
+    p.add_argument("--raw", choices=("auto", "lo", "le"), default="auto",
+                   help="which table is the raw (wide) one (default auto: LE for lrn, LO "
+                        "otherwise)")
+    p.add_argument("--le-mode", choices=("auto", "linear", "exp"), default="auto",
+                   help="the LE table's index mode (default auto: exp for lrn, linear "
+                        "otherwise)")
+    p.add_argument("--x-min", type=_finite, help="lower end of the input domain (real units)")
+    p.add_argument("--x-max", type=_finite, help="upper end of the input domain (real units)")
+    p.add_argument("--lrn", type=_finite, nargs=3, metavar=("K", "ALPHA", "BETA"),
                    default=(1.0, 1e-4, 0.75), help="LRN parameters (default 1 1e-4 0.75)")
     p.add_argument("--plot", type=Path, help="write a PNG of f, the LUT, the error and coverage")
-    p.add_argument("--json", type=Path, help="write the configuration and register writes")
+    p.add_argument("--json", type=Path, help="write the configuration and register writes "
+                                             "(writes: [offset, word] pairs in order)")
     p.set_defaults(func=_lut_fit)
 
     wts = sub.add_parser("weights", help="NVDLA weight images and sparse compression")
@@ -565,7 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Lay out an OIHW (K, C, R, S) kernel tensor as NVDLA weight "
                                     "memory; with --compress, also WMB and WGS. Writes "
                                     "weight.bin (the dense image, or the packed non-zeros), "
-                                    "wmb.bin, wgs.bin and manifest.json.")
+                                    "wmb.bin, wgs.bin and manifest.json into the folder -o.")
     p.add_argument("kernel", type=Path, help=".npy file, or .npz with --key")
     p.add_argument("--key", help="array name inside a .npz holding several")
     p.add_argument("--mode", choices=("dc", "image", "winograd", "deconv"), default="dc",
@@ -573,13 +783,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("int8", "int16", "fp16"), required=True)
     p.add_argument("--stride", type=_pair, metavar="SX,SY",
                    help="Winograd channel extension / deconvolution set split (default 1,1)")
-    p.add_argument("--pixel-channels", type=int, metavar="N",
+    p.add_argument("--pixel-channels", type=_at_least(1), metavar="N",
                    help="image mode: pad C to the pixel format's channel count (e.g. 4)")
     p.add_argument("--post-extension", type=int, default=1, choices=(1, 2, 4),
                    help="image mode: channel post-extension factor (default 1: none)")
-    p.add_argument("--scale", type=float, help="Winograd: scale G g G^T before the cast")
+    p.add_argument("--scale", type=_finite, help="Winograd: scale G g G^T before the cast")
     p.add_argument("--compress", action="store_true", help="sparse-compress (WMB, WGS)")
-    p.add_argument("--base", type=lambda v: int(v, 0), default=0, metavar="ADDR",
+    p.add_argument("--base", type=_u32, default=0, metavar="ADDR",
                    help="with --compress: where the surfaces start in the manifest's "
                         "decompressor job (default 0; rounded up to 256)")
     p.add_argument("-o", "--out", type=Path, required=True, help="output folder")
@@ -596,23 +806,34 @@ def build_parser() -> argparse.ArgumentParser:
     lsub = lay.add_subparsers(dest="layout_command", required=True)
     p = lsub.add_parser("convert", help="tensor (.npy) to memory image (.bin + .json), or back",
                         description="Convert an NCHW tensor to a memory image, writing the "
-                                    "image and a JSON sidecar (format, shape, strides, "
-                                    "padding); or, given a .bin, read its sidecar and write "
-                                    "the tensor back as .npy.")
+                                    "image (-o, a .bin) and a JSON sidecar beside it (format, "
+                                    "shape, strides, padding); or, given a .bin, read its "
+                                    "sidecar and write the tensor back (-o, a .npy). The "
+                                    "element type is the tensor's own unless --precision or "
+                                    "--dtype names another; values must convert exactly "
+                                    "unless --lossy is given.")
     p.add_argument("input", type=Path, help=".npy/.npz tensor, or a .bin image")
     p.add_argument("--to", choices=("nvdla-feature", "nvdla-pixel", "sophgo", "dmp"),
                    help="target format (tensor input)")
     p.add_argument("--key", help="array name inside a .npz")
     p.add_argument("--sidecar", type=Path, help="the .json of a .bin input (default: beside it)")
-    p.add_argument("-o", "--out", type=Path, required=True)
+    p.add_argument("--lossy", action="store_true",
+                   help="allow a conversion that changes values: to a float type, rounding to "
+                        "nearest even; from a float to an integer type, rounding to nearest. "
+                        "Values out of range, and NaN or infinity into an integer type, are "
+                        "refused all the same")
+    p.add_argument("-o", "--out", type=Path, required=True,
+                   help="the image (.bin; its sidecar .json is written beside it) or, reading "
+                        "an image back, the tensor (.npy)")
     _layout_options(p)
     p.set_defaults(func=_layout_convert)
     p = lsub.add_parser("explain", help="print the address map of a shape in a format",
                         description="Print where each run of elements of a tensor lies in "
-                                    "memory, in address order.")
+                                    "memory, in address order (tensors of up to "
+                                    f"{EXPLAIN_MAX_ELEMENTS:,} elements).")
     p.add_argument("--format", choices=("nvdla-feature", "sophgo", "dmp"), required=True)
     p.add_argument("--shape", required=True, metavar="N,C,H,W")
-    p.add_argument("--limit", type=int, default=48, help="rows to print (default 48)")
+    p.add_argument("--limit", type=_at_least(1), default=48, help="rows to print (default 48)")
     _layout_options(p)
     p.set_defaults(func=_layout_explain)
     _board_parser(sub)
@@ -621,7 +842,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    prog = " ".join(["atomcube"] + [v for v in (
+        getattr(args, "command", None), getattr(args, "lut_command", None),
+        getattr(args, "weights_command", None), getattr(args, "layout_command", None),
+        getattr(args, "board_command", None)) if v])
+    try:
+        return args.func(args)
+    except (ValueError, OSError, MemoryError) as e:
+        # ValueError: every model check (FormatError, WeightError, ...) and numpy's own;
+        # OSError: a file that cannot be read or written; MemoryError: a machine smaller than
+        # the 1 GiB the checks allow
+        if isinstance(e, OSError) and e.filename is not None:
+            text = f"{e.filename}: {e.strerror or e}"
+        elif isinstance(e, MemoryError):
+            text = "out of memory"
+        else:
+            text = str(e)
+        print(f"{prog}: {' '.join(text.split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The exception every format tool raises on bad input: it names the field and the rule."""
 
+import numbers
+
 
 class FormatError(ValueError):
     """Bad input to a format function. ``field`` names what was wrong, ``rule`` what it breaks;
@@ -16,7 +18,14 @@ def check_shape(shape, names: str, *, leading_optional: bool = False,
     """``shape`` as a tuple of ints, one per letter of ``names`` (e.g. "NCHW"), each at least 1.
     With ``leading_optional`` the first dimension may be left out and becomes 1. Raises
     ``error`` naming ``shape`` (wrong rank) or ``shape.<letter>`` (a size below 1)."""
-    dims = tuple(int(v) for v in shape)
+    try:
+        given = tuple(shape)
+    except TypeError:
+        raise error("shape", f"must be a sequence of sizes, not {shape!r}") from None
+    for v in given:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise error("shape", f"sizes must be integers, not {v!r}")
+    dims = tuple(int(v) for v in given)
     if leading_optional and len(dims) == len(names) - 1:
         dims = (1, *dims)
     if len(dims) != len(names):

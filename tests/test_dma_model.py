@@ -4,7 +4,7 @@ the executor running the compiled descriptors, and, in sim/dma, the hardware).""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from atomcube.model.dma.compile import (
@@ -212,7 +212,11 @@ def test_nvdla_feature_three_way(precision, n, c, h, w, xl, xs, xc, seed):
 def test_sophgo_three_way(start, n, c, h, w, layout, dtype_mode, seed):
     dtype, mode = dtype_mode
     lm = LocalMemory(8, 4096)
-    t = LocalTensor(lm, start * 4096 + 128, (n, c, h, w), dtype, layout, None, mode)
+    try:
+        t = LocalTensor(lm, start * 4096 + 128, (n, c, h, w), dtype, layout, None, mode)
+    except FormatError as e:
+        assume(e.field != "shape")       # a tensor too large for the NPU's memory: draw again
+        raise
     tensor = rand(np.random.default_rng(seed), t.shape, np.dtype(
         {"fp32": "<f4", "fp16": "<f2", "int8": "i1", "int16": "<i2"}[dtype]))
     local_at = 0x10000

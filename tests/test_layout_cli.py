@@ -91,7 +91,7 @@ def test_convert_bin_needs_its_sidecar(tmp_path, capsys):
     (tmp_path / "a.bin").write_bytes(b"\0" * 64)
     assert cli.main(["layout", "convert", str(tmp_path / "a.bin"), "-o",
                      str(tmp_path / "a.npy")]) == 2
-    assert "missing; give the sidecar" in capsys.readouterr().err
+    assert "missing; give the image's sidecar" in capsys.readouterr().err
 
 
 def test_explain_nvdla(capsys):

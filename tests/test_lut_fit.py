@@ -233,17 +233,26 @@ def test_cli_fit_writes_json_and_plot(tmp_path, capsys):
     assert "lut_info" in out and "NVDLA's own table" in out and "max error" in out
     doc = json.loads(js.read_text())
     assert doc["report"]["max error (LSB)"] < 4
-    writes = doc["writes"]
-    assert sum(w["register"] == "lut_access_data" for w in writes) == 65 + 257
-    # the JSON's writes reproduce its configuration through the driver
+    regs = doc["registers"]
+    assert sum(w["register"] == "lut_access_data" for w in regs) == 65 + 257
+    # the plain (offset, word) writes reproduce the configuration on a bare bus, as firmware
+    # replays them; the field-level ones do the same through the driver
+    bus = LutBus("sdp")
+    for offset, word in doc["writes"]:
+        bus.write(offset, word)
+    assert bus.access.tables[LO].tolist() == doc["config"]["lo_table"]
+    assert bus.access.tables[LE].tolist() == doc["config"]["le_table"]
     bus = LutBus("sdp")
     drv = Driver(bus.map, bus)
-    for w in writes:
+    for w in regs:
         drv.write(w["register"], **w["fields"])
     assert bus.access.tables[LO].tolist() == doc["config"]["lo_table"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_fit_errors(capsys):
+    assert cli.main(["lut", "fit", "exp", "--in-frac", "12", "--out-frac", "12", "--x-max",
+                     "8"]) == 2
+    assert "beyond the int16 table entries: use out_frac 3 or less" in capsys.readouterr().err
     assert cli.main(["lut", "fit", "exp", "--in-frac", "12", "--out-frac", "12"]) == 2
-    assert "beyond the int16 table entries" in capsys.readouterr().err
+    assert "f saturates" in capsys.readouterr().err

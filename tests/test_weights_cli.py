@@ -125,7 +125,7 @@ def test_unpack_detects_truncated_and_corrupt_files(tmp_path, kernel, capsys):
     assert "wgs[0]: group 0 has" in capsys.readouterr().err
     (out / "wgs.bin").write_bytes(b"\0" * 64)
     assert cli.main(["weights", "unpack", str(out), "-o", str(tmp_path / "b.npy")]) == 2
-    assert "64 bytes, the manifest says 128" in capsys.readouterr().err
+    assert "64 bytes; the size the manifest gives is 128" in capsys.readouterr().err
     assert cli.main(["weights", "unpack", str(tmp_path), "-o", str(tmp_path / "b.npy")]) == 2
     assert "manifest.json: missing" in capsys.readouterr().err
 

@@ -1,1 +1,2 @@
-"""DMP dv-sdk network and convolution block I/O layouts (seed 004)."""
+"""DMP dv-sdk network and convolution block I/O layouts (dv-sdk's network input/output layout
+document)."""

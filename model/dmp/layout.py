@@ -1,17 +1,18 @@
-"""DMP dv-sdk I/O buffers: DWHC / DHWC with 8-channel chunks (seed 004), both directions.
+"""DMP dv-sdk I/O buffers: DWHC / DHWC with 8-channel chunks (dv-sdk's network input/output layout
+document), both directions.
 
 The convolution block stores a (D, C, H, W) tensor (D = depth, N of an NCHW array) as DWHC, or
 DHWC when the network was converted with ``transpose_weight``. Channels come in chunks of at
 most 8; chunk k starts at ``k * W * H * 8`` elements and holds ``C_`` channels (8, or ``C mod 8``
-for the last). The seed's offset, in elements::
+for the last). dv-sdk's offset, in elements::
 
     DWHC: chunk * (W*H*8) + x * (H*C_) + y * C_ + n_
     DHWC: chunk * (W*H*8) + y * (W*C_) + x * C_ + n_
 
-With C <= 8 this is the seed's plain DWHC/DHWC formula. The seed gives depth only for the plain
+With C <= 8 this is dv-sdk's plain DWHC/DHWC formula. The document gives depth only for the plain
 case (``d * W*H*C`` in front); the project keeps that term for chunked buffers too, so each depth
 slice is chunked on its own. Network inputs are fp16; the network output is float32 DWHC
-(``DmpLayout.network_output``), which the seed describes without chunks. Fully connected blocks
+(``DmpLayout.network_output``), which the document describes without chunks. Fully connected blocks
 read and write flat 1-D buffers, which is the 1x1xC case of the same formula.
 """
 
@@ -43,6 +44,9 @@ class DmpLayout:
                                                       leading_optional=True))
         if self.dtype not in DTYPES:
             raise FormatError("dtype", f"must be fp16 or fp32, not {self.dtype!r}")
+        for name in ("transpose", "chunked"):
+            if not isinstance(getattr(self, name), bool):
+                raise FormatError(name, f"must be true or false, not {getattr(self, name)!r}")
 
     @classmethod
     def network_output(cls, shape) -> DmpLayout:
@@ -62,7 +66,7 @@ class DmpLayout:
         return [(c0, min(c0 + step, c)) for c0 in range(0, c, step)]
 
     def offset(self, d, c, h, w):
-        """Byte offset of element (d, c, h, w): the seed's formula (numpy arrays broadcast)."""
+        """Byte offset of element (d, c, h, w): dv-sdk's formula (numpy arrays broadcast)."""
         D, C, H, W = self.shape
         d, c, h, w = (np.asarray(v) for v in (d, c, h, w))
         step = CHUNK if self.chunked else C

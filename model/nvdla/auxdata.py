@@ -1,6 +1,6 @@
 """NVDLA auxiliary data for SDP: bias, PReLU, batch-norm and element-wise operands.
 
-The format seed's rule: these formats do not use 32-byte atoms but
+NVDLA data format guide's rule: these formats do not use 32-byte atoms but
 ``BytesPerAtom = ElementPerAtom * ComponentsPerElement * BytesPerComponent``, where
 ElementPerAtom is 32 for an INT8 processing precision and 16 for INT16/FP16; components are 1
 (bias, PReLU, element-wise with ALU or MUL), or 2 (batch-norm: the addend and the multiplier,

@@ -1,6 +1,6 @@
 """NVDLA feature data: W x H x C cubes (and batches of them) in memory, both directions.
 
-The format seed's "Feature Data Format" section: channels are padded to a whole 32-byte atom
+NVDLA data format guide's "Feature Data Format" section: channels are padded to a whole 32-byte atom
 (any fill but NaN for fp16); the cube is cut into 1x1x32-byte atoms stored C' -> W -> H -> C
 (surfaces), with the atoms of a line packed, and lines and surfaces starting on 32-byte
 boundaries at the line stride and surface stride. With the strides at their minimum

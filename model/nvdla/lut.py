@@ -1,7 +1,7 @@
 """NVDLA's two-table hybrid lookup table, bit for bit.
 
-This is the arithmetic of ``shared/spec/lut.md`` (which restores what the seed's LUT chapter lost),
-for both flavours:
+This is the arithmetic of ``shared/spec/lut.md`` (which restores what NVDLA's LUT programming guide
+lost), for both flavours:
 
 - ``"sdp"``: int32 input, 35-bit fraction, int32 output.
 - ``"cdp"``: 38-bit signed input, 16-bit fraction, int16 result per table.

@@ -13,7 +13,7 @@ derivative at the edge, whichever measures better. Every candidate is scored by 
 bit-exact model (:func:`model.nvdla.lut.evaluate`) over a sweep of the input range, so the numbers
 reported are what the hardware produces.
 
-Layouts (the seed's coverage cases; which table is which is a parameter):
+Layouts (the coverage cases of NVDLA's LUT programming guide; which table is which is a parameter):
 
 - ``nested``: a raw table over the whole active range, a density table inside it where the raw
   table's error is worst (both hit: the density table wins). LE may be linear or exponential.
@@ -361,7 +361,7 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
     if isinstance(f, str):
         f, dmin, dmax = resolve_function(f)
         domain = domain or (dmin, dmax)
-    domain = tuple(domain or (-math.inf, math.inf))
+    domain = _check_domain(domain, fmt)
     if layout == "auto":
         say = progress or (lambda s: None)
         results = []
@@ -388,6 +388,7 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
     if le_mode == "exp" and not math.isfinite(domain[0]):
         raise ValueError("le_mode 'exp' needs a domain bounded below: the octaves count from "
                          "START (give domain=(x_min, x_max))")
+    _check_saturation(f, fmt, domain)
     a, b = _active_range(f, fmt, domain)
     say(f"active range [{a:.6g}, {b:.6g}]")
     _check_entry_range(f, fmt, domain, a, b)
@@ -495,6 +496,47 @@ class _NoFit(ValueError):
     pass
 
 
+def _check_domain(domain, fmt: Formats) -> tuple[float, float]:
+    """``domain`` as a (low, high) pair that holds at least two inputs of the format."""
+    lo, hi = (-math.inf, math.inf) if domain is None else (float(v) for v in domain)
+    if math.isnan(lo) or math.isnan(hi) or lo == math.inf or hi == -math.inf:
+        raise ValueError(f"domain: [{lo:g}, {hi:g}] holds no input")
+    step = 2.0 ** -fmt.in_frac
+    first = max(lo, fmt.x_lo * step)
+    last = min(hi, fmt.x_hi * step)
+    if math.floor(last / step) - math.ceil(first / step) < 1:
+        raise ValueError(f"domain: [{lo:g}, {hi:g}] holds fewer than two inputs of "
+                         f"Q.{fmt.in_frac} in the {fmt.flavor.upper()} input range "
+                         f"[{fmt.x_lo * step:g}, {fmt.x_hi * step:g}]")
+    return lo, hi
+
+
+def _check_saturation(f, fmt: Formats, domain) -> None:
+    """Refuse formats in which ``f`` leaves the output range anywhere in the domain: the unit
+    would clamp there, and the fit would hide it as a small error against a clamped target."""
+    lo = max(fmt.x_lo / 2.0 ** fmt.in_frac, domain[0])
+    hi = min(fmt.x_hi / 2.0 ** fmt.in_frac, domain[1])
+    span = np.logspace(-fmt.in_frac, 40, 2000, base=2.0)
+    probe = np.concatenate([np.linspace(lo, hi, 4001), -span, span, domain[0] + span])
+    probe = probe[(probe >= lo) & (probe <= hi)]
+    with np.errstate(all="ignore"):
+        y = np.asarray(f(probe), float) * 2.0 ** fmt.out_frac
+    ok = np.isfinite(y)
+    probe, y = probe[ok], y[ok]
+    over = (y > fmt.out_hi + 1) | (y < fmt.out_lo - 1)
+    if not over.any():
+        return
+    i = int(np.argmax(np.abs(y) * over))
+    peak = abs(float(y[i]))
+    limit = fmt.out_hi if y[i] > 0 else -fmt.out_lo
+    fits = fmt.out_frac - math.ceil(math.log2(peak / (limit + 1)))
+    advice = (f"use out_frac {fits} or less, or narrow the domain" if fits >= 0 else
+              "narrow the domain (--x-min, --x-max)")
+    raise ValueError(f"f saturates: it reaches {y[i]:.6g} output units at x = {probe[i]:.6g}, "
+                     f"beyond the {fmt.flavor.upper()} output's {fmt.out_lo} .. {fmt.out_hi} "
+                     f"(out_frac {fmt.out_frac}): {advice}")
+
+
 def _check_entry_range(f, fmt, domain, a, b):
     """Refuse formats whose outputs over the active range do not fit int16 table entries (a
     hair over, like sigmoid's 1.0 in Q0.15, is allowed: the entries saturate by one LSB)."""
@@ -506,9 +548,10 @@ def _check_entry_range(f, fmt, domain, a, b):
     peak = float(np.nanmax(np.abs(y[np.isfinite(y)]))) if np.isfinite(y).any() else 0.0
     if peak > 32768 * 1.001:
         fits = fmt.out_frac - math.ceil(math.log2(peak / 32767))
+        advice = (f"use out_frac {fits} or less, or narrow the domain" if fits >= 0 else
+                  "narrow the domain (--x-min, --x-max)")
         raise ValueError(f"f reaches {peak:.0f} output units (out_frac {fmt.out_frac}) over "
-                         f"[{a:.4g}, {b:.4g}], beyond the int16 table entries: use out_frac "
-                         f"{fits} or less, or narrow the domain")
+                         f"[{a:.4g}, {b:.4g}], beyond the int16 table entries: {advice}")
 
 
 def _peaks(x, order, spacing, count):
@@ -538,8 +581,9 @@ def _split_raw(mode, n, start, far, fmt):
 
 def fit_geometry(f, fmt: Formats, le: TableGeom, lo: TableGeom, priorities: dict, *,
                  domain=None, layout: str = "custom", progress=None) -> FitResult:
-    """Fill given geometries (any of the seed's arrangements): minimax entries, the better of flat
-    and derivative-matched slopes at each edge, measured over the full sweep."""
+    """Fill given geometries (any arrangement NVDLA's LUT programming guide describes): minimax
+    entries, the better of flat and derivative-matched slopes at each edge, measured over the full
+    sweep."""
     if isinstance(f, str):
         f, dmin, dmax = resolve_function(f)
         domain = domain or (dmin, dmax)
@@ -607,8 +651,16 @@ def plot(result: FitResult, f, path, baseline: FitResult | None = None) -> None:
     hi = max(s[1] for s in spans)
     margin = 0.1 * (hi - lo)
     lo, hi = max(lo - margin, result.domain[0]), min(hi + margin, result.domain[1])
-    x = np.unique(np.linspace(lo * scale, hi * scale, 20001).round().astype(np.int64))
-    x = x[(x >= fmt.x_lo) & (x <= fmt.x_hi)]
+    # a table in exponential mode, or a span too wide for 20,000 even samples to resolve (LRN's
+    # inputs reach 1e11), is drawn on a symmetric log axis sampled geometrically
+    log_axis = (hi - lo) * scale > 1 << 20 or any(
+        g.mode == "exp" and g.start < fmt.x_hi for g in (result.le, result.lo))
+    x = np.linspace(lo * scale, hi * scale, 20001)
+    if log_axis:
+        ends = np.geomspace(1, max(abs(lo), abs(hi)) * scale + 1, 10000)
+        x = np.concatenate([x, ends, -ends, [0.0]])
+    x = np.unique(x.round().astype(np.int64))
+    x = x[(x >= max(fmt.x_lo, lo * scale)) & (x <= min(fmt.x_hi, hi * scale))]
     res = evaluate(x, cfg, fmt.flavor)
     want = np.clip(target(f, fmt, x, result.domain), fmt.out_lo, fmt.out_hi)
     xr = x / scale
@@ -633,7 +685,9 @@ def plot(result: FitResult, f, path, baseline: FitResult | None = None) -> None:
             mode = "exp" if g.mode == "exp" else f"step 2^{g.select - fmt.in_frac}"
             a3.text(s, row, f" {name} ({mode})", va="center", fontsize=8)
     a3.set_yticks([0, 1], ["LE", "LO"])
-    a3.set_xlabel("input")
+    a3.set_xlabel("input" + (" (symmetric log scale)" if log_axis else ""))
+    if log_axis:
+        a3.set_xscale("symlog", linthresh=max(1.0, 2.0 ** -fmt.in_frac))
     a3.set_xlim(lo, hi)
     fig.suptitle(f"{result.layout} LUT, input Q.{fmt.in_frac}, output Q.{fmt.out_frac} "
                  f"({fmt.flavor.upper()})")

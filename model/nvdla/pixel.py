@@ -1,8 +1,9 @@
 """NVDLA pixel formats: pitch-linear ROI images (one or two planes) <-> channel samples.
 
-The format seed lists 36 formats, T_R8 through T_Y16___V16U16_N444, with their plane count,
-channel count, valid input precision and valid X offset range. What the seed leaves out, and
-where the project's rule comes from (NVDLA's CDMA pixel-format parser, ``NV_NVDLA_CDMA_IMG_ctrl``):
+NVDLA's data format guide lists 36 formats, T_R8 through T_Y16___V16U16_N444, with their plane
+count, channel count, valid input precision and valid X offset range. What that guide leaves out,
+and where the project's rule comes from (NVDLA's CDMA pixel-format parser,
+``NV_NVDLA_CDMA_IMG_ctrl``):
 
 - **Names** list a plane's pixel word from its most significant field down, and the word is
   little-endian in memory: T_A8B8G8R8 is the bytes R, G, B, A; T_A2B10G10R10 has R in bits 9:0
@@ -20,10 +21,10 @@ where the project's rule comes from (NVDLA's CDMA pixel-format parser, ``NV_NVDL
 - **X offset** (PIXEL_X_OFFSET) counts pixels from the 32-byte aligned start of each line to
   the first ROI pixel; its range is 32 / bytes-per-pixel of the first plane, minus one. The
   second plane uses ``x_offset mod (32 / its bytes per pixel)``, as the parser masks it.
-- Start addresses and line strides are 32-byte aligned (the seed's mandatory rule).
+- Start addresses and line strides are 32-byte aligned (the guide's mandatory rule).
 
 Samples are ``(C, H, W)`` arrays like the rest of the model: int32 for integer formats, float16
-for the ``_F`` ones. The seed's conversion to int8/int16/fp16 is :func:`model.nvdla.precision.
+for the ``_F`` ones. The guide's conversion to int8/int16/fp16 is :func:`model.nvdla.precision.
 convert`, with a per-channel offset of shape ``(C, 1, 1)`` for the four MEAN registers.
 """
 
@@ -61,9 +62,9 @@ _TABLE = (
 
 @dataclass(frozen=True)
 class PixelFormat:
-    """One row of the seed's table. ``fields[c]`` is ``(plane, bit offset, width)`` of channel
-    ``c`` inside its plane's little-endian pixel word; ``plane_bytes[p]`` the bytes per pixel
-    of plane ``p``."""
+    """One row of the guide's pixel format table. ``fields[c]`` is ``(plane, bit offset, width)`` of
+    channel ``c`` inside its plane's little-endian pixel word; ``plane_bytes[p]`` the bytes per
+    pixel of plane ``p``."""
 
     name: str
     code: int
@@ -117,7 +118,8 @@ def pixel_format(name: str | int) -> PixelFormat:
         return FORMATS[_TABLE[name][0]]
     key = name if name.startswith("T_") else f"T_{name}"
     if key not in FORMATS:
-        raise FormatError("pixel_format", f"{name!r} is not in the seed's pixel format table")
+        raise FormatError("pixel_format", f"{name!r} is not in the pixel format table of "
+                                          f"NVDLA's data format guide")
     return FORMATS[key]
 
 
@@ -132,7 +134,7 @@ class PixelImage:
     line_stride   bytes per line of plane 0 (default: the ROI line rounded up to 32).
     uv_line_stride  bytes per line of plane 1 (two-plane formats; default likewise).
     sign          "unsigned" or "signed" (PIXEL_SIGN_OVERRIDE).
-    precision     the IN_PRECISION setting; must be the one the seed's table allows.
+    precision     the IN_PRECISION setting; must be the one the guide's table allows.
     fill          byte written outside the ROI by :meth:`pack`.
     """
 
@@ -154,7 +156,8 @@ class PixelImage:
             raise FormatError("sign", f"must be 'unsigned' or 'signed', not {self.sign!r}")
         if self.precision is not None and self.precision != fmt.precision:
             raise FormatError("precision", f"{fmt.name} takes {fmt.precision} input, not "
-                                           f"{self.precision} (the seed's pixel format table)")
+                                           f"{self.precision} (the pixel format table of "
+                                           f"NVDLA's data format guide)")
         if not 0 <= self.x_offset <= fmt.x_offset_max:
             raise FormatError("x_offset", f"{fmt.name} allows 0 to {fmt.x_offset_max} pixels, "
                                           f"not {self.x_offset}")

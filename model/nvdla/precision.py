@@ -44,7 +44,7 @@ LRN = {(i, o): (i if i == o else INVALID) for i in PRECISIONS for o in PRECISION
 POOLING = dict(LRN)
 TABLES = {"conv": CONV, "sdp": SDP, "lrn": LRN, "pooling": POOLING}
 
-#: what an fp16 infinity becomes inside each sub-module (seed table)
+#: what an fp16 infinity becomes inside each sub-module (NVDLA's data format guide)
 INF_VALUE = {"conv": 65536.0, "conv_winograd": 65504.0, "sdp": 3.40282e38,
              "cdp": 4292870144.0, "pdp_average": 4292870144.0, "pdp_maxmin": np.inf}
 FP16_MAX = 65504.0
@@ -65,7 +65,8 @@ def check(unit: str, input_format: str, output: str):
     got = table[(input_format, output)]
     if got is INVALID:
         raise FormatError("output", f"{unit}: {input_format} input to {output} output is an "
-                                    f"invalid case in the seed's precision table")
+                                    f"invalid case in the precision table of NVDLA's data "
+                                    f"format guide")
     return got
 
 
@@ -83,7 +84,7 @@ def to_fp16(v) -> np.ndarray:
 
 
 def convert(d, offset: float, scale: float, precision: str) -> np.ndarray:
-    """The seed's pixel and int8 <-> int16 conversions: ``(d - offset) * SF``, then truncate
+    """NVDLA's pixel and int8 <-> int16 conversions: ``(d - offset) * SF``, then truncate
     to int8/int16 (toward zero, saturating) or convert to fp16."""
     if precision not in PRECISIONS:
         raise FormatError("precision", f"must be one of {', '.join(PRECISIONS)}, not "

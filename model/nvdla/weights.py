@@ -1,7 +1,7 @@
 """NVDLA weight images and their sparse compression: the oracle of the sparse weight decompressor.
 
-The rules are ``shared/spec/weights.md`` (which pins down what the format seed's lost figures
-showed); section names below follow it. Everything is vectorised numpy.
+The rules are ``shared/spec/weights.md`` (which pins down what NVDLA's data format guide's lost
+figures showed); section names below follow it. Everything is vectorised numpy.
 
 A kernel tensor is OIHW: (K, C, R, S), K kernels of C channels, R rows, S columns.
 
@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import FormatError, check_shape
 from ..parallel import run as _parallel
 
-# --- constants from the seed and weights.md --------------------------------------------------
+# --- constants from NVDLA's data format guide --------------------------------------------------
 
 #: precision name -> (element dtype, bytes per element)
 PRECISIONS = {"int8": (np.dtype("<i1"), 1), "int16": (np.dtype("<i2"), 2),
@@ -113,7 +113,8 @@ class WeightSpec:
         if p > 1:
             if self.mode != "image":
                 raise WeightError("post_extension", "is available for image input weights only "
-                                  "(seed table: not supported for DC, Winograd, deconvolution)")
+                                  "(NVDLA's data format guide: not supported for DC, Winograd, "
+                                  "deconvolution)")
             limit = 32 if p == 2 else 16
             if self.pre_channels > limit:
                 raise WeightError("post_extension", f"factor {p} needs C' <= {limit} after "
@@ -754,6 +755,8 @@ def plan_job(packed: CompressedWeights, base: int = 0, dst: bool | int = False,
              address_bits: int = 32) -> DecompressJob:
     """Place WGS, WMB and weight surfaces one after another from ``base`` (256-byte aligned)
     and describe the job; ``dst=True`` puts the dense image after them, an int places it."""
+    if not 0 <= base < 1 << address_bits:
+        raise WeightError("base", f"must be an address in [0, 2^{address_bits}), not {base}")
     spec = packed.spec
     addr = pad_to(base, ADDRESS_ALIGN)
     where = {}

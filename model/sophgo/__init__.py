@@ -1,1 +1,1 @@
-"""Sophgo TPU local memory formats (seed 002)."""
+"""Sophgo TPU local memory formats (the OKKernel local memory document)."""
