@@ -354,9 +354,9 @@ EXPLAIN_MAX_ELEMENTS = 1 << 21
 
 def _element_type(args, dtype: np.dtype) -> str:
     """The element type a target stores the tensor as: the one its option names; else the
-    tensor's own when the target has it; else the first the tensor casts to safely; else the
-    widest of the same kind (integer or float). :func:`cast_exact` then refuses any value the
-    choice would change."""
+    tensor's own when the target has it; else the widest of the same kind (integer or float);
+    else the target's first (DMP's fp16). :func:`cast_exact` then refuses any value the choice
+    would change."""
     option, allowed = _TARGET_TYPES[args.to]
     given = args.precision if option == "--precision" else args.dtype
     if given is not None:
@@ -368,12 +368,9 @@ def _element_type(args, dtype: np.dtype) -> str:
     for name in allowed:
         if _ELEMENTS[name] == dtype.newbyteorder("<"):
             return name
-    for name in allowed:
-        if np.can_cast(dtype, _ELEMENTS[name], "safe"):
-            return name
     kind = "f" if dtype.kind == "f" else "iu"
-    same = [n for n in allowed if _ELEMENTS[n].kind in kind] or list(allowed)
-    return max(same, key=lambda n: _ELEMENTS[n].itemsize)
+    same = [n for n in allowed if _ELEMENTS[n].kind in kind]
+    return max(same, key=lambda n: _ELEMENTS[n].itemsize) if same else allowed[0]
 
 
 def cast_exact(a: np.ndarray, name: str, lossy: bool, option: str = "--dtype") -> np.ndarray:

@@ -547,7 +547,7 @@ def _check_entry_range(f, fmt, domain, a, b):
         y = np.asarray(f(np.clip(xs, domain[0], domain[1])), float) * 2.0 ** fmt.out_frac
     peak = float(np.nanmax(np.abs(y[np.isfinite(y)]))) if np.isfinite(y).any() else 0.0
     if peak > 32768 * 1.001:
-        fits = fmt.out_frac - math.ceil(math.log2(peak / 32767))
+        fits = fmt.out_frac - math.ceil(math.log2(peak / 32768))
         advice = (f"use out_frac {fits} or less, or narrow the domain" if fits >= 0 else
                   "narrow the domain (--x-min, --x-max)")
         raise ValueError(f"f reaches {peak:.0f} output units (out_frac {fmt.out_frac}) over "
