@@ -66,8 +66,9 @@ SYNTH_ARGS = $(if $(FAMILY),--family $(FAMILY)) $(if $(BLOCK),--block $(BLOCK)) 
 synth: $(FPGA_STAMP)
 	$(PY) -m atomcube.hw.synth $(SYNTH_ARGS)
 
+REPORT_SEEDS ?= 1,2,3
 report: $(FPGA_STAMP)
-	$(PY) -m atomcube.hw.synth $(SYNTH_ARGS) --report
+	$(PY) -m atomcube.hw.synth $(SYNTH_ARGS) --seeds $(REPORT_SEEDS) --report
 
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -136,6 +138,10 @@ class Result:
     seconds: float
     mapper: str = "abc9"
     commit: str = "?"           # the source the block was built from (see :func:`_commit`)
+    #: with several placement seeds (:func:`build_seeds`): how many, and the lowest and highest
+    #: Fmax among them; ``fmax_mhz`` is then their median
+    seeds: int = 1
+    fmax_spread: tuple[float, float] | None = None
 
 
 def read_report(report: dict, family: str, netlist_ffs: int | None = None) -> dict:
@@ -356,6 +362,29 @@ def build(block: str, family: str, outdir: Path | None = None,
                                  **record))
 
 
+def median_result(results: list[Result]) -> Result:
+    """One row for the same netlist placed with several seeds: the resources of the first,
+    the median Fmax, the lowest and highest, the seconds added up."""
+    first = results[0]
+    fmaxes = sorted(r.fmax_mhz for r in results if r.fmax_mhz is not None)
+    fmax = statistics.median(fmaxes) if len(fmaxes) == len(results) else None
+    mapper = first.mapper.split(" seed ")[0]
+    return dataclasses.replace(
+        first, fmax_mhz=fmax, fits=all(r.fits for r in results), mapper=mapper,
+        seconds=sum(r.seconds for r in results), seeds=len(results),
+        fmax_spread=(fmaxes[0], fmaxes[-1]) if fmax is not None else None)
+
+
+def build_seeds(block: str, family: str, seeds: list[int], outdir: Path | None = None,
+                mapper: str | None = None, copies: bool = False) -> Result:
+    """:func:`build` once per placement seed, each in ``<outdir>/seed-<n>``, as one row
+    (:func:`median_result`): a single placement can be luckier or unluckier than the netlist
+    deserves by several MHz, so the figure quoted is the median."""
+    out = outdir or BUILD / "synth" / family / block
+    return median_result([build(block, family, out / f"seed-{n}", mapper, copies, n)
+                          for n in seeds])
+
+
 def _recorded(out: Path, r: Result) -> Result:
     """Write how ``r`` was built beside its outputs (:data:`RECORD`); returns ``r``."""
     (out / RECORD).write_text(json.dumps({"mapper": r.mapper, "commit": r.commit,
@@ -365,8 +394,13 @@ def _recorded(out: Path, r: Result) -> Result:
 
 def collect(block: str, family: str, outdir: Path | None = None) -> Result | None:
     """The figures of an earlier build of ``block`` (``build/synth``, or ``outdir``), or None
-    when there is none that finished."""
+    when there is none that finished. Builds with several seeds (``seed-<n>`` folders) are
+    collected as their median."""
     out = outdir or BUILD / "synth" / family / block
+    seeded = sorted(out.glob("seed-*")) if out.is_dir() else []
+    if seeded:
+        found = [collect(block, family, d) for d in seeded]
+        return median_result(found) if all(found) else None
     report = out / "nextpnr.json"
     netlist = out / f"atomcube_{block}.json"
     rec = json.loads((out / RECORD).read_text()) if (out / RECORD).exists() else {}
@@ -382,25 +416,42 @@ def collect(block: str, family: str, outdir: Path | None = None) -> Result | Non
     return Result(block, family, **figures, **how)
 
 
-def _rows(results: list[Result]):
+def _rows(results: list[Result], commits: bool = True):
     for r in results:
         fmax = f"{r.fmax_mhz:.1f}" if r.fmax_mhz is not None else "-"
+        spread = (f"{r.fmax_spread[0]:.1f}-{r.fmax_spread[1]:.1f}" if r.fmax_spread else "-")
         goal = ""
         if r.family == "ecp5" and r.fmax_mhz is not None:
             goal = "met" if r.fmax_mhz >= TARGET_MHZ else "MISSED"
         secs = "-" if r.seconds != r.seconds else f"{r.seconds:.0f}"       # NaN: not recorded
-        yield (r.block, FAMILIES[r.family]["device"], f"{r.luts:,}", f"{r.ffs:,}", str(r.brams),
-               str(r.mults), fmax, goal, "yes" if r.fits else "NO", r.mapper, r.commit, secs)
+        row = (r.block, FAMILIES[r.family]["device"], f"{r.luts:,}", f"{r.ffs:,}", str(r.brams),
+               str(r.mults), fmax, str(r.seeds) if r.fmax_mhz is not None else "-", spread, goal,
+               "yes" if r.fits else "NO", r.mapper, secs)
+        yield row + ((r.commit,) if commits else ())
 
 
-HEAD = ("block", "device", "LUT4", "FF", "BRAM", "MULT", "Fmax MHz", ">= 100 MHz", "fits",
-        "mapper", "built at", "seconds")
+#: the table's columns; the console table adds the commit each row was built from
+HEAD = ("block", "device", "LUT4", "FF", "BRAM", "MULT", "Fmax MHz", "seeds", "Fmax range",
+        ">= 100 MHz", "fits", "mapper", "seconds")
 
 
 def markdown(results: list[Result]) -> str:
+    """The table as docs/resources.md holds it: figures only, no commit (the file's history in
+    git says which source made it)."""
     lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    lines += ["| " + " | ".join(row) + " |" for row in _rows(results)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(results, commits=False)]
     return "\n".join(lines)
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds such as 1,2,3, not {text!r}") from None
+    if len(seeds) < 3 or len(set(seeds)) != len(seeds) or min(seeds) < 1:
+        raise argparse.ArgumentTypeError(f"a median needs three or more distinct seeds of 1 or "
+                                         f"more, not {text!r}")
+    return seeds
 
 
 def main(argv=None) -> int:
@@ -428,7 +479,12 @@ def main(argv=None) -> int:
                     help="ECP5 only: nextpnr's placement seed instead of its own (0: its own); "
                          "the mapper column then ends in 'seed N'. A build with a seed "
                          "replaces the block's default build in build/synth")
+    ap.add_argument("--seeds", type=_seed_list, metavar="N,N,N",
+                    help="ECP5 only: place each block once per seed and report the median Fmax "
+                         "and the range (make report: 1,2,3)")
     args = ap.parse_args(argv)
+    if args.seeds and args.seed is not None:
+        ap.error("--seed and --seeds: give one or the other")
     if args.seed is not None and args.seed < 0:
         ap.error(f"--seed must be 0 (nextpnr's own) or more, not {args.seed}")
     if args.seed == 0:
@@ -451,7 +507,12 @@ def main(argv=None) -> int:
                 continue
             print(f"{family}/{block} ...", end=" ", flush=True)
             try:
-                r = build(block, family, mapper=args.mapper, copies=args.copies, seed=args.seed)
+                if args.seeds and family == "ecp5":
+                    r = build_seeds(block, family, args.seeds, mapper=args.mapper,
+                                    copies=args.copies)
+                else:
+                    r = build(block, family, mapper=args.mapper, copies=args.copies,
+                              seed=args.seed)
             except ToolMissing as e:
                 print(f"\nerror: {e}", file=sys.stderr)
                 return 2
@@ -463,24 +524,20 @@ def main(argv=None) -> int:
             print(f"{r.seconds:.0f} s")
             results.append(r)
     print()
-    print(table(HEAD, list(_rows(results))))
+    print(table((*HEAD, "built at"), list(_rows(results))))
     if args.report:
         args.report.write_text(
             "# Resources and maximum frequency, each block alone\n\n"
-            "Written by `make report` (`python -m atomcube.hw.synth --report`): Yosys and nextpnr "
-            "from the YoWASP packages. ECP5: placed out of context (no I/O), asking for "
-            f"{TARGET_MHZ:.0f} MHz; Fmax is nextpnr's figure after routing; LUT4 counts "
-            "TRELLIS_COMB cells, BRAM DP16KD, MULT MULT18X18D. iCE40 UP5K: Yosys's cell counts "
-            "after synth_ice40 (nextpnr-ice40 cannot place a block without pins), so no Fmax; "
-            "LUT4 counts SB_LUT4, BRAM EBR and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT "
-            "mapper (abc9, or the classic abc; +copies: built with "
-            "--copies, the registers' copies kept apart and the products in multiplier "
-            "blocks with their registers, as on the board top; seed N: placed with "
-            "nextpnr's seed N, --seed); built at: the commit "
-            "(+: with changes under hw/ or model/) and seconds: how long the build took (with "
-            "`--collect` the rows are earlier builds, which may come from different commits). "
-            "The analysis of these figures is in docs/fpga.md; the board builds in "
-            "docs/board.md.\n\n"
+            "Written by `make report` (`python -m atomcube.hw.synth --report --seeds 1,2,3`): "
+            "Yosys and nextpnr from the YoWASP packages. ECP5 (LFE5U-85F, speed grade 6): "
+            f"placed out of context (no I/O), asking for {TARGET_MHZ:.0f} MHz, once per "
+            "placement seed; Fmax is the median of nextpnr's figures after routing, the range "
+            "their lowest and highest; LUT4 counts TRELLIS_COMB cells, BRAM DP16KD, MULT "
+            "MULT18X18D. iCE40 UP5K: Yosys's cell counts after synth_ice40 (nextpnr-ice40 "
+            "cannot place a block without pins), so no Fmax; LUT4 counts SB_LUT4, BRAM EBR "
+            "and SPRAM, MULT SB_MAC16. mapper: Yosys's LUT mapper (abc9, or the classic abc). "
+            "seconds: the builds' time added up, on two cores. docs/fpga.md explains the "
+            "figures and the board builds.\n\n"
             + markdown(results) + "\n")
         print(f"\nwrote {args.report}")
     return 0 if ok else 1

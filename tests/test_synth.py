@@ -94,7 +94,29 @@ def test_collect_reads_what_a_build_left(tmp_path):
     assert "| - |" in synth.markdown([r])
     (tmp_path / synth.RECORD).write_text('{"mapper": "abc", "commit": "abc1234+", "seconds": 7}')
     row = synth.markdown([synth.collect("dma_d64", "ecp5", tmp_path)]).splitlines()[-1]
-    assert row.endswith("| 101.5 | met | yes | abc | abc1234+ | 7 |")
+    assert row.endswith("| 101.5 | 1 | - | met | yes | abc | 7 |")
+    assert "abc1234" not in synth.markdown([synth.collect("dma_d64", "ecp5", tmp_path)])
+
+
+def test_seeds_are_reported_as_their_median(tmp_path):
+    """Builds placed with several seeds (seed-<n> folders) read back as one row: the median
+    Fmax and the range, never one seed's figure; a seed whose build did not finish leaves the
+    row out."""
+    for n, fmax in ((1, 97.0), (2, 104.0), (3, 101.0)):
+        d = tmp_path / f"seed-{n}"
+        d.mkdir()
+        (d / "nextpnr.json").write_text(json.dumps({
+            "utilization": {"TRELLIS_COMB": {"used": 10, "available": 20}},
+            "fmax": {"clk": {"achieved": fmax, "constraint": 100.0}}}))
+        (d / synth.RECORD).write_text(json.dumps({"mapper": f"abc9 seed {n}", "commit": "x",
+                                                  "seconds": 5}))
+    r = synth.collect("dma_d64", "ecp5", tmp_path)
+    assert (r.fmax_mhz, r.fmax_spread, r.seeds, r.mapper, r.seconds) == \
+        (101.0, (97.0, 104.0), 3, "abc9", 15)
+    assert synth.markdown([r]).splitlines()[-1].endswith(
+        "| 101.0 | 3 | 97.0-104.0 | met | yes | abc9 | 15 |")
+    (tmp_path / "seed-2" / "nextpnr.json").unlink()
+    assert synth.collect("dma_d64", "ecp5", tmp_path) is None
 
 
 def test_yosys_scripts():
