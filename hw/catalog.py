@@ -103,7 +103,8 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("outdir", nargs="?", type=Path, default=BUILD / "verilog",
                     help="folder to write into (default build/verilog under the current folder)")
-    ap.add_argument("--block", action="append", help="only this block (repeatable)")
+    ap.add_argument("--block", action="append", choices=sorted(BLOCKS),
+                    help="only this block (repeatable; default: every block)")
     args = ap.parse_args(argv)
     for path in write_verilog(args.outdir, args.block):
         print(f"wrote {path}")

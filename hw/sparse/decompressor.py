@@ -1,5 +1,5 @@
 """The sparse weight decompressor: NVDLA's compressed weight surfaces (WGS, WMB, packed
-non-zeros; ``shared/spec/weights.md``) in, the dense weight image out as a stream of atoms and,
+non-zeros; docs/weights.md) in, the dense weight image out as a stream of atoms and,
 optionally, in memory.
 
 Data path

@@ -1,7 +1,7 @@
 """NVDLA's two-table hybrid lookup table, bit for bit.
 
-This is the arithmetic of ``shared/spec/lut.md`` (which restores what NVDLA's LUT programming guide
-lost), for both flavours:
+This is the arithmetic that docs/lut.md ("The arithmetic") states, NVDLA's RTL behaviour, for
+both flavours:
 
 - ``"sdp"``: int32 input, 35-bit fraction, int32 output.
 - ``"cdp"``: 38-bit signed input, 16-bit fraction, int16 result per table.
@@ -37,7 +37,7 @@ FLAVORS = ("sdp", "cdp")
 INPUT_BITS = {"sdp": 32, "cdp": 38}
 FRAC_BITS = {"sdp": 35, "cdp": 16}
 COUNTER_MAX = (1 << 32) - 1
-# Names of the statistics counters, per flavour (lut.md, "Statistics").
+# Names of the statistics counters, per flavour (docs/lut.md, "The arithmetic").
 COUNTERS = {
     "sdp": ("uflow", "oflow", "hybrid", "le_hit", "lo_hit"),
     "cdp": ("uflow", "oflow", "le_hit", "lo_hit", "priority"),

@@ -1,7 +1,8 @@
 """NVDLA weight images and their sparse compression: the oracle of the sparse weight decompressor.
 
-The rules are ``shared/spec/weights.md`` (which pins down what NVDLA's data format guide's lost
-figures showed); section names below follow it. Everything is vectorised numpy.
+The rules are those docs/weights.md states (NVDLA's data format guide, with every ordering and
+corner case its lost figures showed pinned down); section names below follow it. Everything is
+vectorised numpy.
 
 A kernel tensor is OIHW: (K, C, R, S), K kernels of C channels, R rows, S columns.
 
