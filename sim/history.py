@@ -17,7 +17,8 @@ from pathlib import Path
 #: (what it is, pattern); each is matched line by line, case-insensitively
 MARKERS = [
     ("commit hash", re.compile(
-        r"(?<![0-9a-z_'])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9a-z_])",
+        r"(?<![0-9a-z_'.])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])(?![0-9]+e[0-9]+\b)"
+        r"[0-9a-f]{7,40}(?![0-9a-z_])",
         re.I)),
     ("work session", re.compile(r"\b(?:[a-z]+-)?[a-z]+(?:st|nd|rd|th) session\b|"
                                 r"\b(?:this|that|each|every|a|the|one|later|earlier) "

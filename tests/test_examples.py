@@ -44,7 +44,7 @@ def test_page_examples_run(page, tmp_path):
                 with contextlib.redirect_stdout(io.StringIO()):
                     exec(compile(code, f"{page.name} example", "exec"), namespace)
             elif kind == "sh":
-                for line in code.splitlines():
+                for line in code.replace("\\\n", " ").splitlines():
                     line = line.split(" #")[0].strip()
                     if not line.startswith(("atomcube ", "python -m atomcube")):
                         continue

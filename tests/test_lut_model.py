@@ -1,4 +1,4 @@
-"""The bit-exact LUT model against an independent scalar transcription of the arithmetic docs/lut.md states.
+"""The bit-exact LUT model against an independent scalar transcription of docs/lut.md's arithmetic.
 
 The reference below uses Python's unbounded integers and the spec's own words for rounding (a
 right shift that adds the guard bit, except for a negative value with nothing below the guard
