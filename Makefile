@@ -2,7 +2,8 @@
 #   make sim       cocotb regression of every block, summary table  (SIM=icarus WAVES=1 SEED=n)
 #   make test      the whole pytest suite (model, gateware, cocotb on both simulators)
 #   make verilog   every block's Verilog into build/verilog/
-#   make lint      ruff, and verilator --lint-only on the emitted Verilog
+#   make lint      ruff, the work-history scan of source and docs, and verilator --lint-only
+#                  on the emitted Verilog
 #   make regs      regenerate docs/registers/ (Markdown maps and C headers)
 #   make bench     hardware benchmarks: cycles counted in simulation (LUT unit throughput,
 #                  sparse decompressor density sweep, DMA bus utilisation; QUICK=1: the
@@ -100,6 +101,7 @@ VLINT_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-UNUSEDPARAM -Wno-WIDTHEX
                -Wno-WIDTHTRUNC -Wno-CASEINCOMPLETE -Wno-UNDRIVEN -Wno-PROCASSINIT
 lint: verilog
 	$(VENV)/bin/ruff check hw model sim tests
+	$(PY) -m atomcube.sim.history
 	@for f in build/verilog/*.v; do \
 	  echo "verilator --lint-only $$f"; \
 	  $(PY) -m atomcube.sim.lint $$f $(VLINT_WAIVE) || exit 1; \

@@ -65,30 +65,25 @@ SURGE = 4
 FLOOR = 50
 MAX_ITERATIONS = 400
 
-#: when router2, rerouting the nets that fail a target above the board's clock
-#: (``--tmg-ripup``), counts as unable to meet it: counted over its iterations with fewer
-#: than FLOOR overused wires (before that the counts swing with the congestion), the nets
-#: failing the target have not come to a new lowest for TIMING_PATIENCE iterations, and that
-#: lowest is not 0. At a target the placement reaches they fall to none within a few tens of
-#: iterations (the full SoC at 90 MHz: 82 at router2's tenth iteration, none from its
-#: twentieth); at one it cannot reach they swing above a floor (5d99abe --seed 4 at 90 MHz:
-#: 12 to 36 from the 79th iteration to the 329th, with at most one overused wire) until
-#: nextpnr's own limit, 1,500 iterations (docs/board.md)
+#: when router2, rerouting the nets that fail a target above the board's clock (``--tmg-ripup``),
+#: counts as unable to meet it: counted over its iterations with fewer than FLOOR overused wires
+#: (before that the counts swing with the congestion), the nets failing the target have not come to
+#: a new lowest for TIMING_PATIENCE iterations, and that lowest is not 0. At a target the placement
+#: reaches they fall to none within a few tens of iterations (the full SoC at 90 MHz: 82 at
+#: router2's tenth iteration, none from its twentieth); at one it cannot reach they swing above a
+#: floor until nextpnr's own limit, 1,500 iterations (docs/board.md)
 TIMING_PATIENCE = 30
 
-#: when router2, having met its target (no net failing it, with fewer than FLOOR wires
-#: overused), counts as unable to hold it: nets have failed the target in every such
-#: iteration for the HOLD_PATIENCE iterations since. Twice TIMING_PATIENCE, because a router2
-#: that has met its target once may yet meet it again while it reroutes its last wires;
-#: 8cead74 --seed 6 at 95 MHz never did: none failing from its 35th iteration to its 56th,
-#: then 53 to 123 in every tenth iteration to its 400th (docs/board.md)
+#: when router2, having met its target (no net failing it, with fewer than FLOOR wires overused),
+#: counts as unable to hold it: nets have failed the target in every such iteration for the
+#: HOLD_PATIENCE iterations since. Twice TIMING_PATIENCE, because a router2 that has met its target
+#: once may yet meet it again while it reroutes its last wires; one that has lost it for this long
+#: has not been seen to meet it again (docs/board.md)
 HOLD_PATIENCE = 2 * TIMING_PATIENCE
 
 #: when router1 counts as stalled: its arcs left have not halved over the last ROUTER1_WINDOW
-#: iterations, with at least ROUTER1_FLOOR still left. On the iCEBreaker's netlist of
-#: 4924a18 (docs/board.md) the placement that routed (--seed 3, 64,066 iterations) had cut
-#: them to 0.22 of their count 40,000 iterations before by its 44,000th; two that were still
-#: routing after 91,000 and 238,000 iterations had cut them to 0.56 by then.
+#: iterations, with at least ROUTER1_FLOOR still left. Placements of the iCEBreaker's SoC that route
+#: cut them to about a fifth over such a window; those that run on for hours, to about half.
 ROUTER1_WINDOW = 40_000
 ROUTER1_FLOOR = 1_000
 
@@ -360,9 +355,9 @@ def _sweep(pnr, board, out: Path, inputs, outputs, seeds, jobs, family, ffs, slo
         slow = sum(n for _, n, _ in slow_endpoints(data, slow_ns)) if slow_ns else None
         say(f"      {named}: {fmax:.2f} MHz" + (f", {slow:,} endpoints over {slow_ns:g} ns"
                                                 if slow is not None else ""))
-        # router2 stops on its own count of nets failing the target, and the timing analysis
-        # after routing can still come out a little below it (98.53 MHz at a 100 MHz target,
-        # docs/board.md): the outcome says so rather than that the target was met
+        # router2 stops on its own count of nets failing the target, and the timing analysis after
+        # routing can still come out a little below it: the outcome says so rather than that the
+        # target was met
         if met is None:
             why = None
         elif fmax >= met:

@@ -84,17 +84,13 @@ class ToolMissing(RuntimeError):
 
 
 #: Yosys's LUT mappers: ABC9, the default of ``synth_ecp5`` and ``synth_ice40``, and the classic
-#: ABC. ABC9 maps for timing and most builds want it. On the sparse decompressor before its
-#: rebuild (``43d4102``: 243,000 gates) it ran for hours, and so did the full SoC then (6,638
-#: s); since, both mappers take minutes (the full ULX3S SoC at ``f61c2d6``: 302 s of Yosys with
-#: ABC9, 295 s with the classic ABC; docs/fpga.md)
+#: ABC. ABC9 maps for timing and most builds want it. On the sparse decompressor before its rebuild
+#: it ran for hours, and so did the full SoC then (6,638 s); since, both mappers take minutes
 MAPPERS = ("abc9", "abc")
 
-#: The mapper an ECP5 build of a block uses unless ``--mapper`` says otherwise: ABC9, except
-#: for the sparse decompressor, whose rows in docs/resources.md are the classic ABC's. ABC9
-#: maps it 6 to 8 % smaller now, in minutes, but no faster (at ``f61c2d6``: ``sparse_d64_a16``
-#: 116.2 MHz against 116.5, ``sparse_d64_a32`` 103.6 against 109.6). iCE40 builds always use
-#: ABC9.
+#: The mapper an ECP5 build of a block uses unless ``--mapper`` says otherwise: ABC9, except for the
+#: sparse decompressor, whose rows in docs/resources.md are the classic ABC's. ABC9 maps it 6 to 8 %
+#: smaller now, in minutes, but no faster. iCE40 builds always use ABC9.
 ECP5_MAPPER = {block: "abc" for block in BLOCKS if block.startswith("sparse_")}
 
 
@@ -108,12 +104,10 @@ def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str 
     write the JSON ``netlist``. ``mapper="abc"`` (ECP5 only) runs ``synth_ecp5`` up to its LUT
     mapping, maps with the classic ABC in ABC9's place, then runs the rest of ``synth_ecp5``.
 
-    The classic ABC maps to LUTs of 4 to 7 inputs (``-lut 4:7``), as ABC9 does here: the wider
-    ones become LUT4s joined by the slice's PFUMX and L6MUX21, which pass a signal on in about
-    0.25 ns with no routed hop between them. Mapped to LUT4s alone, a rotation or a wide
-    multiplexer is a chain of LUT4s with a routed hop each: on ``sparse_d64_a32`` the mask
-    ring's rotation into R1 was seven of them (95.8 MHz at c2e6e64; 101.5 with ``4:7``, its
-    critical path then elsewhere), at about 2,500 LUT4 more (docs/fpga.md)."""
+    The classic ABC maps to LUTs of 4 to 7 inputs (``-lut 4:7``), as ABC9 does here: the wider ones
+    become LUT4s joined by the slice's PFUMX and L6MUX21, which pass a signal on with no routed hop
+    between them. Mapped to LUT4s alone, a rotation or a wide multiplexer is a chain of LUT4s with a
+    routed hop each, and some 2,500 LUT4 more on ``sparse_d64_a32`` (docs/fpga.md)."""
     if mapper not in MAPPERS:
         raise ValueError(f"mapper must be one of {', '.join(MAPPERS)}, not {mapper!r}")
     if mapper == "abc9":
@@ -377,7 +371,7 @@ def median_result(results: list[Result]) -> Result:
 
 def build_seeds(block: str, family: str, seeds: list[int], outdir: Path | None = None,
                 mapper: str | None = None, copies: bool = False) -> Result:
-    """:func:`build` once per placement seed, each in ``<outdir>/seed-<n>``, as one row
+    """ :func:`build` once per placement seed, each in ``<outdir>/seed-<n>``, as one row
     (:func:`median_result`): a single placement can be luckier or unluckier than the netlist
     deserves by several MHz, so the figure quoted is the median."""
     out = outdir or BUILD / "synth" / family / block

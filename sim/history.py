@@ -4,7 +4,8 @@ Comments and docs describe the design as it is; how it got there belongs in git 
 (part of ``make lint``, and of the test suite through ``tests/test_docs.py``) lists every line
 under ``hw/``, ``model/``, ``sim/``, ``docs/`` and README.md that reads as a work log: a commit
 hash, a dated or numbered work session, a build's critical path or placement seed, a reverted
-attempt, or a citation of notes kept outside the repository. It exits with status 1 when it
+attempt, a citation of notes kept outside the repository, or (in source files) a measured MHz
+or ns figure. It exits with status 1 when it
 finds any.
 """
 
@@ -33,16 +34,22 @@ MARKERS = [
     ("note outside the repository", re.compile(r"shared/spec|\bthe seed's\b|\bseed 00[0-9]\b",
                                                re.I)),
 ]
+#: in source files only: a measured figure (a decimal MHz or ns) belongs in a results table
+SOURCE_MARKERS = [
+    ("build figure in a comment", re.compile(r"\b[0-9]+\.[0-9]+ (?:MHz|ns)\b")),
+]
 #: what is scanned, from the repository's top
 SCANNED = ("hw", "model", "sim", "docs", "README.md")
 SUFFIXES = {".py", ".md", ".h", ".v"}
 
 
-def scan_text(text: str) -> list[tuple[int, str, str]]:
-    """(line number, what, line) for every marker in ``text``."""
+def scan_text(text: str, source: bool = False) -> list[tuple[int, str, str]]:
+    """(line number, what, line) for every marker in ``text``; ``source``: a source file, where
+    measured figures count too."""
     found = []
+    markers = MARKERS + (SOURCE_MARKERS if source else [])
     for n, line in enumerate(text.splitlines(), 1):
-        for what, pattern in MARKERS:
+        for what, pattern in markers:
             if pattern.search(line):
                 found.append((n, what, line.strip()))
                 break
@@ -59,7 +66,7 @@ def scan(root: Path, paths=SCANNED) -> list[tuple[Path, int, str, str]]:
         for f in files:
             if f.resolve() == Path(__file__).resolve():
                 continue                  # the patterns themselves
-            for n, what, line in scan_text(f.read_text(errors="replace")):
+            for n, what, line in scan_text(f.read_text(errors="replace"), f.suffix == ".py"):
                 found.append((f.relative_to(root), n, what, line))
     return found
 

@@ -1,11 +1,11 @@
 """Registers, register slices and queues whose outputs are registers.
 
-A block RAM's read data reaches the fabric late: on the ECP5 a DP16KD without its output
-register takes about 5.6 ns from the clock to its data, more than half of a 100 MHz cycle. So a
-queue kept in block RAM should feed registers only. :class:`RegisteredQueue` is
-``SyncFIFOBuffered`` with a register slice on its output: the same ports, a cycle more latency,
-still a transfer a cycle. Both keep their entries in :class:`BufferedFIFO`, which is
-``SyncFIFOBuffered`` with a note to Yosys that its reads never meet a write of their address.
+A block RAM's read data reaches the fabric late: on the ECP5 a DP16KD without its output register
+takes more than half of a 100 MHz cycle from the clock to its data. So a queue kept in block RAM
+should feed registers only. :class:`RegisteredQueue` is ``SyncFIFOBuffered`` with a register slice
+on its output: the same ports, a cycle more latency, still a transfer a cycle. Both keep their
+entries in :class:`BufferedFIFO`, which is ``SyncFIFOBuffered`` with a note to Yosys that its reads
+never meet a write of their address.
 """
 
 from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
@@ -21,11 +21,10 @@ def registered(m, value, name, shape=None):
     """A register named ``name`` that takes ``value`` every cycle (for values held still while
     a job runs, worked out a cycle ahead). Its shape is ``shape``, else ``value``'s own.
 
-    It has no reset: it holds its input's value a cycle later whatever happened, so a reset
-    (the DMA's ``dp_reset`` between descriptors, a net that reaches most of the engine) need
-    not reach it. With a reset, Yosys folds the reset and any choice of a constant in
-    ``value`` into the flip-flops' LSR, and the reset's long wire then ran through that
-    choice's logic (nextpnr's 99.5 MHz path of the DMA engine)."""
+    It has no reset: it holds its input's value a cycle later whatever happened, so a reset (the
+    DMA's ``dp_reset`` between descriptors, a net that reaches most of the engine) need not reach
+    it. With a reset, Yosys folds the reset and any choice of a constant in ``value`` into the
+    flip-flops' LSR, and the reset's long wire then ran through that choice's logic."""
     if shape is None:
         r = Signal.like(value, name=name, reset_less=True)
     else:
@@ -217,13 +216,11 @@ class SkidBuffer(Elaboratable):
                      self.r_data.eq(out_d), self.w_rdy_next.eq(~skid_nx),
                      self.r_rdy_next.eq(r_rdy_nx)]
         m.d.sync += [self.r_rdy.eq(r_rdy_nx), skid_v.eq(skid_nx)]
-        # the output entry's load is the same condition, made from a register of its own that
-        # holds ``~r_rdy`` (Yosys merges no flip-flop with its complement): a wide entry pulls
-        # its load's LUT among its data, and the flags made from that LUT went there and back
-        # (sparse_d64_a32's critical path at d7fb4ff --seed 3: the output queue's reader's
-        # handshake to its load's LUT, 3.1 ns across the die, and 3.1 ns back to ``skid_v``)
-        # Copies (of the load, or of ``~r_rdy``) are, like the select's, not under an inserted
-        # reset, so they are told it (``clear``: the entry is empty after it)
+        # the output entry's load is the same condition, made from a register of its own that holds
+        # ``~r_rdy`` (Yosys merges no flip-flop with its complement): a wide entry pulls its load's
+        # LUT among its data, and the flags made from that LUT went there and back Copies (of the
+        # load, or of ``~r_rdy``) are, like the select's, not under an inserted reset, so they are
+        # told it (``clear``: the entry is empty after it)
         n_loads = 1 if self.load_bits is None else -(-self.width // self.load_bits)
         empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
         if self.ready_next is not None:
@@ -255,11 +252,10 @@ class SkidBuffer(Elaboratable):
         # its flip-flops' clock enable)
         m.d.comb += self.r_data_next.eq(shared_select(loads, loaded, out_d))
         m.d.sync += out_d.eq(self.r_data_next)
-        # the second entry follows the input while it is empty, so its enable is a register
-        # and not the writer's valid (it counts only once skid_v is set, in the same cycle).
-        # With ``select_bits`` each share's enable is the share's copy of skid_v (the copies
-        # of the select): from skid_v alone, X's second entry's enable was one net of 15.4 ns
-        # on the ULX3S SoC at 93ac741 --seed 2
+        # the second entry follows the input while it is empty, so its enable is a register and not
+        # the writer's valid (it counts only once skid_v is set, in the same cycle). With
+        # ``select_bits`` each share's enable is the share's copy of skid_v (the copies of the
+        # select): one net from skid_v alone to every enable of a wide entry would cross the die
         for copy, part in shares(self.width, sel):
             with m.If(~copy):
                 m.d.sync += skid_d[part].eq(self.w_data[part])
@@ -322,10 +318,9 @@ class RegisteredQueue(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         q = m.submodules.queue = BufferedFIFO(width=self.width, depth=self.depth)
-        # the queue's entries and the FIFO's, counted in registers of their own for the tests
-        # of `nonempty` and of the room: `level` and the FIFO's are sums of their parts' levels,
-        # and through those adders and a compare the run queue's level into `held` was dma_d64's
-        # critical path alone, mapped as in the SoC, at 7f4fffe (10.4 ns)
+        # the queue's entries and the FIFO's, counted in registers of their own for the tests of
+        # `nonempty` and of the room: `level` and the FIFO's are sums of their parts' levels, and
+        # those adders and a compare in front of `held` would be too long a path for one cycle
         m.d.comb += self.nonempty.eq(
             holds_entries(m, "held", CountedLevel(m, "count", self)))
         if self.depth < self.PIPE_DEPTH:
@@ -341,13 +336,11 @@ class RegisteredQueue(Elaboratable):
                                  out_payload=self.r_data, global_load=self.global_load)
             m.d.comb += self.level.eq(q.level + out.level)
             return m
-        # block RAM: a write goes into a register first, and from there into the RAM a cycle
-        # later, so the RAM's data input (a fixed site, often far from the writer) is fed
-        # from a register and not from the writer's logic (the DMA row path's run entry,
-        # six LUTs and then 3.5 ns across the die into the run queue's RAM, held dma_d64 at
-        # 89.6 MHz at 89a11c3). The room register counts the entry in that register: three
-        # entries free a cycle ago, as for the queue alone, leave room for it too (at most
-        # two land between)
+        # block RAM: a write goes into a register first, and from there into the RAM a cycle later,
+        # so the RAM's data input (a fixed site, often far from the writer) is fed from a register
+        # and not from the writer's logic. The room register counts the entry in that register:
+        # three entries free a cycle ago, as for the queue alone, leave room for it too (at most two
+        # land between)
         wq_valid = Signal(name="wq_valid")
         wq_data = Signal(self.width, name="wq_data", reset_less=True)
         m.d.sync += [wq_valid.eq(self.w_en & self.w_rdy), wq_data.eq(self.w_data)]
@@ -365,11 +358,10 @@ class RegisteredQueue(Elaboratable):
 
 
 def block_ram_output(m, name, fifo, ready):
-    """The read side of ``fifo`` (a ``SyncFIFOBuffered`` kept in block RAM) through a register
-    of its own, with nothing in front of its data input: block RAM's read data comes late (an
-    ECP5 DP16KD's output is valid 5.6 to 5.8 ns after the clock), so it should meet no logic
-    before a register. Returns that register's ``(valid, data)``; ``ready`` takes it. A
-    transfer a cycle still passes, a cycle later; the register is one entry more besides the
+    """The read side of ``fifo`` (a ``SyncFIFOBuffered`` kept in block RAM) through a register of
+    its own, with nothing in front of its data input: block RAM's read data comes late, so it should
+    meet no logic before a register. Returns that register's ``(valid, data)``; ``ready`` takes it.
+    A transfer a cycle still passes, a cycle later; the register is one entry more besides the
     FIFO's ``depth``. Drives ``fifo.r_en``."""
     valid = Signal(name=f"{name}_valid")
     data = Signal(fifo.width, name=f"{name}_data", reset_less=True)     # valid says if it holds

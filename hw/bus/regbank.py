@@ -184,12 +184,11 @@ class RegisterBank(wiring.Component):
             m.d.comb += hit.eq(commit & (w_word == r.offset >> 2))
         m.d.comb += w_any.eq(Cat(*hits).any())
         if self.capture:
-            # the write stage: the commit's decode is registered, and the store follows a
-            # cycle later from registers (each register's hit, each of its byte lanes' enable,
-            # the data and strobes), with the response. A block's configuration registers sit
-            # by the logic that reads them, which may be across the die from the bank: their
-            # enables now come from a flip-flop and not from the bus handshake through the
-            # decode (the full SoC's 56.7 MHz path)
+            # the write stage: the commit's decode is registered, and the store follows a cycle
+            # later from registers (each register's hit, each of its byte lanes' enable, the data
+            # and strobes), with the response. A block's configuration registers sit by the logic
+            # that reads them, which may be across the die from the bank: their enables now come
+            # from a flip-flop and not from the bus handshake through the decode
             apply = [Signal(name=f"w_apply_{r.name}") for r in self.regmap]
             m.d.sync += [a.eq(h) for a, h in zip(apply, hits, strict=True)]
             s_data = Signal(32, name="w_data_q", reset_less=True)

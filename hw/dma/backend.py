@@ -204,10 +204,9 @@ class BackEnd(wiring.Component):
         push_r = Signal()
         close_r = Signal()
         m.d.sync += [push_r.eq(push), close_r.eq(close)]
-        # the FIFOs' inputs follow the open beat and burst in every cycle, with no enable: a
-        # push or close reaches its FIFO a cycle later (push_r, close_r), with what the beat and
-        # burst held when it was decided. (Loaded on push and close, these ~100 flip-flops
-        # were among the ULX3S SoC's slowest endpoints at a0cb0e8, up to 11.4 ns.)
+        # the FIFOs' inputs follow the open beat and burst in every cycle, with no enable: a push or
+        # close reaches its FIFO a cycle later (push_r, close_r), with what the beat and burst held
+        # when it was decided.
         wb_len_m1 = Signal(9)
         m.d.comb += wb_len_m1.eq(wb_len - 1)
         m.d.sync += [wfifo.w_data.eq(Cat(w_data, w_strb)),
@@ -227,11 +226,9 @@ class BackEnd(wiring.Component):
                 m.d.comb += close.eq(wb_open)
                 m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
 
-        # the open beat's data, strobes and address load as ``go`` less its ``~halt``: one LUT4
-        # of four registers in front of their ~170 clock enables (with the halt, and Yosys
-        # sharing its terms with the ready and the flush, five LUTs: the DMA engine's critical
-        # path alone at 62df286, 10.3 ns). Once halted they may change, but nothing issued
-        # reads them: no burst is closed or addressed after the halt
+        # the open beat's data, strobes and address load as ``go`` less its ``~halt``: one LUT4 of
+        # four registers in front of their ~170 clock enables. Once halted they may change, but
+        # nothing issued reads them: no burst is closed or addressed after the halt
         load = Signal()
         m.d.comb += load.eq(s_valid & (s_same | ~w_open | can_push))
         with m.If(load):
@@ -285,11 +282,10 @@ class BackEnd(wiring.Component):
         bursts_issued = Signal()              # issued_bursts != 0
         w_go = wlens.r_rdy & wfifo.r_rdy & bursts_issued
         w_lastbeat = Mux(w_first, wlens.r_data[9], w_last_reg)
-        # W leaves through a register slice, so the bus's WREADY (late, from the arbiter's W
-        # order) does not reach the W FIFO's output register and its read: in the ULX3S SoC at
-        # 39b0d02 that was the critical path (19.2 ns, 7.4 of it on one net). A beat in the
-        # slice belongs to a burst whose address is out and whose response has not come, so
-        # `idle` and `drained` (pending_b) still cover it.
+        # W leaves through a register slice, so the bus's WREADY (late, from the arbiter's W order)
+        # does not reach the W FIFO's output register and its read, which would make one long path
+        # across the SoC. A beat in the slice belongs to a burst whose address is out and whose
+        # response has not come, so `idle` and `drained` (pending_b) still cover it.
         w_rdy = Signal()
         w_sent = w_go & w_rdy
         register_slice(m, "w", valid=w_go, ready=w_rdy, payload=Cat(wfifo.r_data, w_lastbeat),
@@ -299,10 +295,9 @@ class BackEnd(wiring.Component):
         with m.If(w_sent):
             m.d.sync += [w_count.eq(Mux(w_lastbeat, 0, w_count + 1)), w_first.eq(w_lastbeat),
                          w_last_reg.eq(w_count + 1 == wlens.r_data[:9])]
-        # bursts_issued's next value from compares of the count itself, with the late
-        # handshakes (AWREADY into aw_go, WREADY into w_sent) only selecting among them: the
-        # count's add and a zero test after them were the DMA engine's critical path alone
-        # (10.2 ns at 78fbc02) and, behind the arbiter's grant, the ULX3S SoC's (c0c4971)
+        # bursts_issued's next value from compares of the count itself, with the late handshakes
+        # (AWREADY into aw_go, WREADY into w_sent) only selecting among them: the count's add and a
+        # zero test after them would be too long a path, the longer behind the arbiter's grant
         inc = aw_go
         dec = w_sent & w_lastbeat
         m.d.sync += [issued_bursts.eq(issued_bursts + inc - dec),

@@ -153,11 +153,10 @@ class FrontEnd(wiring.Component):
                          self.dstr[k].eq(dstr[k])]
 
         # -- the checks: one dimension at a time, then the verdict ----------------------------
-        # the addresses for the checks' sums and compares, copies a cycle behind `src` and
-        # `dst` (which the mid end reads too, and which the placer may put by it): the
-        # descriptor loads at least two cycles before SUMS. From `dst` across the die (8.1 ns
-        # on the one net) into the overlap compare was the ULX3S SoC's critical path at
-        # 8552443 --seed 2 (14.1 ns)
+        # the addresses for the checks' sums and compares, copies a cycle behind `src` and `dst`
+        # (which the mid end reads too, and which the placer may put by it): the descriptor loads at
+        # least two cycles before SUMS, and the copies let the overlap compare start from registers
+        # beside it
         chk_src = Signal(64)
         chk_dst = Signal(64)
         m.d.sync += [chk_src.eq(src), chk_dst.eq(dst)]
@@ -184,13 +183,11 @@ class FrontEnd(wiring.Component):
         cur_v = Signal(32)
         cur_s = Signal(32)
         cur_d = Signal(32)
-        # the dimension being checked, as registers: selected by k_chk a cycle ahead (k_chk
-        # steps in a dimension's phase 1, at least two cycles before the next one's phase 0),
-        # and dimension 0's loaded with the descriptor in LOAD. So the check's first phase
-        # starts from registers, not from a selection by k_chk. Each of the four fields selects
-        # by copies of k_chk of its own, made from its next value (k_next), so no one net
-        # reaches all 128 multiplexers (k_chk into cur_v, 8.1 ns on one net, was the ULX3S
-        # SoC's critical path at e83323e)
+        # the dimension being checked, as registers: selected by k_chk a cycle ahead (k_chk steps in
+        # a dimension's phase 1, at least two cycles before the next one's phase 0), and dimension
+        # 0's loaded with the descriptor in LOAD. So the check's first phase starts from registers,
+        # not from a selection by k_chk. Each of the four fields selects by copies of k_chk of its
+        # own, made from its next value (k_next), so no one net reaches all 128 multiplexers
         cur = (cur_e, cur_v, cur_s, cur_d)
         k_next = Signal.like(k_chk)
         m.d.comb += k_next.eq(k_chk)
@@ -212,11 +209,9 @@ class FrontEnd(wiring.Component):
         # 16-bit partial products took sat in one row of the die and drew the routing of the
         # front end to them
         phase = Signal(range(4))
-        # phase 3 (a one-cycle flag, `summing`) adds the dimension's products into the sums,
-        # and LOAD (`sums_clear`) clears them: the sums' ~140 flip-flops are enabled by a
-        # register and a test, not by a decode of the state, the phase and the products' done
-        # flags (the ULX3S SoC's critical path at ab43dbc, 14.1 ns from `state` into
-        # src_top's enables)
+        # phase 3 (a one-cycle flag, `summing`) adds the dimension's products into the sums, and
+        # LOAD (`sums_clear`) clears them: the sums' ~140 flip-flops are enabled by a register and a
+        # test, not by a decode of the state, the phase and the products' done flags
         summing = Signal()
         sums_clear = Signal()
         prods = [_SerialProduct("p_dst"), _SerialProduct("p_src")]
@@ -338,11 +333,10 @@ class FrontEnd(wiring.Component):
             m.d.comb += fetch_count_next.eq(fetch_count + 1)
             with m.If(beat[W]):
                 m.d.sync += fetch_err.eq(1)
-        # Each register loads from the bank (load_now & load_regs) or from its beat of a
-        # fetched descriptor (beat_valid & fetch_count == n), each decision a copy of its own
-        # (hw.fabric.register_copies) made from the next values: with one set of the four
-        # registers and their decode for all ~900 flip-flops, their enables were among the
-        # ULX3S SoC's slowest endpoints at a0cb0e8 (about 100, up to 11.6 ns).
+        # Each register loads from the bank (load_now & load_regs) or from its beat of a fetched
+        # descriptor (beat_valid & fetch_count == n), each decision a copy of its own
+        # (hw.fabric.register_copies) made from the next values: one set of the four registers and
+        # their decode would drive all ~900 flip-flops' enables, across the die in the SoC.
         beats = [lo // W for _, lo, _, _ in layout]
         bank_c = register_copies(platform, m, bank_next, len(layout), "desc_bank")
         hit_c = {n: iter(register_copies(
@@ -357,11 +351,10 @@ class FrontEnd(wiring.Component):
                 m.d.sync += t.eq(v_bank)
             with m.Elif(next(hit_c[n])):
                 m.d.sync += t.eq(make(v) if make else v)
-        # the descriptor's read is asked for once, from FETCH's first cycle after the back
-        # end's reset, and only at a good address: `want_fetch` is set as FETCH is entered
-        # The back end sees the request a cycle later, from a register that the placer can
-        # put beside its AR registers (from this decode across the die into their enables,
-        # 14 endpoints of the ULX3S SoC at 134653f --seed 3 arrived 11.5 ns after the clock)
+        # the descriptor's read is asked for once, from FETCH's first cycle after the back end's
+        # reset, and only at a good address: `want_fetch` is set as FETCH is entered The back end
+        # sees the request a cycle later, from a register that the placer can put beside its AR
+        # registers
         want_fetch = Signal()
         go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
         m.d.sync += self.fetch_go.eq(go)
@@ -369,10 +362,8 @@ class FrontEnd(wiring.Component):
             m.d.sync += want_fetch.eq(0)
 
         # the dimension's extent and valid, and the sums plus the element bytes, follow their
-        # sources in every cycle, with no enable: read in phase 1 (and the sums in SUMS) they
-        # hold what phase 0 saw, as nothing they follow changes between (before, they loaded
-        # in phase 0: a decode of the state and the phase reaching ~200 enables, 11.4 ns at
-        # ab43dbc)
+        # sources in every cycle, with no enable: read in phase 1 (and the sums in SUMS) they hold
+        # what phase 0 saw, as nothing they follow changes between
         m.d.sync += [reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb),
                      src_eb.eq(src_top + eb)]
         m.d.sync += [summing.eq(0), sums_clear.eq(0)]

@@ -40,9 +40,9 @@ SETTLE = 11 + TileTransposer.CONFIG_STAGES
 
 
 def one_bit_set(v):
-    """Whether exactly one bit of ``v`` is set (a power of two), as a tree of (any, several)
-    pairs: no carry chain. ``(v & (v - 1)) == 0``, a 32-bit subtraction and a zero test,
-    was the ULX3S SoC's critical path at 20ada5f --seed 4 (the column extent's, 13.75 ns)."""
+    """Whether exactly one bit of ``v`` is set (a power of two), as a tree of (any, several) pairs:
+    no carry chain. ``(v & (v - 1)) == 0``, a 32-bit subtraction and a zero test, is too slow a path
+    in front of the registers it feeds."""
     flags = [(v[i], Const(0)) for i in range(len(v))]
     while len(flags) > 1:
         pairs = [(a | b, s | t | (a & b))
@@ -94,9 +94,9 @@ class MidEnd(wiring.Component):
         def reg(value, name):
             return registered(m, value, name)
 
-        # stage 0: whether each dimension is used, in registered copies (one per field). The
-        # front end's ndims decoded straight into stage 1's ~600 flip-flops (their LSR) was the
-        # full SoC's critical path at 3acaeb5: 16.9 ns, two long nets across the die
+        # stage 0: whether each dimension is used, in registered copies (one per field): the front
+        # end's ndims decoded straight into stage 1's ~600 flip-flops (their LSR) would be two long
+        # nets across the die
         used = [register_copies(platform, m, k < self.ndims, 4, f"dim{k}_used")
                 for k in range(MAX_DIMS)]
         # stage 1: the descriptor as the paths see it (unused dimensions count once)
@@ -109,11 +109,11 @@ class MidEnd(wiring.Component):
                  for k in range(MAX_DIMS)]
         n_dst = [reg(Mux(used[k][3], self.dstr[k][:aw], 0), f"n_dst{k}")
                  for k in range(MAX_DIMS)]
-        # each path's own copy of the descriptor's addresses, element size and pad value
-        # (kept apart on the ECP5 board tops), a cycle behind the front end's registers: a path
-        # reads them from its start on, SETTLE cycles after the mid end's. One register for all
-        # three paths sat by the front end: its `elog` crossed the die into the element path's
-        # pad and strobes on one net of 9.9 ns, the SoC's critical path at 8d8211a --seed 6
+        # each path's own copy of the descriptor's addresses, element size and pad value (kept apart
+        # on the ECP5 board tops), a cycle behind the front end's registers: a path reads them from
+        # its start on, SETTLE cycles after the mid end's. One register for all three paths would
+        # sit by the front end, and its `elog` would cross the die into the element path's pad and
+        # strobes on one net
         for tag, u in (("e", elements), ("r", rows), ("t", tile)):
             desc = Cat(u.src, u.dst, u.elog, u.pad)
             m.d.comb += desc.eq(registered_copy(
@@ -123,10 +123,9 @@ class MidEnd(wiring.Component):
                 m.d.comb += [u.ext[k].eq(n_ext[k]), u.val[k].eq(n_val[k]),
                              u.sst[k].eq(n_sst[k]), u.dstr[k].eq(n_dst[k])]
 
-        # stage 1b: the tests' own copies of the dimensions. The paths' walkers read the stage
-        # 1 registers too, and a register shared with them sat across the die from the tests
-        # below (nextpnr's 91.6 MHz path: 4.7 ns of routing from n_ext, then a compare); a copy
-        # of its own can sit next to them, the distance moved to a register-to-register hop
+        # stage 1b: the tests' own copies of the dimensions. The paths' walkers read the stage 1
+        # registers too, and a register shared with them sat across the die from the tests below; a
+        # copy of its own can sit next to them, the distance moved to a register-to-register hop
         n_ext = [reg(v, f"c_ext{k}") for k, v in enumerate(n_ext)]
         n_val = [reg(v, f"c_val{k}") for k, v in enumerate(n_val)]
         n_sst = [reg(v, f"c_sst{k}") for k, v in enumerate(n_sst)]
@@ -227,8 +226,7 @@ class MidEnd(wiring.Component):
         m.d.sync += [t_ext[0].eq(n_ext[0]), t_val[0].eq(n_val[0]), t_sst[0].eq(n_sst[0]),
                      t_dst[0].eq(n_dst[0])]
         # the dimension selects of the first three slots, in a copy per field
-        # (hw.fabric.register_copies): one register's net to all 128 multiplexers of a slot
-        # was the ULX3S SoC's critical path at a0cb0e8 (`o2`, 6.9 ns, then 6.5 ns to `t_dstr3`)
+        # (hw.fabric.register_copies): one register's net would reach all 128 multiplexers of a slot
         def field_selects(value, name):
             bits = [register_copies(platform, m, value[b], 4, f"{name}{b}_f")
                     for b in range(len(value))]
@@ -272,28 +270,23 @@ class MidEnd(wiring.Component):
             m.d.sync += starts[u].eq(go & on[u])
             m.d.comb += u.start.eq(starts[u])
 
-        # the running path has the streams: its handshakes through a gate on its own register,
-        # its payloads through a multiplexer on `path`
-        # The read data reaches each path through a register slice of its own, next to it: a
-        # path's decision to take a beat (its ready, from the beat's valid) then stays within
-        # the path, where a slice shared by the three paths, which the tools place apart,
-        # had it cross the die and back (nextpnr's 78.4 MHz path: 10.9 ns of routing)
+        # the running path has the streams: its handshakes through a gate on its own register, its
+        # payloads through a multiplexer on `path` The read data reaches each path through a
+        # register slice of its own, next to it: a path's decision to take a beat (its ready, from
+        # the beat's valid) then stays within the path, where a slice shared by the three paths,
+        # which the tools place apart, had it cross the die and back
         rdata_in = {}
         for p, u in units.items():
             rdata_in[u] = stream.Signature(self.rdata.payload.shape()).create(
                 path=(f"rdata_{p.name.lower()}",))
-            # (the row path's, which takes a beat on a late decision of its realigner, loads
-            # on a global network where there is one: 50 of its flip-flops were among the
-            # ULX3S SoC's slowest endpoints at a005bab)
             register_slice(m, f"rdata_{p.name.lower()}", valid=rdata_in[u].valid,
                            ready=rdata_in[u].ready, payload=self.rdata.payload,
                            out_valid=u.rdata.valid, out_ready=u.rdata.ready,
                            out_payload=u.rdata.payload,
                            global_load="dma_rdata_rows_load" if p == Path.ROWS else None)
-        # the read requests leave through a register slice of the mid end's own, which the
-        # placer can put by the paths: the engine's request slice sits by the back end, and
-        # its ready reached the row path's beat generator across the die (4.8 ns, then 5.2 ns
-        # into the next request's address: the SoC's critical path at d29a147 --seed 5)
+        # the read requests leave through a register slice of the mid end's own, which the placer
+        # can put by the paths: the engine's request slice sits by the back end, and its ready
+        # reached the row path's beat generator across the die
         req = stream.Signature(aw).create()
         req_slice = register_slice(m, "req_near", valid=req.valid, ready=req.ready,
                                    payload=req.payload, out_valid=self.req.valid,
@@ -306,10 +299,9 @@ class MidEnd(wiring.Component):
         def running(signal):
             return Cat(*(signal(u) & on[u] for u in units.values())).any()
 
-        # the read data's ready is every path's slice ready, not only the running path's: the
-        # others get no beats (their valid is gated), so their slices stay empty and ready, and
-        # the path select is not in front of the engine's read-data slice (nextpnr's 95.1 MHz
-        # path: the select register across the die through the ready choice into that slice)
+        # the read data's ready is every path's slice ready, not only the running path's: the others
+        # get no beats (their valid is gated), so their slices stay empty and ready, and the path
+        # select is not in front of the engine's read-data slice
         m.d.comb += [req.valid.eq(running(lambda u: u.req.valid)),
                      self.rdata.ready.eq(Cat(*(rdata_in[u].ready
                                                for u in units.values())).all()),

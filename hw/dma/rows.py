@@ -134,11 +134,8 @@ class RowCopier(wiring.Component):
         d_off = run.dst[:LB]
         nbeats = Signal(33)
         m.d.comb += nbeats.eq(Mux(sourced, (s_off + vfull + BB - 1) >> LB, 0))
-        # byte 0 of the run's first destination beat is byte -d_off of the run: the source
-        # and the run end d_off bytes later in that count. (`sourced` chooses after the sum:
-        # it waits on the walker's source flags, which may sit across the die, and through
-        # the sum's carry chain they were the DMA engine's critical path alone at 964f718
-        # --seed 2, 3.0 ns on the flag's net)
+        # byte 0 of the run's first destination beat is byte -d_off of the run: the source and the
+        # run end d_off bytes later in that count.
         src_end = Signal(36)
         run_end = Signal(36)
         m.d.comb += [src_end.eq(Mux(sourced, vfull + d_off, d_off)), run_end.eq(total + d_off)]
@@ -174,9 +171,8 @@ class RowCopier(wiring.Component):
                                    "sourced": 1, "last": 1,
                                    "takes": 1, "one": 1, "src_mask": BB, "strb": BB,
                                    "takes2": 1, "one2": 1, "src_mask2": BB, "strb2": BB})
-        # the queue's head loads on the realigner's last beat of a run, a late decision that
-        # reaches all ~250 bits of the entry: on a global network where there is one (the
-        # ULX3S SoC's critical path at da307f7 was this enable, 8.3 ns on its one net)
+        # the queue's head loads on the realigner's last beat of a run, a late decision that reaches
+        # all ~250 bits of the entry: on a global network where there is one
         runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue,
                                                    global_load="dma_runs_load")
         # a run with a source hands its first beat and beat count to the beat generator, so
@@ -253,12 +249,11 @@ class RowCopier(wiring.Component):
         wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
                                   payload=out.payload, out_valid=self.wr.valid,
                                   out_ready=self.wr.ready, out_payload=self.wr.payload)
-        # the slice's ready is a register, but it sits by the slice, which the placer puts
-        # toward the engine's write side, and a beat sent steps ~260 flip-flops here: on the
-        # ULX3S SoC at 02c7d9a that one net across the die, then `sent` to all their enables,
-        # then the queue's read, was the critical path (14.2 ns). So the realigner takes the
-        # ready from copies of that register (hw.fabric.register_copies, below), one per
-        # share of its state, each share stepping on its own copy; copy 0 makes the run's
+        # the slice's ready is a register, but it sits by the slice, which the placer puts toward
+        # the engine's write side, and a beat sent steps ~260 flip-flops here: one net across the
+        # die, then `sent` to all their enables, then the queue's read, is too long a path. So the
+        # realigner takes the ready from copies of that register (hw.fabric.register_copies, below),
+        # one per share of its state, each share stepping on its own copy; copy 0 makes the run's
         # decisions and drives the handshakes
 
         def beat_decisions(ready):
@@ -280,14 +275,12 @@ class RowCopier(wiring.Component):
         # sr' = sr - BB (er likewise), sr' < BB and sr' >= 2 BB (clamp_after)
         u_ge3, u_eq2, v_eq2 = Signal(), Signal(), Signal()
         sr_under, sr_over, er_under, er_over = Signal(), Signal(), Signal(), Signal()
-        # the next beat's tests are taken from the registers' values before the step (so no
-        # subtract lies in front of them) and their wide tests made at the step before, or
-        # after the run's first beat from its entry. Every step is worked out on the head's
-        # value and on the register apart, and `first` selects between the results, not between
-        # their operands: `first` is a register far from some of its ~150 loads, and in front of
-        # the steps' carry chains it was the DMA engine's critical path alone, mapped as in the
-        # SoC, at both seeds measured (98.2 and 94.2 MHz at 5762ab4: 2.6 ns of routing from
-        # `first`, then `er`'s subtract and compare)
+        # the next beat's tests are taken from the registers' values before the step (so no subtract
+        # lies in front of them) and their wide tests made at the step before, or after the run's
+        # first beat from its entry. Every step is worked out on the head's value and on the
+        # register apart, and `first` selects between the results, not between their operands:
+        # `first` is a register far from some of its ~150 loads, too far to also sit in front of the
+        # steps' carry chains
         steps = [(u_reg, chosen_after(lambda x: x - 1, u_reg)),
                  (v_reg, chosen_after(lambda x: x - 1, v_reg)),
                  (sr_reg, chosen_after(lambda x: x - BB, sr_reg)),
@@ -319,9 +312,9 @@ class RowCopier(wiring.Component):
                      out.payload.strb.eq(strb),
                      out.payload.last.eq(fields["last"] & run_done),
                      runs.r_en.eq(run_done)]
-        # a run's byte counts, two cycles after its last beat (the job stays busy until then):
-        # the run's end is a register first, so the counts' clears (the flip-flops' LSR) come
-        # from it and not from the send decision (nextpnr's 99.8 MHz path)
+        # a run's byte counts, two cycles after its last beat (the job stays busy until then): the
+        # run's end is a register first, so the counts' clears (the flip-flops' LSR) come from it
+        # and not from the send decision
         ran = Signal()                        # a run ended last cycle
         ran_src = Signal()                    # ... one with a source
         counting = Signal()

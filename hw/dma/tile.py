@@ -225,12 +225,11 @@ class TileTransposer(wiring.Component):
         L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
         T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
         lgl = reg(LB - elog, "lgl", range(LB + 1))                  # log2 L
-        # the walk's datapath takes the element size from the tile's own register (lgl), not
-        # from the descriptor's elog, which comes from the front end across the die: from
-        # there through the row's byte count into the runs slice was the ULX3S SoC's critical
-        # path at 23555e3 (14.6 ns, 7.4 of it on that one net). The configuration registers
-        # below still take the descriptor's value, a cycle earlier. (A register of elog here
-        # would be the mid end's r_elog: Yosys merges flip-flops with the same input.)
+        # the walk's datapath takes the element size from the tile's own register (lgl), not from
+        # the descriptor's elog, which comes from the front end across the die: from there through
+        # the row's byte count into the runs slice is too long a path. The configuration registers
+        # below still take the descriptor's value, a cycle earlier. (A register of elog here would
+        # be the mid end's r_elog: Yosys merges flip-flops with the same input.)
         elog = Signal(2, name="elog_t")
         m.d.comb += elog.eq(LB - lgl)
 
@@ -248,9 +247,7 @@ class TileTransposer(wiring.Component):
                 m.d.comb += lgc_c.eq(i)
         lg0 = reg(lg0_c, "lg0")               # log2 of the rows' first dimension
         lgc = reg(lgc_c, "lgc")               # log2 of the columns' first dimension
-        # the wide sums and shifts below by copies of their own of both (``lgc`` sits with its
-        # many other users: from it, 6.0 ns on one net, into `col_wrap` was the ULX3S SoC's
-        # critical path at 89a11c3 --seed 2, 12.8 ns)
+        # the wide sums and shifts below by copies of their own of both
         lg0_w = registered_copy(platform, m, lg0_c, "lg0_w")
         lgc_w = registered_copy(platform, m, lgc_c, "lgc_w")
         sh0 = reg(Mux(g_rows, lg0, 0), "sh0", range(LB + 1))
@@ -299,13 +296,11 @@ class TileTransposer(wiring.Component):
         # choice (below) only selects; no test lies between it and the next row's registers.
         walking = Signal()
         a = Signal(LB)                        # row within the tile
-        # A row is taken while the walk runs and the row queue and the runs' slice have room:
-        # three registers, whose AND enables some 600 flip-flops of the walker. One net from
-        # each to all of them was the ULX3S SoC's critical path at 7bf74e6 (`walking` into
-        # s0's enables, 14.6 ns, 12.9 of it routing). So each group of the walker's registers
-        # takes its rows from copies of its own of the three (hw.fabric.register_copies, made
-        # from their next values): the walk's decisions, the source and destination addresses
-        # in two groups each, and each counter.
+        # A row is taken while the walk runs and the row queue and the runs' slice have room: three
+        # registers, whose AND enables some 600 flip-flops of the walker, too many for one net from
+        # each. So each group of the walker's registers takes its rows from copies of its own of the
+        # three (hw.fabric.register_copies, made from their next values): the walk's decisions, the
+        # source and destination addresses in two groups each, and each counter.
         TAKES = ("walk", "s_lo", "s_hi", "d_lo", "d_hi", "rem0", "vrem0", "rem1", "c2", "c3")
         walking_next = Signal()
         m.d.sync += walking.eq(walking_next)
@@ -410,11 +405,9 @@ class TileTransposer(wiring.Component):
         rem1_firsts = {"n": reg(Mux(r1_lt, r1_low, T), "rem1_n_first", LB + KB + 1),
                        "wrap": reg(r1_le, "rem1_wrap_first")}
         vrem0_firsts = {"clip": reg(Mux(vr_lt, vr_low, L), "vrem0_clip_first", LB + 1)}
-        # The row and column tiles' stepped tests are registers too, worked out a step ahead
-        # (on v - L: v - L < 2L is v < 3L, v - L <= L + a_step is v <= 2L + a_step; columns
-        # likewise with T). As compares of the counts behind the choice they were dma_d64's
-        # critical paths alone, mapped as in the SoC, at cfdf2ec and 7f4fffe (--seed 2: L2's
-        # and LpLs2's compares through wrap_a's choices into go_t0 and go_2, 9.3 and 10.6 ns)
+        # The row and column tiles' stepped tests are registers too, worked out a step ahead (on v -
+        # L: v - L < 2L is v < 3L, v - L <= L + a_step is v <= 2L + a_step; columns likewise with
+        # T): as compares of the counts behind the choice they would be the block's longest paths
         L3 = reg((L << 1) + L, "L3", LB + 3)
         L2_a_step = reg((L << 1) + a_step, "L2_a_step", LB + 3)
         T3 = reg((T << 1) + T, "T3", LB + KB + 3)
@@ -425,16 +418,11 @@ class TileTransposer(wiring.Component):
             "wrap": (None, lambda v: v <= L2, lambda v: v <= L3, 1),
             "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step),
                          lambda v: Mux(v < L3, v <= L2_a_step, L <= a_step), 1)})
-        # rows (grouped: groups) with a source from this row tile on, limited to 0..L. The
-        # stepped clip is a register, worked out a step ahead (from the value before two
-        # steps): as a compare of the 38-bit count behind the choice it was dma_d64's critical
-        # path mapped as in the SoC at c737ff6 (98.3 MHz: vrem0 through the subtract's carry
-        # chain and both clips into left_v)
-        # v is signed and the bounds are not: compared as the sign and unsigned compares of
-        # the magnitude bits, each one carry chain whose only carry out is its last (a signed
-        # compare takes a carry out from inside its chain too, through nextpnr's feed-out
-        # cells, ~1.7 ns each: two of them were dma_d64's critical path alone, mapped as in
-        # the SoC, at 964f718, LpLs2 into vrem0's stepped clip)
+        # rows (grouped: groups) with a source from this row tile on, limited to 0..L. The stepped
+        # clip is a register, worked out a step ahead (from the value before two steps): a compare
+        # of the 38-bit count behind the choice would be too long a path. v is signed and the bounds
+        # are not: compared as the sign and unsigned compares of the magnitude bits, each one carry
+        # chain whose only carry out is its last
         def clip(v, lo, hi):
             neg, mag = v[-1], v[:-1]
             return Mux(neg | (mag < lo), 0, Mux(mag > hi, L, mag - lo))
@@ -449,15 +437,14 @@ class TileTransposer(wiring.Component):
             "n": (None, lambda v: Mux(v < T2, v - T, T), lambda v: Mux(v < T3, v - T2, T),
                   LB + KB + 1),
             "wrap": (None, lambda v: v <= T2, lambda v: v <= T3, 1)})
-        # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and
-        # has a source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with
-        # both bounds configuration registers, so no add lies in front of the compares (an
-        # index steps only while v + 1 < extent, so extent - 2 does not wrap when it counts;
-        # a valid of 0 gives a bound of 0, which nothing is under)
-        # The stepped wrap test is a register as well (dma_d64's critical path at 4c48913 was
-        # its compare into go_2, 10.1 ns): after a step from v it tests v + 1 >= extent - 2,
-        # that is v >= extent - 3, a bound kept at 0 for an extent under 3 (an index of such a
-        # dimension steps at most from 0 to 1, and its test after that is never read).
+        # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and has a
+        # source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with both bounds
+        # configuration registers, so no add lies in front of the compares (an index steps only
+        # while v + 1 < extent, so extent - 2 does not wrap when it counts; a valid of 0 gives a
+        # bound of 0, which nothing is under) The stepped wrap test is a register as well: after a
+        # step from v it tests v + 1 >= extent - 2, that is v >= extent - 3, a bound kept at 0 for
+        # an extent under 3 (an index of such a dimension steps at most from 0 to 1, and its test
+        # after that is never read).
         def outer(k):
             ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", cw)
             ext_m3 = reg(Mux(ext[k] < 3, 0, ext[k] - 3), f"ext{k}_m3", cw)
@@ -542,14 +529,13 @@ class TileTransposer(wiring.Component):
             m.d.sync += a_left.eq(a_left - a_step)
         with m.Elif(row_take | init_all):
             m.d.sync += a_left.eq(t0["next"]["n"])
-        # a's next value kept beside it (a + a_step), so the row advance's end test is not
-        # behind an adder (nextpnr's 96.2 MHz path: a_step through the add and that test into
-        # row_adv)
+        # a's next value kept beside it (a + a_step), so the row advance's end test is not behind an
+        # adder
         a_next = Signal(LB)
-        # and the rows of the tile from row a on (nrows - a) and those with a source (vclip -
-        # a), kept as a steps (nrows and vclip hold then) or restarts at 0 (they take their
-        # next values), so the row's source count below is compares of registers, not two
-        # subtracts and compares in series (nextpnr's 67.2 MHz path of the ULX3S SoC at 5db9491)
+        # and the rows of the tile from row a on (nrows - a) and those with a source (vclip - a),
+        # kept as a steps (nrows and vclip hold then) or restarts at 0 (they take their next
+        # values), so the row's source count below is compares of registers, not two subtracts and
+        # compares in series
         left_n = Signal(signed(LB + 2))
         left_v = Signal(signed(LB + 2))
         with m.If(row_take & go_a):
@@ -586,10 +572,9 @@ class TileTransposer(wiring.Component):
                         m.d.sync += [r.eq(nx[i]) for r, _, nx in regs if nx[i] is not None]
 
         # -- beat generator ---------------------------------------------------------------------
-        # the row's byte count shifts by a copy of the element size of its own (the
-        # descriptor's a cycle late, as `elog` is): `lgl` sits with its many other users, and
-        # from it through `elog` (3.6 ns on one net) and this sum into the row queue was the
-        # ULX3S SoC's critical path at 134653f --seed 3 (12.3 ns)
+        # the row's byte count shifts by a copy of the element size of its own (the descriptor's a
+        # cycle late, as `elog` is): `lgl` sits with its many other users, too far from this sum and
+        # the row queue
         elog_g = registered_copy(platform, m, self.elog, "elog_g")
         row_bytes = Signal(LB + KB + 1)
         m.d.comb += row_bytes.eq(ncols << elog_g)
@@ -778,9 +763,8 @@ class TileTransposer(wiring.Component):
         col_rot = Signal(W)
         m.d.comb += col_rot.eq(rotate_right_bytes(q_raw, q_rot, BB))
         # packed: element a of the column is at f(a) after the rotation. The choice is a
-        # configuration register of its own (zero when not packed, a case of none), beside
-        # these multiplexers: from the descriptor's elog, across the die, into the column
-        # queue was nextpnr's 96.1 MHz path
+        # configuration register of its own (zero when not packed, a case of none), beside these
+        # multiplexers, so that the descriptor's elog does not cross the die into the column queue
         col_out = Signal(W)
         m.d.comb += col_out.eq(col_rot)
         pack_sel = reg(Mux(pack, Cat(lgp, self.elog), 0), "pack_sel", len(lgp) + 2)
@@ -902,12 +886,9 @@ class TileTransposer(wiring.Component):
         for row_k, (_, rp) in zip(rows_r, banks, strict=True):
             r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
             m.d.comb += rp.addr.eq(r_addr)
-        # (a configuration register: from ext through its subtraction into the column's
-        # destination adder was nextpnr's 99.7 MHz path)
         c_mask = reg(ext[COLS] - 1, "c_mask", LB + KB)
-        # the next column's destination, both ways (past the grouped columns' wrap or not)
-        # summed apart and chosen by b's test after, so the test does not lie in front of
-        # the adder (dma_d64's slowest endpoints alone, mapped as in the SoC, at 964f718)
+        # the next column's destination, both ways (past the grouped columns' wrap or not) summed
+        # apart and chosen by b's test after, so the test does not lie in front of the adder
         col_base = Mux(b_zero, t_dst, col_dst)
         col_wraps = g_cols & ((b & c_mask) == c_mask)
         m.d.sync += s_v.eq(issue)

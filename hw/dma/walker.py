@@ -84,12 +84,11 @@ class Walker(wiring.Component):
         prime = Signal()
         # busy's and prime's next values (set with them below), for their copies
         busy_next, prime_next = Signal(), Signal()
-        # With ready_ahead each level takes ready, busy and prime from copies of its own (its
-        # loads below, and its restart values' and strides' loads while idle): the three nets
-        # to all levels' enables were still among the SoC's slowest at a0cb0e8.
-        # Each level's loads go further, to GROUPS groups of its registers, each with copies
-        # of its own (ready_c[j][g]): one load net to a level's ~130 flip-flops was the full
-        # SoC's critical path at f7bb896 --seed 4 (`load2`, 8.8 ns on one net).
+        # With ready_ahead each level takes ready, busy and prime from copies of its own (its loads
+        # below, and its restart values' and strides' loads while idle), so no one net reaches every
+        # level's enables. Each level's loads go further, to GROUPS groups of its registers, each
+        # with copies of its own (ready_c[j][g]): one load net would reach a level's ~130
+        # flip-flops.
         G = self.GROUPS
         if self.ready_ahead:
             # (a copy of ready is 0 after a reset, whatever the ready: busy's copies are too)
@@ -111,11 +110,9 @@ class Walker(wiring.Component):
         ]
 
         # the strides, copied into registers beside the walker's adders (they come from the
-        # descriptor's registers, which may sit far away on the die): a copy taken in every
-        # cycle the walker is idle, so it holds the value set by the cycle of start, before the
-        # first step. (Taken every cycle, the copies were the same cells as the tile path's
-        # copies of the same strides, and Yosys merged them: one register for both, placed
-        # between the two, was nextpnr's 97.8 MHz path, 2.9 ns of routing to this adder)
+        # descriptor's registers, which may sit far away on the die): a copy taken in every cycle
+        # the walker is idle, so it holds the value set by the cycle of start, before the first
+        # step.
         sst = [_held(self.addr_width, f"sst{k}") for k in range(n)]
         dst = [_held(self.addr_width, f"dst{k}") for k in range(n)]
         for k in range(n):
@@ -155,10 +152,9 @@ class Walker(wiring.Component):
                 m.d.sync += [em1[k].eq(e - 1), one[k].eq(e == 1), two[k].eq(e == 2)]
             with m.If(~busy_c[k][3]):
                 m.d.sync += [any_valid[k].eq(v != 0), ok_two[k].eq(v > 1)]
-        # sel[j]: the next step loads level j (it counts, or a level above it does), a register
-        # set with cnt: the lowest level that does not wrap is j or above, so every level
-        # below j wraps and not every level does (written so rather than as an OR of cnt's
-        # terms: the row walker's sel2 was among the SoC's latest endpoints at c490da3's seed 8)
+        # sel[j]: the next step loads level j (it counts, or a level above it does), a register set
+        # with cnt: the lowest level that does not wrap is j or above, so every level below j wraps
+        # and not every level does
         sel = [_held(f"sel{k}") for k in range(n)]
 
         def set_cnt(wraps):
@@ -191,14 +187,12 @@ class Walker(wiring.Component):
             wrap_next = [(restarts[j] & one[j]) | (cnt[j] & wrap_after[j]) | (~sel[j] & wrap[j])
                          for j in range(n)]
             m.d.sync += set_cnt(wrap_next)
-        # each level's counters, flags and addresses load in the prime cycle (the first index,
-        # from the restart values and the bases) or on a step that counts or restarts the
-        # level, under enables of their own, one per group: the addresses sa and da, the
-        # remaining count with its wrap flags, the source count with its flags. So `start`, a
-        # late decision of the mid end, reaches the three flags above and none of these, and
-        # the output's ready reaches each group's ~33 flip-flops through one LUT of registers
-        # (a shared enable over all levels, ~800 flip-flops, was the ULX3S SoC's critical path
-        # at b5058fc, 15.9 ns).
+        # each level's counters, flags and addresses load in the prime cycle (the first index, from
+        # the restart values and the bases) or on a step that counts or restarts the level, under
+        # enables of their own, one per group: the addresses sa and da, the remaining count with its
+        # wrap flags, the source count with its flags. So `start`, a late decision of the mid end,
+        # reaches the three flags above and none of these, and the output's ready reaches each
+        # group's ~33 flip-flops through one LUT of registers.
         for j in range(n):
             load, restart = [], []
             for g in range(G):
@@ -207,11 +201,10 @@ class Walker(wiring.Component):
                              rs.eq(prime_c[j][g] | ~cnt[j])]    # restarts (or starts)
                 load.append(ld)
                 restart.append(rs)
-            # the next address, one AND-OR over registers' selects: the base in the prime cycle
-            # (cnt is all 0 then), else the counting level's next address (level j's own, or
-            # the one above it that it restarts at). Two LUTs after the adder; as nested
-            # choices (restart or count, then prime or not, then which level) it was four, the
-            # full SoC's critical path at c490da3's seed 9 (sa3 -> up_s3 -> 4 LUTs, 10.07 ns)
+            # the next address, one AND-OR over registers' selects: the base in the prime cycle (cnt
+            # is all 0 then), else the counting level's next address (level j's own, or the one
+            # above it that it restarts at). Two LUTs after the adder; as nested choices (restart or
+            # count, then prime or not, then which level) it would be four
             for g, base, up, addr in ((0, self.src_base, up_s, sa), (1, self.dst_base, up_d, da)):
                 with m.If(load[g]):
                     m.d.sync += addr[j].eq(_any([base & prime_c[j][g].replicate(aw),

@@ -35,13 +35,12 @@ A sample, per lane whose mask bit is set:
    ``ROUND`` adds the rounding carry (half away from zero); ``SAT`` saturates; ``DONE`` adds
    the entry where the rule says so, saturates again, and writes the lane's result.
 
-Every cycle's work is short enough for 100 MHz on an ECP5-85F-6 (110.1 MHz alone, 42.8 before
-the entries, the products, the index and the leading one were registered, at six cycles more a
-sample). A sample takes between about 20 and 70 cycles, depending on the configuration (the
-index select's size, how often LE wins and has to be redone, the miss shift). Work on a transfer
-starts when the output register is empty, on the input's payload in place (the stream holds
-it); the transfer is taken when its last lane is done, in the cycle the output register is
-loaded, so no input register is needed. The output register fills lane by lane.
+   Every cycle's work is short enough for 100 MHz on an ECP5-85F-6. A sample takes between about 20
+   and 70 cycles, depending on the configuration (the index select's size, how often LE wins and has
+   to be redone, the miss shift). Work on a transfer starts when the output register is empty, on
+   the input's payload in place (the stream holds it); the transfer is taken when its last lane is
+   done, in the cycle the output register is loaded, so no input register is needed. The output
+   register fills lane by lane.
 """
 
 from amaranth import Cat, Const, Mux, Signal, signed
@@ -178,8 +177,8 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
     y0 = Mux(odd, od_d, ev_d).as_signed()
     y1 = Mux(odd, ev_d, od_d).as_signed()
 
-    # the entries, registered a cycle after the read (READ): a block RAM's output arrives
-    # late in its cycle (5.8 ns on the ECP5)
+    # the entries, registered a cycle after the read (READ): a block RAM's output arrives late in
+    # its cycle
     y0_r = Signal(signed(16))
     y1_r = Signal(signed(16))
     with m.If(step == Step.READ):
@@ -235,7 +234,7 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
 
         with m.Case(Step.PREP):
             # the leading one, x <= START and the shift, from LOAD's registers: after the
-            # subtraction in one cycle they were the longest paths (10.5 ns on the ECP5)
+            # subtraction in one cycle they were the longest paths
             sel_neg, sel_pos, shl = pick("sel_neg"), pick("sel_pos"), pick("shl")
             below = d_neg | (d_hi0 & (held == 0))
             m.d.sync += [e.eq(lead), ua.eq(below), step.eq(Step.SHIFT)]
@@ -304,7 +303,7 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
 
         with m.Case(Step.SAT):
             # the term saturated, in a cycle of its own: with the entry's add and the second
-            # saturation it was a path of 10.7 ns on the ECP5
+            # saturation it would be too long a path for one cycle
             m.d.sync += [acc.eq(_sat(acc, T)), step.eq(Step.DONE)]
 
         with m.Case(Step.DONE):

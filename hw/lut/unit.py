@@ -263,13 +263,12 @@ class LutUnit(wiring.Component):
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics ----------------------------------------------------------------------------
-        # The counters take what the output register took a cycle before: whether a sample went
-        # in (`count`, behind the output's late ready) and, per counter, how many of its lanes
-        # count, both registered every cycle (no enable), so neither the ready nor the states'
-        # decode and sum reach the counters' 32-bit adds (96 of the ULX3S SoC's slow
-        # endpoints at 838ffcd, up to 12.5 ns). The run's end comes with the last sample's
-        # handshake, a cycle after it went into the output register, so the counts are
-        # complete when software sees `done`.
+        # The counters take what the output register took a cycle before: whether a sample went in
+        # (`count`, behind the output's late ready) and, per counter, how many of its lanes count,
+        # both registered every cycle (no enable), so neither the ready nor the states' decode and
+        # sum reach the counters' 32-bit adds. The run's end comes with the last sample's handshake,
+        # a cycle after it went into the output register, so the counts are complete when software
+        # sees `done`.
         count_r = Signal()
         m.d.sync += count_r.eq(count & busy & regs.ctrl.perf_enable.data[0])
         for name in COUNTERS[flavor]:
@@ -351,10 +350,9 @@ class LutUnit(wiring.Component):
         for lane in range(lanes):
             results = {}
             for t in ("le", "lo"):
-                # the input register, a copy per table (kept apart on the ECP5 board tops), so
-                # that each sits by its table's first stage: one register for both, between
-                # them, was the full ULX3S SoC's critical path at ab6060c --seed 5, 5.5 ns of
-                # routing into the LE table's range compare
+                # the input register, a copy per table (kept apart on the ECP5 board tops), so that
+                # each sits by its table's first stage: one register for both would sit between
+                # them, a long route from either table's range compare
                 x0 = registered_copy(platform, m, i.payload.data[lane], f"x0_{t}{lane}_",
                                      enable=advance).as_signed()
                 results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, mems, W, FB, OW,
@@ -405,9 +403,6 @@ class LutUnit(wiring.Component):
         # rounded up (a distance of W bits never reaches 2^(W + 1)); in three steps of registers
         sat_exp = derived(Mux(sel_pos + 9 > W + 1, W + 1, sel_pos + 9), "satexp",
                           range(W + 2))
-        # (512 >> shl rounded up depends on shl's 4 bits alone: a table, one LUT per bit, not
-        # the add and shift that say it, which were the ULX3S SoC's critical path at 7e82682,
-        # 12.5 ns from shl through a decode, a carry chain and four levels of shifter)
         sat_neg = derived(Array(Const(((512 + (1 << s) - 1) >> s) & 1023, 10)
                                 for s in range(1 << len(shl)))[shl], "satneg", 10)
         sat = derived(Mux(sel_neg, sat_neg, Const(1, W + 2) << sat_exp), "idxsat", W + 2)
@@ -467,10 +462,9 @@ class LutUnit(wiring.Component):
             over.eq(~under & Mux(c["exp"], idx_exp >= n, idxl2 >= n)),
             index.eq(Mux(under, 0, Mux(over, n, Mux(c["exp"], idx_exp[:9], idxl2)))),
         ]
-        # the even bank's address, (index + 1) / 2, made here beside the index from sums of
-        # its own (index + 1 for each choice), so the table read in P4 is addressed from
-        # registers alone: the add between indexa and the LE table's LUT RAM was the full
-        # SoC's critical path at 6f7e8f2 --seed 9 (10.24 ns)
+        # the even bank's address, (index + 1) / 2, made here beside the index from sums of its own
+        # (index + 1 for each choice), so the table read in P4 is addressed from registers alone,
+        # with no add between the index and the LE table's LUT RAM
         idx_exp1 = Signal(signed(11), name=f"idxe1_{name}")
         m.d.comb += idx_exp1.eq(e2 - c["offset_m1"])
         ev_a = reg(Mux(under, 0, Mux(over, (n + 1) >> 1,
@@ -515,20 +509,19 @@ class LutUnit(wiring.Component):
         state4 = reg(state_r, "st4", 2)
 
         # P7 and P8: one product per multiplier block, from registered copies of its operands
-        # (hw.fabric.registered_product; on the ECP5 board tops, the block's own input and
-        # output registers). Registers of their own, with the block as their only load, so the
-        # placer can put them beside it: with one operand register feeding several blocks, the
-        # placer left a block 30 rows from both of its registers (the ULX3S SoC at 18bb5cb:
-        # 10.3 of 14.8 ns in routing). In fabric flip-flops, the block's delay and the routing
-        # to and from it made 270 of the 301 LUT endpoints over 10 ns on the SoC at 7e82682.
+        # (hw.fabric.registered_product; on the ECP5 board tops, the block's own input and output
+        # registers). Registers of their own, with the block as their only load, so the placer can
+        # put them beside it: with one operand register feeding several blocks, the placer left a
+        # block 30 rows from both of its registers. In fabric flip-flops, the block's delay and the
+        # routing to and from it made 270 of the 301 LUT endpoints over 10 ns on the SoC at 7e82682.
         K = 17
         fsl = [(0, frac4[:K])] + ([(K, frac4[K:])] if FB > K else [])
         fp5 = [(lo, registered_product(platform, m, dy4, piece, advance, f"fp{lo}_5_{name}",
                                        17 + len(piece) + 1))
                for lo, piece in fsl]
-        # the distance in 17-bit slices, the top one signed, so that every product fits one
-        # 18 x 18 multiplier (SDP's 35 bits: two; CDP's 41: three). A wider slice is split by
-        # the tools into two multipliers and an add, in one stage (CDP: 10.4 ns on the ECP5).
+        # the distance in 17-bit slices, the top one signed, so that every product fits one 18 x 18
+        # multiplier (SDP's 35 bits: two; CDP's 41: three). A wider slice is split by the tools into
+        # two multipliers and an add, in one stage.
         xq5 = []
         for lo in range(0, W + 3, K):
             top = lo + K >= W + 3 - 1
@@ -556,18 +549,17 @@ class LutUnit(wiring.Component):
         # (or its clamp, for a left shift)
         hitr7 = reg(_round_shift(hitp6, FB), "hitr7", signed(19))
         rnd7 = reg(p6 + Mux(p6[-1], half6m, half6), "rnd7", signed(W + 3 + 17))
-        # the clamp to +-2^40 tested on p6's bits, not by two compares: above 2^40 is a clear
-        # sign and a bit set from bit 41 up, or bit 40 with any bit below it; below -2^40 a
-        # set sign and a clear bit from bit 40 up. OR trees of LUTs, where the compares were
-        # two 51-bit carry chains (SDP) whose results then steered all 42 bits (the ULX3S SoC
-        # at 20ada5f: 56 of the unit's 143 endpoints over 10 ns were this register)
+        # the clamp to +-2^40 tested on p6's bits, not by two compares: above 2^40 is a clear sign
+        # and a bit set from bit 41 up, or bit 40 with any bit below it; below -2^40 a set sign and
+        # a clear bit from bit 40 up. OR trees of LUTs, where the compares were two 51-bit carry
+        # chains (SDP) whose results then steered all 42 bits
         sign6 = p6[-1]
         over6 = ~sign6 & (p6[41:-1].any() | (p6[40] & p6[:40].any()))
         under6 = sign6 & ~p6[40:-1].all()
         clamped7 = reg(Mux(over6, 1 << 40, Mux(under6, -(1 << 40), p6)), "clamp7", signed(42))
         left7 = reg(sh6 >= 16, "left7", 1)
-        # the left shift's amount, a stage early: its subtraction in front of the shifter
-        # was on the SoC's paths into term8 at e952fd1 --seed 9 (9.97 ns)
+        # the left shift's amount, a stage early, so that its subtraction is not in front of the
+        # shifter
         lamt7 = reg((32 - sh6)[:5], "lamt7", 5)
         sh7, y0_7, state7 = reg(sh6, "sh7"), reg(y0_6, "y0_7"), reg(state6, "st7")
 

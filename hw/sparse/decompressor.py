@@ -83,29 +83,24 @@ __all__ = ["SparseDecompressor"]
 WGS_STREAM, WMB_STREAM, WEIGHT_STREAM = 0, 1, 2
 
 #: the byte buffer's rotation stages run a cycle late, on the expansion's X registers (see
-#: :class:`~.ringbuf.RingBuffer`): its read pointer into the X stage was the critical path
+#: :class:`~.ringbuf.RingBuffer`), so that its read pointer does not reach through every stage into
+#: X
 LATE = 3
 #: the mask ring's likewise, on R1's registers: its read pointer's rotation into R1 was
 MASK_LATE = 2
-#: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
-#: rest run from the queue's head into X's registers). 4 since cfdfc29: with 3, the three
-#: levels after the head were sparse_d128_a64's critical path (10.9 ns, 92.1 MHz; 95.1 with 4)
+#: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the rest run
+#: from the queue's head into X's registers): with fewer, the levels after the head are too long a
+#: path for one cycle at 128 bits
 SUM_LEVELS = 4
-#: of those, the levels made a stage earlier, from R2's placed bits into R3 (beside the
-#: segment's popcount), by atom size (elements): the four in one cycle, from R3 into the
-#: queue's second entry, were sparse_d128_a64's critical path at 2cbc57a (10.2 ns, 97.7 MHz,
-#: 7.6 ns of it routing). With two of them in R3 that block placed worse (estimates 56 to 67
-#: MHz over three seeds, against 75 to 79) and routed at 92.2 MHz, so the 64-element atom
-#: makes all four after R3; the ULX3S SoC's 16-element atom met 100 MHz with two in R3
-#: (docs/fpga.md and docs/board.md, "Thirty-eighth session")
+#: of those, the levels made a stage earlier, from R2's placed bits into R3 (beside the segment's
+#: popcount), by atom size (elements): with all four in one cycle from R3 into the queue's second
+#: entry the path is long for 16- and 32-element atoms, while for 64-element atoms the wider R3 they
+#: need places worse, so those make all four after R3
 R3_SUM_LEVELS = {16: 2, 32: 2, 64: 0}
 #: bits of the X slice's and the segment queue's output entries per copy of their select
 #: (:class:`~..bus.fifo.SkidBuffer`)
 SELECT_BITS = 64
-#: bits of the segment queue's and the output queue's output entries per load LUT (their
-#: loads are the decoder's step and the output's handshake, late decisions: from one LUT
-#: each, they crossed the die twice, to the LUT and from it to the entry's far bits: the
-#: ULX3S SoC's critical path at f33d99d --seed 4, 14.9 ns, 5.1 of it the one net)
+#: bits of the segment queue's and the output queue's output entries per load LUT
 LOAD_BITS = 64
 
 
@@ -188,10 +183,8 @@ class SparseDecompressor(wiring.Component):
                                                     out_units=2 * A, late_bits=LATE,
                                                     take_ahead=True)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
-        # each stream reaches its buffer through a register slice, so the buffers' readies do
-        # not reach the reader's FIFOs (the reader's block RAM data passes a register of its
-        # own first: into this slice's multiplexer it was the critical path; whether the rings
-        # still need their slices is not measured)
+        # each stream reaches its buffer through a register slice, so the buffers' readies do not
+        # reach the reader's FIFOs
         flush = Signal()
         for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
             register_slice(m, f"in{s}", valid=reader.o_valid[s], ready=reader.o_ready[s],
@@ -260,9 +253,9 @@ class SparseDecompressor(wiring.Component):
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
         # the packing's choice comes from copies of ``two``, one per ELEMENTS_PER_COPY elements:
-        # from ``two`` alone, it was one net to 16 x A multiplexers across the die (the ULX3S
-        # SoC's critical path at 8f5b866: 14.1 ns of routing). A copy follows ``two`` a cycle
-        # late, long before the job's first atom leaves the queue (its reads come first)
+        # from ``two`` alone, it was one net to 16 x A multiplexers across the die. A copy follows
+        # ``two`` a cycle late, long before the job's first atom leaves the queue (its reads come
+        # first)
         n_two = max(1, A // ELEMENTS_PER_COPY)
         two_c = register_copies(platform, m, two, n_two, "two_c")
         packed = Cat(*(out.slots[i][:8] for i in range(A)), Const(0, 8 * A))
@@ -287,17 +280,15 @@ class SparseDecompressor(wiring.Component):
             with m.If(to_gear):
                 m.d.sync += sent_write.eq(1)
 
-        # gearbox -> writer, one beat per cycle: the gearbox's beats leave through a register
-        # slice of its own (its beat choice and the writer FIFO's write data, LUT RAM spread
-        # over its width, were one path on sparse_d128_a64 at 93ac741, 11.5 ns, 9.7 of it
-        # routing)
+        # gearbox -> writer, one beat per cycle: the gearbox's beats leave through a register slice
+        # of its own
         m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
                      gearbox.o_ready.eq(writer.i_ready)]
 
-        # state == RUN, as a register of its own (set from the next state), so the decisions
-        # that read it take a flip-flop, not a decode of the state: from ``state`` through four
-        # LUTs (the decode, the setup decision and its overflow test) into ``kern_left`` it was
-        # the full SoC's critical path at e952fd1 --seed 9 (10.19 ns, 8.6 of it routing)
+        # state == RUN, as a register of its own (set from the next state), so the decisions that
+        # read it take a flip-flop, not a decode of the state: from ``state`` through four LUTs (the
+        # decode, the setup decision and its overflow test) into ``kern_left`` would be too long a
+        # path
         run = Signal()
         m.d.sync += run.eq(state_nx == _State.RUN)
         bus_error = reader.error | writer.error | writer.range_error
@@ -355,17 +346,14 @@ class SparseDecompressor(wiring.Component):
         # loads registers and its compare and subtract stay off the start's path
         kl_next = Signal(24)
         last_next = Signal()
-        # a group's elements take two values in a job: kpg kernels' (a shift), or a set's
-        # partial group's, kernels mod kpg (the only kern_left below kpg). The second's
-        # multiply runs between registers that load every cycle from the job's registers:
-        # ke_r and km_r at start + 2, the two 12-bit halves' products (a multiplier block
-        # each) at start + 3, their sum at start + 4. next_elems follows it every cycle, and
-        # the first group's start waits for the first WGS word, read from memory once RUN
-        # has begun (start + 3): start + 7 at the earliest. (A sum a cycle later still
-        # passes the bench, as this predicts; nothing sooner reads it.) (kg * kernel_elems
-        # per group put the multiplier between registers across the die: the full ULX3S
-        # SoC's critical path at 9e131b6, 14.4 ns, 10 of it routing; the 24-bit product in
-        # one cycle, split by Yosys into two multipliers and an add, the block's alone)
+        # a group's elements take two values in a job: kpg kernels' (a shift), or a set's partial
+        # group's, kernels mod kpg (the only kern_left below kpg). The second's multiply runs
+        # between registers that load every cycle from the job's registers: ke_r and km_r at start +
+        # 2, the two 12-bit halves' products (a multiplier block each) at start + 3, their sum at
+        # start + 4. next_elems follows it every cycle, and the first group's start waits for the
+        # first WGS word, read from memory once RUN has begun (start + 3): start + 7 at the
+        # earliest. (A sum a cycle later still passes the bench, as this predicts; nothing sooner
+        # reads it.)
         ke_r = Signal.like(kernel_elems)
         km_r = Signal(5)
         part_lo = Signal(17)
@@ -384,10 +372,9 @@ class SparseDecompressor(wiring.Component):
         wgs_word = wgsbuf.data[:32]
         s_run = run & ~s_halt & r1_rdy
         # the WGS total's check against the weight surface, worked out a cycle ahead into a
-        # register: ``wgs_ok`` says the head word was there and untaken in the cycle before, so
-        # the check saw the same word and the same room (which only a group's start changes).
-        # The room left, not the running total, so the check is one compare, not an add and
-        # a compare (the sparse block's critical path alone at 18bb5cb, 10.2 ns)
+        # register: ``wgs_ok`` says the head word was there and untaken in the cycle before, so the
+        # check saw the same word and the same room (which only a group's start changes). The room
+        # left, not the running total, so the check is one compare, not an add and a compare
         setup_overflow = Signal()
         wgs_ok = Signal()
         m.d.sync += [setup_overflow.eq(wgs_word > wgs_room),
@@ -409,12 +396,11 @@ class SparseDecompressor(wiring.Component):
         # 35-bit subtraction and compare
         lw = (2 * A - 1).bit_length()
         plenty_after = (wmb_left[lw:] != 0) | (wmb_left[:lw] >= seg + A)
-        # whether the mask buffer holds the segment's bits, from registers alone (the take's
-        # fan-out is wide, and a compare of the level against seg in front of it was the
-        # critical path): the buffer's ``deep`` (A bits or more, so any segment), or else
-        # ``level >= seg`` registered a cycle before, trusted only if nothing has taken bits or
-        # changed seg since (a word arriving meanwhile only adds bits: at worst the segment
-        # waits a cycle, and only when fewer than A bits are held, near the stream's end)
+        # whether the mask buffer holds the segment's bits, from registers alone: the buffer's
+        # ``deep`` (A bits or more, so any segment), or else ``level >= seg`` registered a cycle
+        # before, trusted only if nothing has taken bits or changed seg since (a word arriving
+        # meanwhile only adds bits: at worst the segment waits a cycle, and only when fewer than A
+        # bits are held, near the stream's end)
         near_bits = Signal()
         have_bits = maskbuf.deep | (near_bits & near_ok)
         take_seg = Signal()
@@ -424,16 +410,14 @@ class SparseDecompressor(wiring.Component):
                      maskbuf.take.eq(seg), maskbuf.take_en.eq(take_seg),
                      wgsbuf.take.eq(1)]
 
-        # the next segment's registers, for a group's start and after a segment taken: both
-        # worked out every cycle and chosen by AND-OR (as a multiplexer's two inputs, Yosys
-        # would merge the two sets of comparisons and put the decision in front of them)
-        # A 32-bit count against room (at most A) is a zero test of its high bits and a compare
-        # of its low ones: a full-width compare maps to a long chain of LUTs.
-        # After a segment taken the group goes on only if that segment filled its atom, so the
-        # next one has the whole atom (A) and is min(rest, A), and the one after that starts
-        # from rest - A: both from the register rest, so seg is not in its own loop (seg, its
-        # subtraction from the count left and their compares back into seg was the 128-bit
-        # build's critical path).
+        # the next segment's registers, for a group's start and after a segment taken: both worked
+        # out every cycle and chosen by AND-OR (as a multiplexer's two inputs, Yosys would merge the
+        # two sets of comparisons and put the decision in front of them) A 32-bit count against room
+        # (at most A) is a zero test of its high bits and a compare of its low ones: a full-width
+        # compare maps to a long chain of LUTs. After a segment taken the group goes on only if that
+        # segment filled its atom, so the next one has the whole atom (A) and is min(rest, A), and
+        # the one after that starts from rest - A: both from the register rest, so seg is not in its
+        # own loop.
         ls = len(seg)
 
         def segment(count, rm):
@@ -470,22 +454,19 @@ class SparseDecompressor(wiring.Component):
             # the segment's bits, as a compare of seg with each constant position (a few
             # gates each; ``(1 << seg) - 1`` maps to a shifter and a carry chain)
             r1_in.keep.eq(Cat(seg > k for k in range(A))),
-            # the segment's end (pos + seg <= A: a segment stays in its atom) made from
-            # registers here, so R2's compares with each position read a register (the add
-            # between R1 and R2's in_seg was the 128-bit build's critical path at 82.0 MHz)
+            # the segment's end (pos + seg <= A: a segment stays in its atom) made from registers
+            # here, so R2's compares with each position read a register
             r1_in.pos.eq(s_pos), r1_in.end.eq(s_pos + seg),
             r1_in.ends.eq(s_ends),
             r1_in.completes.eq(s_completes), r1_in.first.eq(g_first), r1_in.wgs.eq(g_wgs),
             r1_in.last_group.eq(g_last)]
-        # the WGS word a group's setup reads leaves the buffer a cycle later (wgs_take): the
-        # setup decision then reaches one flip-flop, not the enables of the buffer's shift
-        # (the ULX3S SoC's critical path at a005bab, 13.4 ns from `state` through `setup` into
-        # wgsbuf's data). No setup comes in that cycle (g_active is set) or the next (wgs_ok
-        # is clear after a take), so none reads the old word again. (Today next_ok alone keeps
-        # the next setup off for two cycles after one, past the take: it is cleared with the
-        # setup and follows kg_ok, cleared too. So wgs_ok's ~take_en changes nothing now, and
-        # no test can fail without it; it keeps the take's rule here if the kernel group's
-        # registers get quicker.)
+        # the WGS word a group's setup reads leaves the buffer a cycle later (wgs_take): the setup
+        # decision then reaches one flip-flop, not the enables of the buffer's shift. No setup comes
+        # in that cycle (g_active is set) or the next (wgs_ok is clear after a take), so none reads
+        # the old word again. (Today next_ok alone keeps the next setup off for two cycles after
+        # one, past the take: it is cleared with the setup and follows kg_ok, cleared too. So
+        # wgs_ok's ~take_en changes nothing now, and no test can fail without it; it keeps the
+        # take's rule here if the kernel group's registers get quicker.)
         wgs_take = Signal()
         m.d.sync += wgs_take.eq(0)
         m.d.comb += wgsbuf.take_en.eq(wgs_take)
@@ -514,12 +495,10 @@ class SparseDecompressor(wiring.Component):
 
         # -- the segment's counts and positions, then the queue -----------------------------------
         # R2, from R1's registers: the segment's bits at their atom positions, the positions it
-        # covers and its popcount in parts (a byte of mask bits each). The queue's entry adds
-        # the parts up (the packed bytes the segment uses) into R3; a register slice (ready
-        # from its fill level) queues them for the decoder. A whole popcount in one cycle, into
-        # the queue's storage, was the critical path.
-        # (the mask ring's last rotation stages run here, on R1's registers, and the bits past
-        # the segment are cleared: from the ring's read pointer into R1 was the critical path)
+        # covers and its popcount in parts (a byte of mask bits each). The queue's entry adds the
+        # parts up (the packed bytes the segment uses) into R3; a register slice (ready from its
+        # fill level) queues them for the decoder. A whole popcount in one cycle, into the queue's
+        # storage, is too long a path.
         mask = Signal(A)
         m.d.comb += mask.eq(maskbuf.finish(m, r1.raw, r1.off) & r1.keep)
         parts = [mask[i:i + 8] for i in range(0, A, 8)]
@@ -539,12 +518,10 @@ class SparseDecompressor(wiring.Component):
                 at_or_after = (r1.pos <= k) if k < A - 1 else Const(1)   # pos <= A - 1 always
                 m.d.sync += r2.in_seg[k].eq(at_or_after & (k < r1.end))
 
-        # R3, a register slice, holds R2's fields with the segment's count summed: the queue's
-        # head (and the byte ring's copy of its ``need``, below) then load from registers, not
-        # through the sum's adders (they crossed the die into the ring's copy at 76.9 MHz on
-        # sparse_d128_a64 at 9d6a73e). Its ready is a register, so R2's and R1's enables stop
-        # at it: as a plain stage whose free followed the queue's, R3 made that chain of
-        # enables one longer, and it limited the same block at 80.5 MHz (b206b08)
+        # R3, a register slice, holds R2's fields with the segment's count summed: the queue's head
+        # (and the byte ring's copy of its ``need``, below) then load from registers, not through
+        # the sum's adders. Its ready is a register, so R2's and R1's enables stop at it: as a plain
+        # stage whose free followed the queue's, R3 would make that chain of enables one longer
         early = R3_SUM_LEVELS[A]
         r3_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
@@ -589,25 +566,20 @@ class SparseDecompressor(wiring.Component):
         head = Signal(q_layout)
         h_valid = Signal()
         h_take = Signal()
-        # (its load, the decoder's take, is no candidate for a global network: the take is a
-        # deep decision, and through a DCCA at 39b0d02 it reached all 236 flip-flops at
-        # 12.5 ns, where on general routing 81 of them were over 10 ns, at a005bab). The take
-        # is worked out a cycle ahead (``step``, below), and so the head's load is a register
-        # too, one copy per share of the head on the ECP5 board tops
+        # . The take is worked out a cycle ahead (``step``, below), and so the head's load is a
+        # register too, one copy per share of the head on the ECP5 board tops
         step_nx = Signal()
-        # its select (second entry or input) in copies, as X's: from one flag, across ~240
-        # bits, that net was the ULX3S SoC's critical path at 777c358 --seed 3, 6.2 ns of
-        # 13.4 on the way through the queue's next `need` into the byte ring's kept sums
+        # its select (second entry or input) in copies, as X's: one flag's net would cross ~240 bits
+        # on the way through the queue's next `need` into the byte ring's kept sums
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
                               load_bits=LOAD_BITS, ready_next=step_nx, select_bits=SELECT_BITS)
-        # the byte ring takes the head's ``need`` a cycle ahead, from the queue's next output,
-        # into a copy of its own (``take``), which the placer can put beside the ring's
-        # pointer, level and tests: the head's register sits with the rest of the head, and at
-        # e6d4842 its net to the ring's room test crossed the die (4.8 ns, on
-        # sparse_d128_a64's critical path). With the next value the ring also keeps its level
-        # less the take in registers, and its tests are signs: its compare of the copy was on
-        # the early step's path (10.9 ns at 5e056c0, docs/fpga.md)
+        # the byte ring takes the head's ``need`` a cycle ahead, from the queue's next output, into
+        # a copy of its own (``take``), which the placer can put beside the ring's pointer, level
+        # and tests: the head's register sits with the rest of the head, across the die from the
+        # ring's room test. With the next value the ring also keeps its level less the take in
+        # registers, and its tests are signs, so no compare of the copy lies on the early step's
+        # path
         need_at = q_layout["need"]
         m.d.comb += databuf.take_next.eq(
             segq.r_data_next[need_at.offset:need_at.offset + need_at.width])
@@ -617,11 +589,10 @@ class SparseDecompressor(wiring.Component):
         d_open = Signal()                      # the atom in the slots has had a segment
         d_all = Signal()                       # the last group's last segment has been decoded
         group_idx = Signal(24)
-        # the queue's head failed the WGS check a cycle ago: the check registered every cycle
-        # (so the step reaches one register, not the check's logic), and a flag that holds it
-        # once seen. A head fails it whether or not it was stepped: a head with more mask bits
-        # than its group's WGS may want bytes past the end of the weight surface, and waits
-        # for them forever (the job hung so before 2026-11-27)
+        # the queue's head failed the WGS check a cycle ago: the check registered every cycle (so
+        # the step reaches one register, not the check's logic), and a flag that holds it once seen.
+        # A head fails it whether or not it was stepped: a head with more mask bits than its group's
+        # WGS may want bytes past the end of the weight surface, and waits for them forever
         chk_r = Signal()
         mis_seen = Signal()
         mis_r = Signal()
@@ -648,22 +619,19 @@ class SparseDecompressor(wiring.Component):
         have_bytes = databuf.deep | (near_bytes & near_bytes_ok)
         stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
         # the expansion runs over three stages after the decoder's: the decoder registers the
-        # segment with the prefix sums of its clear bits (X), X works out the move masks from
-        # them (P), P spreads the window's elements by the wide moves and Q by the short ones
-        # and updates the atom's slots (and hands the atom to the output queue when the
-        # segment completes it). Each stage hands on when the next is free, and takes a new
-        # segment in the same cycle.
-        # X holds the window's bytes as the byte buffer hands them over, rotated to all but the
-        # low LATE bits of its read pointer (and those bits): the rotation's last stages run
-        # on X's registers, into P's lanes
-        # P runs the expansion's first (widest) moves and Q the rest with the slot merge, so
-        # the moves and the merge into the output queue are not one cycle's path
-        # X is the output of a register slice (a skid buffer): the decoder steps a segment in
-        # when the slice's second entry is free, a register, so the step does not wait on the
-        # stages after X moving on. A segment that failed the WGS check (``bad``, the check
-        # made as it was stepped) stops in P (``p_bad``): X hands it on as any other, so the
-        # check's compare reaches X's data and not X's load (into the load, through the
-        # slice's next-entry choice, it was sparse_d128_a64's critical path at c490da3, 11.1 ns)
+        # segment with the prefix sums of its clear bits (X), X works out the move masks from them
+        # (P), P spreads the window's elements by the wide moves and Q by the short ones and updates
+        # the atom's slots (and hands the atom to the output queue when the segment completes it).
+        # Each stage hands on when the next is free, and takes a new segment in the same cycle. X
+        # holds the window's bytes as the byte buffer hands them over, rotated to all but the low
+        # LATE bits of its read pointer (and those bits): the rotation's last stages run on X's
+        # registers, into P's lanes P runs the expansion's first (widest) moves and Q the rest with
+        # the slot merge, so the moves and the merge into the output queue are not one cycle's path
+        # X is the output of a register slice (a skid buffer): the decoder steps a segment in when
+        # the slice's second entry is free, a register, so the step does not wait on the stages
+        # after X moving on. A segment that failed the WGS check (``bad``, the check made as it was
+        # stepped) stops in P (``p_bad``): X hands it on as any other, so the check's compare
+        # reaches X's data and not X's load
         common = {"valid": 1, "placed": A, "in_seg": A, "completes": 1, "last": 1}
         xs_layout = data.StructLayout({
             **{f: w for f, w in common.items() if f != "valid"}, "bad": 1,
@@ -686,31 +654,25 @@ class SparseDecompressor(wiring.Component):
         x_done = Signal()
         m.d.comb += x_done.eq(x_valid & p_free)
         # X is hundreds of bits wide: its select (second entry or input) in copies, one per
-        # SELECT_BITS (a single flag's net was the ULX3S SoC's critical path at 78fbc02), and
-        # its load, the late x_done, on a global network where the platform has one (at
-        # ab43dbc that one LUT's net reached 767 clock enables of the ULX3S SoC, up to 13.4 ns)
-        # X's load is a register: X hands on (``x_done``) worked out a cycle ahead, from the
-        # next values of its own valid and bad flags and of P's and Q's (``x_done_nx``, set
-        # below). From P's valid through two LUTs and the load's LUT it was
-        # sparse_d128_a64's critical path at 24d63a8 with SUM_LEVELS = 4 (12.7 ns, 5.5 of it
-        # the load's one net)
+        # SELECT_BITS, and its load, the late x_done, on a global network where the platform has
+        # one. X's load is a register: X hands on (``x_done``) worked out a cycle ahead, from the
+        # next values of its own valid and bad flags and of P's and Q's (``x_done_nx``, set below),
+        # not from P's valid through two LUTs and the load's LUT
         x_done_nx = Signal()
         xs = register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in,
                             out_valid=x_valid, out_ready=x_done, out_payload=x, reset=flush,
                             select_bits=SELECT_BITS, global_load="sparse_x_load",
                             ready_next=x_done_nx)
-        # The decoder steps when it runs, the queue's head is a segment (not an error marker)
-        # whose bytes the byte buffer holds, X has room, no WGS check has failed and the bus
-        # has answered no error. The WGS check does not hold the step back: a segment that
-        # fails it is stepped like the others, and the failure (registered with its group) is
-        # raised in the next cycle, before anything of that segment reaches the writer (it
-        # stops in P), and stops the steps after it.
-        # Every one of those tests is a register, and the step is one too: worked out a cycle
-        # ahead from the values the tests' registers load (``*_nx``), so it equals the tests
-        # of this cycle (``step_ref``, kept for the tests) with no logic between the step and
-        # the hundreds of flip-flops it enables: the queue's head, the byte ring's pointer, the
-        # group's counts. (From the tests' registers through two LUTs it was
-        # sparse_d128_a64's critical path, 12.8 ns, docs/fpga.md.)
+        # The decoder steps when it runs, the queue's head is a segment (not an error marker) whose
+        # bytes the byte buffer holds, X has room, no WGS check has failed and the bus has answered
+        # no error. The WGS check does not hold the step back: a segment that fails it is stepped
+        # like the others, and the failure (registered with its group) is raised in the next cycle,
+        # before anything of that segment reaches the writer (it stops in P), and stops the steps
+        # after it. Every one of those tests is a register, and the step is one too: worked out a
+        # cycle ahead from the values the tests' registers load (``*_nx``), so it equals the tests
+        # of this cycle (``step_ref``, kept for the tests) with no logic between the step and the
+        # hundreds of flip-flops it enables: the queue's head, the byte ring's pointer, the group's
+        # counts.
         step = Signal()
         err_at = q_layout["err"]
         h_valid_nx = ~flush & segq.r_rdy_next
@@ -779,8 +741,8 @@ class SparseDecompressor(wiring.Component):
             m.d.sync += [emitted.eq(emitted + atom_bytes), d_open.eq(0)]
 
         # P's and Q's enables (each stage is free) and the slots' (Q hands on) each reach
-        # about 20 flip-flops per element, spread over the die: from one signal, that net was
-        # the SoC's critical path (10 ns to spread). So each is worked out a cycle ahead, from
+        # about 20 flip-flops per element, spread over the die: from one signal, that net alone
+        # would take most of a cycle to spread. So each is worked out a cycle ahead, from
         # the flags' next values, into a register per ELEMENTS_PER_COPY elements (~90
         # flip-flops), which the placer can put beside its group (on the ECP5 board tops;
         # elsewhere they are one register). The flags themselves follow the same next values.
@@ -842,12 +804,11 @@ class SparseDecompressor(wiring.Component):
 
         m.d.comb += [aq_push.eq(q_done & q.completes),
                      aq_in.slots.eq(new_slots), aq_in.last.eq(q.last)]
-        # the slots start each job empty: they clear in CHECK's first cycle, when nothing
-        # flows (P and Q are empty from the last FINISH), from copies of a flag set by the
-        # start. Cleared on the CHECK-to-RUN decision instead, the checks' verdict spread to
-        # every slot bit: the SoC's critical path at b10510a (16.7 ns, 12.7 on that net).
-        # (A safeguard: a completing atom clears them too, and in the benches no stopped job
-        # left them holding elements, so no test fails without this clear.)
+        # the slots start each job empty: they clear in CHECK's first cycle, when nothing flows (P
+        # and Q are empty from the last FINISH), from copies of a flag set by the start, so that the
+        # checks' verdict need not spread to every slot bit. (A safeguard: a completing atom clears
+        # them too, and in the benches no stopped job left them holding elements, so no test fails
+        # without this clear.)
         slots_clear = register_copies(platform, m, start, n_copies, "slots_clear", 0)
         for k in range(A):
             with m.If(slots_clear[k * n_copies // A]):
@@ -913,17 +874,15 @@ class SparseDecompressor(wiring.Component):
                 m.d.sync += stalls.eq(stalls + 1)
 
         # -- job control -------------------------------------------------------------------------
-        # the reads stop a cycle after an error or the end (a read issued in that cycle is
-        # drained in ABORT like the others); so do the writes, as the state leaves RUN: a
-        # burst issued in the error's cycle carries atoms decoded before it (a failing
-        # segment never leaves X, and the writer refuses a burst past the address space
-        # itself), and the error's checks stay off the writer's issue logic. The reader's stop
-        # is a register: high unless the last cycle was in RUN without an error and not
-        # finished. That equals the state's decode OR a registered "reads done" flag but for
-        # RUN's first cycle, when the streams' just-loaded lengths are stale and no burst can
-        # go anyway; and the state's decode is no longer in front of the reader's grant (the
-        # full SoC's 61.1 MHz path ran from the state register through the stop into the
-        # reader's address enables, across the die)
+        # the reads stop a cycle after an error or the end (a read issued in that cycle is drained
+        # in ABORT like the others); so do the writes, as the state leaves RUN: a burst issued in
+        # the error's cycle carries atoms decoded before it (a failing segment never leaves X, and
+        # the writer refuses a burst past the address space itself), and the error's checks stay off
+        # the writer's issue logic. The reader's stop is a register: high unless the last cycle was
+        # in RUN without an error and not finished. That equals the state's decode OR a registered
+        # "reads done" flag but for RUN's first cycle, when the streams' just-loaded lengths are
+        # stale and no burst can go anyway; and the state's decode is no longer in front of the
+        # reader's grant
         reads_stop = Signal(init=1)
         m.d.sync += reads_stop.eq(~((state == _State.RUN) & (raise_error == 0) & ~finished))
         # the streams' addresses and lengths load in RUN's first cycle, from a register set as
@@ -951,10 +910,10 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
                      self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
                                  (regs.status.error.data[0] & regs.irq_enable.error.data[0]))]
-        # the flush is FINISH's cycle, as a register set from the next state (not a decode of
-        # the state), and each buffer and engine it empties has a copy of its own, which the
-        # placer can put beside it: from the decode, one net of 9.1 ns reached the gearbox's
-        # registers' resets on the ULX3S SoC at 77b4105 --seed 2 (14.2 ns)
+        # the flush is FINISH's cycle, as a register set from the next state (not a decode of the
+        # state), and each buffer and engine it empties has a copy of its own, which the placer can
+        # put beside it: one net from the decode would reach the gearbox's registers' resets across
+        # the die
         finishing = state_nx == _State.FINISH
         m.d.sync += flush.eq(finishing)
         parts = (wgsbuf, maskbuf, databuf, gearbox, reader, writer)
@@ -1064,7 +1023,7 @@ def _clear_sums(m, mask, levels):
 
 
 def _expand_dist_from(m, partial, done):
-    """:func:`_expand_dist` from the prefix sums' first ``done`` levels (:func:`_clear_sums`)."""
+    """ :func:`_expand_dist` from the prefix sums' first ``done`` levels (:func:`_clear_sums`)."""
     n = len(partial)
     stages = (n - 1).bit_length()
     below = _prefix_levels(m, partial, done, stages)   # below[p]: clear bits at positions <= p

@@ -52,11 +52,10 @@ def _page_room(addr, max_burst, beat_log2):
     """Beats a burst from ``addr`` (on a beat boundary) may have: max_burst, or fewer before
     the next 4 KiB boundary.
 
-    Whether the boundary is the nearer is a compare of the address with a constant (fewer
-    than ``max_burst`` beats to it: the page offset above ``4096 - max_burst`` beats), made
-    beside the subtraction that counts the beats to it, not after it: the subtraction, its
-    compare with ``max_burst`` and the choice in series were sparse_d128_a64's critical path
-    (the reader's next room, 10.2 ns, at 8214c14, once the byte ring's take was cut)."""
+    Whether the boundary is the nearer is a compare of the address with a constant (fewer than
+    ``max_burst`` beats to it: the page offset above ``4096 - max_burst`` beats), made beside the
+    subtraction that counts the beats to it, not after it: the subtraction, its compare with
+    ``max_burst`` and the choice in series would be too long a path for one cycle."""
     offset = addr[:12]
     to_4k = (4096 - offset) >> beat_log2
     bound = 4096 - (max_burst << beat_log2)
@@ -136,10 +135,9 @@ class StreamReader(wiring.Component):
                 valid, data = f.r_rdy, f.r_data
                 m.d.comb += f.r_en.eq(self.o_ready[s])
             m.d.comb += [self.o_valid[s].eq(valid), self.o_data[s].eq(data)]
-            # a beat's credit comes back a cycle after it leaves, from a register: the FIFO's
-            # output handshake sits with the consumer, across the die from the credit's adders
-            # (sparse_d128_a64 at a6b99fb --seed 2: 5.7 ns on that one net, 10.5 ns in all).
-            # A flush restores the credit whole, so the pop in its cycle is not counted again
+            # a beat's credit comes back a cycle after it leaves, from a register: the FIFO's output
+            # handshake sits with the consumer, across the die from the credit's adders. A flush
+            # restores the credit whole, so the pop in its cycle is not counted again
             pop = Signal(name=f"popped{s}")
             m.d.sync += pop.eq(f.r_en & f.r_rdy & ~self.flush)
             popped.append(pop)
@@ -148,14 +146,13 @@ class StreamReader(wiring.Component):
         left = [Signal(self.addr_width, name=f"left{s}") for s in range(n)]
         credit = [Signal(range(d + 1), init=d, name=f"credit{s}")
                   for s, d in enumerate(self.depths)]
-        # each stream's next burst length, worked out ahead in registers, as the writer's:
-        # first the beats its address allows before the next 4 KiB boundary, then the fewer of
-        # those and the beats left, then whether the burst is due (``ok``: a length, and the
-        # credit for it). They are stale for three cycles after the stream's address moves, and
-        # no burst is issued then; after that ``ok`` lags the credit by a cycle, which only
-        # delays a burst (the credit of a stream not granted can only grow). So the grant is
-        # a priority over registers (a compare in front of it was the critical path), and a
-        # stream issues a burst every fourth cycle at most, far more than R needs
+        # each stream's next burst length, worked out ahead in registers, as the writer's: first the
+        # beats its address allows before the next 4 KiB boundary, then the fewer of those and the
+        # beats left, then whether the burst is due (``ok``: a length, and the credit for it). They
+        # are stale for three cycles after the stream's address moves, and no burst is issued then;
+        # after that ``ok`` lags the credit by a cycle, which only delays a burst (the credit of a
+        # stream not granted can only grow). So the grant is a priority over registers, and a stream
+        # issues a burst every fourth cycle at most, far more than R needs
         rooms = [Signal(range(self.max_burst + 1), name=f"room{s}") for s in range(n)]
         lens = [Signal(range(self.max_burst + 1), name=f"len{s}") for s in range(n)]
         ok = [Signal(name=f"ok{s}") for s in range(n)]
@@ -306,11 +303,10 @@ class StreamWriter(wiring.Component):
         m.d.sync += stale.eq(Cat(issue | self.load | self.flush, stale[0]))
         m.d.comb += [lens.w_en.eq(issue), lens.w_data.eq(burst)]
 
-        # W: the beats of the oldest issued burst, through a register slice, so the bus's
-        # WREADY (late, from the arbiter's grant) does not reach the FIFO's output register: it
-        # did in the ULX3S SoC at a0cb0e8, 29 of the decompressor writer's flip-flops among
-        # the slowest endpoints (up to 12.2 ns). A burst's response comes after its last beat
-        # has left the slice, so `idle` and `done` still mean every beat is out.
+        # W: the beats of the oldest issued burst, through a register slice, so the bus's WREADY
+        # (late, from the arbiter's grant) does not reach the FIFO's output register. A burst's
+        # response comes after its last beat has left the slice, so `idle` and `done` still mean
+        # every beat is out.
         count = Signal(9)
         w_go = lens.r_rdy & fifo.r_rdy
         w_rdy = Signal()
@@ -339,7 +335,7 @@ class StreamWriter(wiring.Component):
 
 
 class BeatReader(StreamReader):
-    """:class:`StreamReader`'s ports for one stream, one beat at a time: a single-beat read is
+    """ :class:`StreamReader`'s ports for one stream, one beat at a time: a single-beat read is
     issued when the output register is empty and nothing is in flight. A few hundred logic cells
     where the burst engine and its FIFO take about a thousand, at a beat every four cycles or
     so plus the read latency: for small FPGAs and consumers slower than that (the serial LUT
@@ -382,7 +378,7 @@ class BeatReader(StreamReader):
 
 
 class BeatWriter(StreamWriter):
-    """:class:`StreamWriter`'s ports, one beat at a time: a beat taken from ``i_*`` goes out as
+    """ :class:`StreamWriter`'s ports, one beat at a time: a beat taken from ``i_*`` goes out as
     a single-beat write (address and data together), and the next is taken once its response
     is back. ``done``: ``finish`` and nothing in flight. ``error``: a write answered
     SLVERR/DECERR since the last ``flush``. Never a range error: the beats are those the

@@ -10,17 +10,15 @@ turn. The slot at the read pointer goes out from its low end:
 - an atom of half a beat (32 one-byte elements on a 512-bit bus, the only such case) goes out
   with the next one: a beat is two slots' low halves, and both slots free together.
 
-Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
-``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
-combinational path runs from the bus back into the decoder. A slot's bits load the input
-whenever the slot is empty, move down a beat as one leaves it and hold otherwise, so their
-enables wait on no handshake: they are registers, worked out a cycle ahead, one copy per few
-elements (:func:`hw.fabric.register_copies`). The beats leave through a register slice of the
-gearbox's own (:class:`~hw.bus.fifo.SkidBuffer`), whose ``w_rdy_next`` tells a cycle ahead
-whether a beat leaves; so the beat into the slice is a choice of the slots' low ends by the
-read pointer, not a choice among all of a slot's beats by a count (that choice, from the count
-across the die into the slice, was sparse_d128_a64's critical path at a6b99fb with ``LATE =
-4``, 11.0 ns, and the ULX3S SoC's at 20ada5f --seed 1, 12.6 ns).
+  Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
+  ``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
+  combinational path runs from the bus back into the decoder. A slot's bits load the input whenever
+  the slot is empty, move down a beat as one leaves it and hold otherwise, so their enables wait on
+  no handshake: they are registers, worked out a cycle ahead, one copy per few elements
+  (:func:`hw.fabric.register_copies`). The beats leave through a register slice of the gearbox's own
+  (:class:`~hw.bus.fifo.SkidBuffer`), whose ``w_rdy_next`` tells a cycle ahead whether a beat
+  leaves; so the beat into the slice is a choice of the slots' low ends by the read pointer, not a
+  choice among all of a slot's beats by a count.
 
 Ports
 -----
@@ -134,10 +132,8 @@ class AtomGearbox(wiring.Component):
         m.d.comb += take_nx.eq(beat_valid(full_nx, rd_nx) & out.w_rdy_next)
         # An empty slot takes the input every cycle; the handshake that fills it only sets its
         # `full` flag, and from then on it holds but for a move down a beat as one leaves. So a
-        # slot's enable is its flag or the take from it (on the full ULX3S SoC the input's
-        # valid, crossing the die from the decompressor's control into a slot's ~1,000
-        # enables, was the critical path), and its choice of input the flag: copies made from
-        # their next values, each for ELEMENTS_PER_COPY elements' bits
+        # slot's enable is its flag or the take from it, and its choice of input the flag: copies
+        # made from their next values, each for ELEMENTS_PER_COPY elements' bits
         copies = max(1, A // ELEMENTS_PER_COPY)
         for k, s in enumerate(slots):
             empty = register_copies(platform, m, ~full_nx[k], copies, f"slot{k}_empty", 1)

@@ -25,11 +25,9 @@ when ``take_en`` is set); ``take_en``: remove them this cycle. ``enough``: ``lev
 ``flush``: empties the buffer (a word accepted in the same cycle is dropped too).
 
 With ``take_ahead=True`` the consumer gives ``take`` a cycle ahead: ``take_next`` is the value
-``take`` (then an output, a register of ``take_next``) will have in the next cycle. ``enough``
-is then a register too, exact every cycle, and ``deep_next`` comes from registers through
-multiplexers alone, with no compare of the take (in the decompressor the take is the queue's
-head's byte count, known a cycle ahead from the queue's next output, and the compare was on
-the step's critical path).
+``take`` (then an output, a register of ``take_next``) will have in the next cycle. ``enough`` is
+then a register too, exact every cycle, and ``deep_next`` comes from registers through multiplexers
+alone, with no compare of the take.
 
 Timing
 ------
@@ -141,10 +139,8 @@ class RingBuffer(wiring.Component):
             m.d.comb += lvl_nx.eq(Mux(self.flush, offset, base + Mux(accept, n, 0)))
             m.d.sync += lvl.eq(lvl_nx)
             if self.take_ahead:
-                # the next level less the next take: the take, late (the queue's next head),
-                # meets one subtraction from the level's next value, worked out beside it from
-                # registers (as an add of the word and the take, then an add to the base, it
-                # met two carry chains: sparse_d128_a64's critical path at 616f4bc, 10.8 ns)
+                # the next level less the next take: the take, late (the queue's next head), meets
+                # one subtraction from the level's next value, worked out beside it from registers
                 m.d.sync += kept.eq(lvl_nx - self.take_next)
             else:
                 m.d.comb += kept.eq(lvl - take)
@@ -184,12 +180,11 @@ class RingBuffer(wiring.Component):
         with m.Elif(accept):
             m.d.sync += wr.eq(Mux(wr == self.words - 1, 0, wr + 1))
 
-        # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from
-        # the highest (the last ``late_bits`` of them left to :meth:`finish`). Each stage's
-        # select bit reaches hundreds of multiplexers, so it comes from copies of that bit of
-        # ``rd``, one per SELECT_BITS of the stage (on the ECP5 board tops; elsewhere one
-        # register): from ``rd`` alone, the top bit's net was 8.7 ns long in the ULX3S SoC
-        # (at 5a33f9e, the decompressor's data buffer into its X slice, 14.3 ns)
+        # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from the
+        # highest (the last ``late_bits`` of them left to :meth:`finish`). Each stage's select bit
+        # reaches hundreds of multiplexers, so it comes from copies of that bit of ``rd``, one per
+        # SELECT_BITS of the stage (on the ECP5 board tops; elsewhere one register), not from one
+        # long net from ``rd`` alone
         ring = Cat(*slots)
         cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
         selects = {}

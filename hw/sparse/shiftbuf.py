@@ -8,11 +8,10 @@ into bus beats) a simpler structure does (:class:`~.gearbox.AtomGearbox`).
 Ports
 -----
 ``i_valid``/``i_ready``/``i_data``/``i_count``: a word of ``in_units`` units, of which the low
-``i_count`` are valid (the buffer masks the rest off). ``i_ready`` is a register,
-set as the level changes: whether a word fits (``level + in_units <= capacity``), exact every
-cycle. So no combinational path runs from the consumer to the producer, nor from the level's
-compare into the producer's handshake (in the ULX3S SoC at 8ebb2f4 --seed 1 that compare, through
-the WGS stream's register slice into the buffer's data, was the critical path: 14.2 ns).
+``i_count`` are valid (the buffer masks the rest off). ``i_ready`` is a register, set as the level
+changes: whether a word fits (``level + in_units <= capacity``), exact every cycle. So no
+combinational path runs from the consumer to the producer, nor from the level's compare into the
+producer's handshake.
 
 ``data``: the ``capacity`` units held, unit 0 the oldest; units at and above ``level`` are 0.
 ``level``: units held. ``take``: how many units the consumer would remove (at most ``level``

@@ -29,23 +29,17 @@ class Board:
     reset_active_low: bool
     soc: SocConfig
     doc: str
-    # Yosys's LUT mapper for this board (the full ULX3S SoC maps in about five minutes with
-    # either; with abc9 it is 1,300 LUT4 smaller but routed slower, a median of 78.4 MHz over
-    # four seeds against 87.1 with abc) and nextpnr's router (router1 stalls on the full
-    # ULX3S SoC; router2 routed it once and not at every netlist since: docs/board.md)
+    # Yosys's LUT mapper for this board and nextpnr's router (router1 stalls on the full ULX3S SoC;
+    # router2 routed it once and not at every netlist since: docs/board.md)
     mapper: str = "abc9"
     router: str = "router1"
     # placements to try when router2 diverges or router1 stalls (hw.bitstream.RouteWatch),
     # the first with nextpnr seed `seed` (0: nextpnr's own), each further try with the next
     tries: int = 3
     seed: int = 0
-    # nextpnr's placer settings beyond its defaults. On the full ULX3S SoC, HeAP with a
-    # heavier timing weight (default 10) and a steeper criticality exponent (4, default 2)
-    # routed two netlists at 67.9 and 60.8 MHz (weight 40), against 59.3 and 59.8 MHz with
-    # the defaults. Weight 100 placed 8cead74's netlist at 82.6 to 90.4 MHz (estimates over
-    # seeds 2, 4, 5 and 6; 71.3 at weight 40, seed 2) and gave its two best routes, 96.53
-    # and 95.89 MHz at a 97 MHz target, where weight 40 met 97 at none of three seeds
-    # (docs/board.md, "Thirty-third session")
+    # nextpnr's placer settings beyond its defaults: on the full ULX3S SoC, HeAP with a heavier
+    # timing weight (default 10) and a steeper criticality exponent (4, default 2) places and routes
+    # faster over the same seeds than with the defaults, and weight 100 faster than 40
     placer: tuple = ()
 
 
@@ -66,9 +60,8 @@ BOARDS = {
         "iCEBreaker (iCE40 UP5K): the reduced SoC: the bridge, 4 KiB of memory, the system "
         "registers and the LUT unit with its serial datapath and a one-beat LUT port, on a "
         "32-bit bus without register slices (docs/board.md)",
-        # at 96 % full router1's time swings with the placement: on the netlist of 4924a18
-        # --seed 3 routed in 64,066 iterations (4 minutes), --seed 4 was on its way at
-        # the same pace, nextpnr's own seed and --seed 2 stalled (docs/board.md)
+        # at 96 % full router1's time swings with the placement, from minutes to hours, so the build
+        # starts from a seed that has routed and watches router1 for a stall (docs/board.md)
         seed=3),
 }
 

@@ -64,8 +64,8 @@ class UartBridge(wiring.Component):
         byte = rx.data
         got = rx.valid
         # the buffer's read data is registered before any logic sees it: a block RAM's read data
-        # arrives late in the cycle (5.8 ns after the clock on the ECP5). So `word` shows buffer
-        # word `index` two cycles after `index` is set.
+        # arrives late in the cycle. So `word` shows buffer word `index` two cycles after `index` is
+        # set.
         word = Signal(32)
         m.d.comb += rp.addr.eq(index)
         m.d.sync += word.eq(rp.data)

@@ -98,14 +98,12 @@ class LiteDecoder(wiring.Component):
             m.d.sync += [w_sel.eq(hits), awv.eq(hits.any()), wv.eq(hits.any()),
                          w_state.eq(Mux(hits.any(), 1, 2))]
         b_valid, b_resp = Signal(), Signal(2)
-        # each subordinate has its own copy of the address, data and strobes, loaded only when it
-        # is addressed (so Yosys cannot merge the copies): its decode starts from a register the
-        # placer can put beside it, not from one shared across the die (nextpnr's 55.8 MHz path
-        # of the full SoC ran from the shared read address through logic that two banks'
-        # decodes shared). They follow the request while the decoder is idle and their hit is
-        # set, so they hold the request taken (the hits are registers, steady a cycle before
-        # the take); with the hits' decode and the handshakes in their enable, 85 of their
-        # flip-flops were among the ULX3S SoC's slowest endpoints at a0cb0e8 (up to 11.8 ns).
+        # each subordinate has its own copy of the address, data and strobes, loaded only when it is
+        # addressed (so Yosys cannot merge the copies): its decode starts from a register the placer
+        # can put beside it, not from one shared across the die. They follow the request while the
+        # decoder is idle and their hit is set, so they hold the request taken (the hits are
+        # registers, steady a cycle before the take), and the hits' decode and the handshakes stay
+        # out of their enables.
         w_fields = [("awaddr", "w_addr"), ("wdata", "w_data"), ("wstrb", "w_strb")]
         w_shared = None if self.local_copies else self._held(m, take_w, w_fields)
         for i, p in enumerate(ports):
@@ -232,13 +230,10 @@ class AxiArbiter(wiring.Component):
     before its address does, as AXI4 allows. ``slices=False`` leaves the address slices out
     (the grant drives the port directly; for small, slow builds).
 
-    ``near_slices=True`` puts a second register slice on each manager's AR and AW, ahead of
-    the first: one for the placer to put beside the manager (whose ready then comes from a
-    register there) and one beside the grant, so the net across the die runs from register to
-    register. A cycle more of latency on each address; still an address a cycle. (On the full
-    ULX3S SoC the blocks sit far apart: at 030c4ae --seed 2 its critical path was the LUT
-    port's AWREADY, from the arbiter's slice across the die into its writer's issue, 13.4
-    ns.)"""
+    ``near_slices=True`` puts a second register slice on each manager's AR and AW, ahead of the
+    first: one for the placer to put beside the manager (whose ready then comes from a register
+    there) and one beside the grant, so the net across the die runs from register to register. A
+    cycle more of latency on each address; still an address a cycle."""
 
     def __init__(self, managers, *, addr_width=32, data_width=64, id_width=4, write_depth=8,
                  slices=True, near_slices=False):
@@ -264,13 +259,12 @@ class AxiArbiter(wiring.Component):
         super().__init__(members)
 
     def _grant(self, m, name, valids, ready):
-        """Round-robin choice among ``valids``, as a register: the manager it names is offered
-        while its address is valid, and after a transfer (``ready``), or while that manager has
-        none, the choice moves to the first valid manager after it in circular order (itself
-        when no other is valid). So the managers' readies and the payload's multiplexer hang
-        off a register, not off a priority decode of every valid (the ULX3S SoC at ab43dbc had
-        ~150 slow enables behind that decode, 12.4 ns); a manager that was not chosen waits a
-        cycle more when it starts asking, and one asking alone is served every cycle."""
+        """Round-robin choice among ``valids``, as a register: the manager it names is offered while
+        its address is valid, and after a transfer (``ready``), or while that manager has none, the
+        choice moves to the first valid manager after it in circular order (itself when no other is
+        valid). So the managers' readies and the payload's multiplexer hang off a register, not off
+        a priority decode of every valid; a manager that was not chosen waits a cycle more when it
+        starts asking, and one asking alone is served every cycle."""
         n = self.managers
         sel = Signal(self.sel_bits, name=f"{name}_sel")
         pick = Signal(self.sel_bits, name=f"{name}_pick")
@@ -298,10 +292,8 @@ class AxiArbiter(wiring.Component):
         order = m.submodules.order = BufferedFIFO(width=sb, depth=self.write_depth)
 
         for ch in ("ar", "aw"):
-            # each manager's address through a register slice of its own, so that its ready
-            # is a register and not the grant's choice among every manager's valid (at
-            # c0c4971 the full ULX3S SoC's critical path, 14.2 ns: the sparse writer's AWVALID
-            # through the grant into the DMA back end's burst count)
+            # each manager's address through a register slice of its own, so that its ready is a
+            # register and not the grant's choice among every manager's valid
             mv = [Signal(name=f"{ch}{i}_valid") for i in range(n)]
             mr = [Signal(name=f"{ch}{i}_ready") for i in range(n)]
             mf = []

@@ -98,15 +98,14 @@ class LutPort(wiring.Component):
                          (regs.status.error.data & regs.irq_enable.error.data)).any()),
         ]
 
-        # start: every check before the first access, over three cycles. The start's cycle
-        # takes the job's addresses and length into registers, with the checks that need no
-        # arithmetic (alignment, a zero length, the LUT unit's run); the cycle after copies
-        # them into registers of the check's own; the one after that adds the length to the
-        # addresses from those copies and records the outcome; the next acts on it. So no path
-        # runs from the bank's registers (far off, by the bus) through an add and the checks,
-        # nor from an add into the reader's and writer's loads (the first was the ULX3S SoC's
-        # critical path at b5058fc, 13.2 ns), nor from the job's registers, which sit by the
-        # reader and the writer, across the die into the sums (12.1 ns at 134653f --seed 3)
+        # start: every check before the first access, over three cycles. The start's cycle takes the
+        # job's addresses and length into registers, with the checks that need no arithmetic
+        # (alignment, a zero length, the LUT unit's run); the cycle after copies them into registers
+        # of the check's own; the one after that adds the length to the addresses from those copies
+        # and records the outcome; the next acts on it. So no path runs from the bank's registers
+        # (far off, by the bus) through an add and the checks, nor from an add into the reader's and
+        # writer's loads, nor from the job's registers, which sit by the reader and the writer,
+        # across the die into the sums
         start = regs.ctrl.start.pulse[0] & ~running & ~pending & ~checking & ~copying
         job_src = Signal.like(src)
         job_dst = Signal.like(dst)
@@ -178,11 +177,11 @@ class LutPort(wiring.Component):
                          code.eq(Mux(reader.error, LutPortError.READ_ERROR,
                                      Mux(writer.error, LutPortError.WRITE_ERROR,
                                          LutPortError.NONE)))]
-        # `done` is raised the cycle after, once `code` holds the outcome; the reader and the
-        # writer are flushed then too, from that register: flushing in the ending cycle itself
-        # ran a path from the writer's FIFO through its `done` into the FIFO's own reset (the
-        # LUT-only SoC's limit at 94.6 MHz). Nothing moves in between (the job has ended), and
-        # a new job loads three cycles after its start at the earliest
+        # `done` is raised the cycle after, once `code` holds the outcome; the reader and the writer
+        # are flushed then too, from that register: flushing in the ending cycle itself ran a path
+        # from the writer's FIFO through its `done` into the FIFO's own reset. Nothing moves in
+        # between (the job has ended), and a new job loads three cycles after its start at the
+        # earliest
         m.d.sync += finished.eq(running & quiet)
         m.d.comb += [reader.flush.eq(finished), writer.flush.eq(finished)]
         return m

@@ -14,15 +14,13 @@ zeros.
 data on about one cycle in four, from a 16-bit LFSR: testbenches use it to put backpressure on
 the managers behind the arbiter. Builds for boards leave it at 0.
 
-``slices`` (default True) puts a register and a register slice after the block RAM's read data,
-for the clock rate; ``slices=False`` (small, slow builds) drives the R channel from the block
-RAM's output directly. With ``slices`` the memory is also built as one block RAM array per byte
-lane, each addressed from copies of its own of the read and write addresses
-(:func:`hw.fabric.registered_copy`, kept apart on the ECP5 board tops): the full ULX3S SoC's 64
-KiB are 32 block RAMs, which the placer spreads over the die, and one address register driving
-them all was the SoC's critical path at e74246b --seed 3 (13.0 ns, most of it one net).
-Each array also takes its writes from registers of its own, a cycle after the beat.
-"""
+``slices`` (default True) puts a register and a register slice after the block RAM's read data, for
+the clock rate; ``slices=False`` (small, slow builds) drives the R channel from the block RAM's
+output directly. With ``slices`` the memory is also built as one block RAM array per byte lane, each
+addressed from copies of its own of the read and write addresses (:func:`hw.fabric.registered_copy`,
+kept apart on the ECP5 board tops): the full ULX3S SoC's 64 KiB are 32 block RAMs, which the placer
+spreads over the die, too far apart for one address register to drive them all. Each array also
+takes its writes from registers of its own, a cycle after the beat."""
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -86,11 +84,9 @@ class AxiRam(wiring.Component):
         bpb = self.data_width // 8
         shift = self.sig.size_code
         depth = self.size // bpb
-        # no_rw_check: the ECP5's block RAM reads undefined data where its other port writes
-        # the same address in the same cycle, and Yosys would keep the old bytes by writing a
-        # cycle late from registers and forwarding them to a read of their address (157
-        # flip-flops and 85 LUT4 for 64 KiB on 64 bits, and the ULX3S SoC's critical path at
-        # 4ef91ba --seed 2: the read address across the die into that compare, 16.9 ns)
+        # no_rw_check: the ECP5's block RAM reads undefined data where its other port writes the
+        # same address in the same cycle, and Yosys would keep the old bytes by writing a cycle late
+        # from registers and forwarding them to a read of their address
         lanes = bpb if self.slices else 1
         lane_bits = self.data_width // lanes
         mems = [Memory(shape=lane_bits, depth=depth, init=[], attrs={"no_rw_check": 1})
@@ -107,11 +103,8 @@ class AxiRam(wiring.Component):
             m.d.comb += go.eq(lfsr[0] | lfsr[7])
 
         def increment(size, burst):
-            # a beat's step in bytes, taken into a register with the burst's address, so the
-            # step's adder starts from registers: with the shift of 1 by the size in front of
-            # it, the read address's step was the ULX3S SoC's critical path at 5d99abe
-            # --seed 2 at 90 MHz (11.05 ns, the size through a LUT and 1.9 ns of routing
-            # into the carry chain)
+            # a beat's step in bytes, taken into a register with the burst's address, so the step's
+            # adder starts from registers, with no shift of 1 by the size in front of it
             return Mux(burst == Burst.FIXED, 0, 1 << size)
 
         def step(addr, inc):
@@ -153,13 +146,12 @@ class AxiRam(wiring.Component):
         m.d.sync += w_addr.eq(w_addr_nx)
         per = lane_bits // 8
         if self.slices:
-            # a write reaches the block RAM a cycle after its beat, from registers of each
-            # lane's own (its data, byte enables and a copy of the word address), which the
-            # placer can put beside that lane's block RAMs: the arbiter's W channel drove the
-            # write enables of all 32 directly, a 5 ns net across 44 rows of the ULX3S SoC
-            # (592cca7's hardware mapped with ABC9, --seed 6). A manager that waits for the
-            # response cannot read the word before it lands: the response leaves a cycle after
-            # the last beat, and a read takes two cycles from its address to the block RAM.
+            # a write reaches the block RAM a cycle after its beat, from registers of each lane's
+            # own (its data, byte enables and a copy of the word address), which the placer can put
+            # beside that lane's block RAMs: the arbiter's W channel drove the write enables of all
+            # 32 directly, a 5 ns net across 44 rows of the ULX3S SoC. A manager that waits for the
+            # response cannot read the word before it lands: the response leaves a cycle after the
+            # last beat, and a read takes two cycles from its address to the block RAM.
             words = [registered_copy(platform, m, w_addr[shift:], f"wa{k}_")
                      for k in range(lanes)]
             for k, (wp, word) in enumerate(zip(wps, words, strict=True)):

@@ -44,11 +44,9 @@ class SocConfig:
     dma: bool = True
     sparse: bool = True
     lut: bool = True
-    # the decompressor's atom: 16 elements. The SoC writes the dense image back over the same
-    # 64-bit bus (8 bytes a cycle), so a 16-element atom a cycle (16 or 32 bytes) is already
-    # two to four times what the bus takes; wider atoms only cost area and routing (32
-    # elements: 8,000 LUT4 more in the SoC, and a median Fmax over four seeds of 77.3 MHz
-    # against 87.1 at 16; docs/board.md, "Twenty-sixth session")
+    # the decompressor's atom: 16 elements. The SoC writes the dense image back over the same 64-bit
+    # bus (8 bytes a cycle), so a 16-element atom a cycle (16 or 32 bytes) is already two to four
+    # times what the bus takes; wider atoms only cost area and routing
     sparse_atom_elements: int = 16
     lut_serial: bool = False      # small FPGAs: the LUT unit's serial datapath (one multiplier)
                                   # and a LUT port that moves one beat at a time
@@ -59,8 +57,8 @@ class SocConfig:
                                   # from a memory, not through a multiplexer over registers
                                   # all over the block (hw.bus.regbank; docs/board.md)
     # the DMA engine's address bits (12 to 32, enough for the memory). 16 would cover the
-    # ULX3S's 64 KiB with 4,800 LUT4 fewer, but its SoC routed slower over four seeds (median
-    # 79.7 MHz against 87.1 at 32; docs/board.md, "Twenty-seventh session"), so 32 it stays
+    # ULX3S's 64 KiB with 4,800 LUT4 fewer, but the smaller engine does not make the SoC route
+    # faster, so the default is the full 32
     dma_addr_width: int = 32
     clk_hz: int = 25_000_000
     baud: int = 115_200
@@ -156,8 +154,8 @@ class Soc(wiring.Component):
             port = m.submodules.lut_port = LutPort(data_width=c.data_width, lean=c.lut_serial)
             connect_members(m, dec.lut, lut.s_axil)
             connect_members(m, dec.lut_port, port.s_axil)
-            # register slices both ways: the port's reader and the unit's pipeline control
-            # would otherwise make one combinational path (the LUT-only SoC's 70.9 MHz path)
+            # register slices both ways: the port's reader and the unit's pipeline control would
+            # otherwise make one combinational path
             for name, src, dst in (("samples", port.o_samples, lut.i_stream),
                                    ("results", lut.o_stream, port.i_results)):
                 register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
@@ -168,8 +166,8 @@ class Soc(wiring.Component):
             irqs["lut"], irqs["lut_port"] = lut.irq, port.irq
         m.d.comb += self.irq.eq(Cat(irqs[k] for k in IRQ_BITS))
 
-        # with `slices`, each block's address channels get a second slice, beside the block:
-        # the blocks sit far apart on the ECP5 (docs/board.md, "Twenty-second session")
+        # with `slices`, each block's address channels get a second slice, beside the block: the
+        # blocks sit far apart on the ECP5
         arb = m.submodules.arbiter = AxiArbiter(len(managers), data_width=c.data_width,
                                                   slices=c.slices, near_slices=c.slices)
         for i, mgr in enumerate(managers):
