@@ -616,9 +616,8 @@ def _comma_list(kind, what: str):
 
 
 def main(argv=None) -> int:
-    from atomcube.model.report import table
 
-    from .synth import HEAD, _rows
+    from .synth import console_table
     from .top.board import BOARDS
 
     ap = argparse.ArgumentParser(prog="python -m atomcube.hw.bitstream",
@@ -703,7 +702,7 @@ def main(argv=None) -> int:
     except (RuntimeError, ValueError) as e:
         print(f"python -m atomcube.hw.bitstream: {e}", file=sys.stderr)
         return 1
-    print(table(HEAD, list(_rows([result]))))
+    print(console_table([result]))
     clk = BOARDS[args.board].clk_hz / 1e6
     if result.fmax_mhz is not None and result.fmax_mhz < clk:
         print(f"timing: {result.fmax_mhz:.1f} MHz is below the board clock of {clk:g} MHz")

@@ -429,6 +429,14 @@ HEAD = ("block", "device", "LUT4", "FF", "BRAM", "MULT", "Fmax MHz", "seeds", "F
         ">= 100 MHz", "fits", "mapper", "seconds")
 
 
+def console_table(results: list[Result]) -> str:
+    """The table as the commands print it: the docs' columns and the commit each row was built
+    from."""
+    from atomcube.model.report import table
+
+    return table((*HEAD, "built at"), list(_rows(results)))
+
+
 def markdown(results: list[Result]) -> str:
     """The table as docs/resources.md holds it: figures only, no commit (the file's history in
     git says which source made it)."""
@@ -449,7 +457,6 @@ def _seed_list(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    from atomcube.model.report import table
 
     ap = argparse.ArgumentParser(prog="python -m atomcube.hw.synth",
                                  description=__doc__.split("\n")[0])
@@ -518,7 +525,7 @@ def main(argv=None) -> int:
             print(f"{r.seconds:.0f} s")
             results.append(r)
     print()
-    print(table((*HEAD, "built at"), list(_rows(results))))
+    print(console_table(results))
     if args.report:
         args.report.write_text(
             "# Resources and maximum frequency, each block alone\n\n"
