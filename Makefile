@@ -96,9 +96,11 @@ verilog: $(STAMP)
 
 # Verilator's lint on Amaranth's output: -Wall, less what generated Verilog always raises:
 # unused/undriven bits of ports by design, file names, Amaranth's width idioms, and register
-# initialisers (Amaranth writes every register's init value into its declaration: PROCASSINIT).
+# initialisers (Amaranth writes every register's init value into its declaration: PROCASSINIT),
+# and overlapping casez patterns (a Switch with wildcard Cases is first-match: CASEOVERLAP).
 VLINT_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-UNUSEDPARAM -Wno-WIDTHEXPAND \
-               -Wno-WIDTHTRUNC -Wno-CASEINCOMPLETE -Wno-UNDRIVEN -Wno-PROCASSINIT
+               -Wno-WIDTHTRUNC -Wno-CASEINCOMPLETE -Wno-UNDRIVEN -Wno-PROCASSINIT \
+               -Wno-CASEOVERLAP
 lint: verilog
 	$(VENV)/bin/ruff check hw model sim tests
 	$(PY) -m atomcube.sim.history
