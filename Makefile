@@ -103,7 +103,7 @@ VLINT_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-UNUSEDPARAM -Wno-WIDTHEX
                -Wno-CASEOVERLAP
 lint: verilog
 	$(VENV)/bin/ruff check hw model sim tests
-	$(PY) -m atomcube.sim.history
+	$(PY) tests/history_scan.py
 	@for f in build/verilog/*.v; do \
 	  echo "verilator --lint-only $$f"; \
 	  $(PY) -m atomcube.sim.lint $$f $(VLINT_WAIVE) || exit 1; \

@@ -511,9 +511,9 @@ class LutUnit(wiring.Component):
         # P7 and P8: one product per multiplier block, from registered copies of its operands
         # (hw.fabric.registered_product; on the ECP5 board tops, the block's own input and output
         # registers). Registers of their own, with the block as their only load, so the placer can
-        # put them beside it: with one operand register feeding several blocks, the placer left a
-        # block 30 rows from both of its registers. In fabric flip-flops, the block's delay and the
-        # routing to and from it made 270 of the 301 LUT endpoints over 10 ns on the SoC at 7e82682.
+        # put them beside it: one operand register feeding several blocks leaves each block far
+        # from its registers. In fabric flip-flops, the block's delay and the routing to and from
+        # it would put most of the unit's paths over a 10 ns cycle.
         K = 17
         fsl = [(0, frac4[:K])] + ([(K, frac4[K:])] if FB > K else [])
         fp5 = [(lo, registered_product(platform, m, dy4, piece, advance, f"fp{lo}_5_{name}",

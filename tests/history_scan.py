@@ -1,12 +1,10 @@
-"""``python -m atomcube.sim.history [PATH ...]``: find work history in source and docs.
+"""``python tests/history_scan.py [PATH ...]``: find work history in source and docs.
 
 Comments and docs describe the design as it is; how it got there belongs in git log. This scan
 (part of ``make lint``, and of the test suite through ``tests/test_docs.py``) lists every line
-under ``hw/``, ``model/``, ``sim/``, ``docs/`` and README.md that reads as a work log: a commit
-hash, a dated or numbered work session, a build's critical path or placement seed, a reverted
-attempt, a citation of notes kept outside the repository, or (in source files) a measured MHz
-or ns figure. It exits with status 1 when it
-finds any.
+under ``hw/``, ``model/``, ``sim/``, ``docs/`` and README.md that reads as a work log (the
+patterns below), and exits with status 1 when it finds any. It lives beside the tests, outside
+the folders it scans, so that its own patterns are not read as a log.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from pathlib import Path
 #: (what it is, pattern); each is matched line by line, case-insensitively
 MARKERS = [
     ("commit hash", re.compile(
-        r"(?<![0-9a-z_'.])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])(?![0-9]+e[0-9]+\b)"
-        r"[0-9a-f]{7,40}(?![0-9a-z_])",
+        r"(?<![0-9a-z_'.])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9a-z_])",
         re.I)),
     ("work session", re.compile(r"\b(?:[a-z]+-)?[a-z]+(?:st|nd|rd|th) session\b|"
                                 r"\b(?:this|that|each|every|a|the|one|later|earlier) "
@@ -64,8 +61,6 @@ def scan(root: Path, paths=SCANNED) -> list[tuple[Path, int, str, str]]:
         files = [p] if p.is_file() else sorted(
             f for f in p.rglob("*") if f.suffix in SUFFIXES and "__pycache__" not in f.parts)
         for f in files:
-            if f.resolve() == Path(__file__).resolve():
-                continue                  # the patterns themselves
             for n, what, line in scan_text(f.read_text(errors="replace"), f.suffix == ".py"):
                 found.append((f.relative_to(root), n, what, line))
     return found
@@ -73,7 +68,7 @@ def scan(root: Path, paths=SCANNED) -> list[tuple[Path, int, str, str]]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    found = scan(Path.cwd(), argv or SCANNED)
+    found = scan(Path(__file__).resolve().parent.parent, argv or SCANNED)
     for path, n, what, line in found:
         print(f"{path}:{n}: {what}: {line[:120]}")
     if found:
