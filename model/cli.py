@@ -698,7 +698,7 @@ def _board_parser(sub) -> None:
                        help="baud rate (default 115200, as the board builds use)")
         p.add_argument("--timeout", type=_finite, default=2.0,
                        help="seconds to wait for a reply byte (default 2)")
-        p.set_defaults(func=_board)
+        p.set_defaults(func=_board, prog=p.prog)
         return p
 
     words = BOARD_MAX_BYTES // 4
@@ -735,7 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("md", "c", "json"),
                    help="output format (default: md; with --out, both md and c)")
     p.add_argument("--out", type=Path, help="write files into this folder instead of printing")
-    p.set_defaults(func=_regs)
+    p.set_defaults(func=_regs, prog=p.prog)
 
     lut = sub.add_parser("lut", help="NVDLA hybrid LUT tools").add_subparsers(
         dest="lut_command", required=True)
@@ -764,7 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, help="write a PNG of f, the LUT, the error and coverage")
     p.add_argument("--json", type=Path, help="write the configuration and register writes "
                                              "(writes: [offset, word] pairs in order)")
-    p.set_defaults(func=_lut_fit)
+    p.set_defaults(func=_lut_fit, prog=p.prog)
 
     wts = sub.add_parser("weights", help="NVDLA weight images and sparse compression")
     wsub = wts.add_subparsers(dest="weights_command", required=True)
@@ -790,14 +790,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --compress: where the surfaces start in the manifest's "
                         "decompressor job (default 0; rounded up to 256)")
     p.add_argument("-o", "--out", type=Path, required=True, help="output folder")
-    p.set_defaults(func=_weights_pack)
+    p.set_defaults(func=_weights_pack, prog=p.prog)
     p = wsub.add_parser("unpack", help="reverse 'weights pack': back to an OIHW .npy",
                         description="Read a 'weights pack' folder, decompress if needed, and "
                                     "write the kernels as .npy (Winograd: the transformed "
                                     "4x4 kernels).")
     p.add_argument("folder", type=Path)
     p.add_argument("-o", "--out", type=Path, required=True, help="output .npy file")
-    p.set_defaults(func=_weights_unpack)
+    p.set_defaults(func=_weights_unpack, prog=p.prog)
 
     lay = sub.add_parser("layout", help="activation memory formats (NVDLA, Sophgo, DMP)")
     lsub = lay.add_subparsers(dest="layout_command", required=True)
@@ -823,7 +823,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the image (.bin; its sidecar .json is written beside it) or, reading "
                         "an image back, the tensor (.npy)")
     _layout_options(p)
-    p.set_defaults(func=_layout_convert)
+    p.set_defaults(func=_layout_convert, prog=p.prog)
     p = lsub.add_parser("explain", help="print the address map of a shape in a format",
                         description="Print where each run of elements of a tensor lies in "
                                     "memory, in address order (tensors of up to "
@@ -832,17 +832,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", required=True, metavar="N,C,H,W")
     p.add_argument("--limit", type=_at_least(1), default=48, help="rows to print (default 48)")
     _layout_options(p)
-    p.set_defaults(func=_layout_explain)
+    p.set_defaults(func=_layout_explain, prog=p.prog)
     _board_parser(sub)
     return ap
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    prog = " ".join(["atomcube"] + [v for v in (
-        getattr(args, "command", None), getattr(args, "lut_command", None),
-        getattr(args, "weights_command", None), getattr(args, "layout_command", None),
-        getattr(args, "board_command", None)) if v])
     try:
         return args.func(args)
     except (ValueError, OSError, MemoryError) as e:
@@ -855,7 +851,7 @@ def main(argv=None) -> int:
             text = "out of memory"
         else:
             text = str(e)
-        print(f"{prog}: {' '.join(text.split())}", file=sys.stderr)
+        print(f"{args.prog}: {' '.join(text.split())}", file=sys.stderr)
         return 2
 
 
