@@ -28,6 +28,9 @@
 #                  until one routes, then at the board's clock (ECP5); OUT=dir: build
 #                  there instead of build/bitstream/<board>/, so two builds can run at once;
 #                  the full ULX3S SoC takes 20 to 30 minutes a placement)
+#   make formal    formal proofs of the handshakes (SymbiYosys and Yices from PyPI): stream
+#                  primitives against an ideal queue, the register bank as an AXI4-Lite
+#                  subordinate, the AXI4 managers' bursts (PROOFS="skid regbank": only those)
 #   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
@@ -39,7 +42,7 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model synth report \
+.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model formal synth report \
         bitstream clean distclean
 
 help:
@@ -111,6 +114,9 @@ lint: verilog
 
 regs: $(STAMP)
 	$(VENV)/bin/atomcube regs --out docs/registers
+
+formal: $(FPGA_STAMP)
+	$(PY) -m atomcube.sim.formal --jobs $(if $(filter auto,$(JOBS)),$$(nproc),$(JOBS)) $(PROOFS)
 
 bench: $(STAMP)
 	$(PY) -m atomcube.sim.bench $(if $(filter 1,$(QUICK)),--quick)

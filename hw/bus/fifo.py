@@ -292,19 +292,23 @@ class RegisteredQueue(Elaboratable):
     entries besides its output slice. ``global_load`` (a name) puts the output slice's load
     enable on a global network where the platform has them (:class:`SkidBuffer`).
 
-    From ``PIPE_DEPTH`` on (block RAM), a write passes a register before the RAM, and the
+    From ``pipe_depth`` on (block RAM), a write passes a register before the RAM, and the
     RAM's read data a register before the output slice: two entries and two cycles of latency
-    more, so that the RAM's fixed site meets registers on both sides."""
+    more, so that the RAM's fixed site meets registers on both sides. The default, 32, is where
+    Yosys starts to put a queue in block RAM on the ECP5 and iCE40."""
 
-    #: from this depth on the storage is taken to be block RAM, whose data pass a register of
-    #: its own on the way in and on the way out (:meth:`elaborate`)
+    #: the default ``pipe_depth``
     PIPE_DEPTH = 32
 
-    def __init__(self, *, width, depth, global_load=None):
+    def __init__(self, *, width, depth, global_load=None, pipe_depth=PIPE_DEPTH):
         if depth < 2:
             self._MustUse__silence = True     # never elaborated: no warning about it
             raise ValueError(f"depth must be at least 2, not {depth!r}")
+        if pipe_depth < 2:
+            self._MustUse__silence = True
+            raise ValueError(f"pipe_depth must be at least 2, not {pipe_depth!r}")
         self.depth = depth
+        self.pipe_depth = pipe_depth
         self.global_load = global_load
         _fifo_ports(self, width)
         self.level = Signal(range(depth + 4))
@@ -312,8 +316,8 @@ class RegisteredQueue(Elaboratable):
         self.nonempty = Signal()
         #: what ``w_rdy`` will be in the next cycle, for a writer that keeps copies of it
         #: (:func:`hw.fabric.register_copies`); only when ``w_rdy`` is a register (``depth``
-        #: 4 or more)
-        self.w_rdy_next = Signal() if depth >= 4 else None
+        #: 4 or more, or the block-RAM pipeline)
+        self.w_rdy_next = Signal() if depth >= 4 or depth >= pipe_depth else None
 
     def elaborate(self, platform):
         m = Module()
@@ -323,7 +327,7 @@ class RegisteredQueue(Elaboratable):
         # those adders and a compare in front of `held` would be too long a path for one cycle
         m.d.comb += self.nonempty.eq(
             holds_entries(m, "held", CountedLevel(m, "count", self)))
-        if self.depth < self.PIPE_DEPTH:
+        if self.depth < self.pipe_depth:
             m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
             if self.depth >= 4:
                 q_count = CountedLevel(m, "q_count", q)

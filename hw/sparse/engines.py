@@ -80,7 +80,9 @@ class StreamReader(wiring.Component):
 
     ``stop`` halts new bursts. ``idle``: nothing requested or in flight. ``error``: a read
     answered SLVERR/DECERR since the last ``flush`` (``error_next``, an attribute: its value in
-    the next cycle). ``flush`` (only when idle) empties the FIFOs and clears ``error``.
+    the next cycle). ``flush`` (only when idle, with ``stop`` high: ``idle`` does not see a
+    burst granted in the same cycle) empties the FIFOs and clears ``error``. ``load`` only
+    when idle.
     """
 
     def __init__(self, *, streams, data_width, addr_width=32, id_width=4, max_burst=16,
@@ -230,7 +232,7 @@ class StreamWriter(wiring.Component):
     burst answered. ``error``: a write answered SLVERR/DECERR; ``range_error``: the next burst
     would pass the top of the address space (it is not issued); ``error_next`` and
     ``range_error_next`` (attributes) are their values in the next cycle. ``flush`` (when
-    nothing is in flight) empties the FIFO and clears both errors.
+    idle, with ``stop`` high) empties the FIFO and clears both errors. ``load`` only when idle.
     """
 
     def __init__(self, *, data_width, addr_width=32, id_width=4, max_burst=16):

@@ -1,0 +1,468 @@
+"""The proofs: one harness per design and parameter set, each checked in the modes it lists.
+
+Each :class:`Proof` builds its design, drives every input from the harness's free ports, states
+the rules the design may rely on as assumptions (the other side of each handshake keeps the
+protocol) and what the design promises as assertions. The bound of a ``bmc`` or ``cover`` run is
+its ``depth`` in cycles from reset; ``prove`` (k-induction) holds for traces of any length.
+
+docs/formal.md lists what each proof states, in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from amaranth import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Assert, Assume, ResetInserter, ResetSignal
+from amaranth.lib.wiring import In
+
+from atomcube.hw.bus.axi import Resp
+from atomcube.hw.bus.fifo import RegisteredQueue, SkidBuffer
+from atomcube.hw.bus.regbank import RegisterBank
+from atomcube.hw.dma.backend import DATA_ID, FETCH_ID, BackEnd
+from atomcube.hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
+from atomcube.hw.sparse.gearbox import AtomGearbox
+from atomcube.hw.sparse.ringbuf import RingBuffer
+from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
+from atomcube.model.registers.selftest import SELFTEST
+
+from .props import (
+    AxiManagerChecks,
+    Scoreboard,
+    cover,
+    free_constant,
+    held_until_ready,
+    past,
+    stall_bound,
+)
+
+#: width of the unit counters: traces of up to 2**COUNT_BITS - 64 units (the bounds here move
+#: fewer than 100); narrow, as every bit widens the solver's arithmetic
+COUNT_BITS = 8
+
+
+@dataclass(frozen=True)
+class Proof:
+    name: str
+    #: one line: the design and what is proved of it
+    title: str
+    #: returns (harness, free input ports)
+    build: Callable[[], tuple[Module, list]]
+    depth: int
+    modes: tuple[str, ...] = ("bmc", "cover")
+
+
+def _harness(body) -> tuple[Module, list]:
+    """A harness: a module filled by ``body(m)``, which returns the free input ports."""
+    m = Module()
+    ports = body(m)
+    return m, ports
+
+
+def _free_inputs(dut) -> list:
+    """Every input of a component, left free."""
+    values = (Value.cast(v) for path, member, v in dut.signature.flatten(dut)
+              if member.flow == In)
+    return [v for v in values if isinstance(v, Signal)]     # (an always-ready is a constant)
+
+
+def _chosen(m: Module) -> Signal:
+    k = Signal(COUNT_BITS, name="chosen")
+    free_constant(m, k, "chosen")
+    return k
+
+
+def _lookahead(m: Module, name: str, ahead, value, *, unless=None):
+    """``ahead`` (a design's look-ahead output) equals, in every cycle, what ``value`` is in the
+    next (a reset, or ``unless``, in between aside)."""
+    skip = ResetSignal()
+    if unless is not None:
+        skip = skip | unless
+    was = past(m, ahead, f"{name}_ahead")
+    skipped = past(m, skip, f"{name}_skipped", init=1)
+    m.d.comb += Assert(skipped | (was == value), f"{name}: the look-ahead equals the next value",
+                       src_loc_at=1)
+
+
+# -- stream primitives -------------------------------------------------------------------------
+
+def _fifo_checks(m, name, *, w_en, w_rdy, w_data, r_rdy, r_en, r_data, level, capacity,
+                 latency, clear=None, chosen):
+    """What every queue promises: the ideal queue's order, output held until read, its level
+    exact and bounded, its output valid within ``latency`` cycles of holding an entry, and room
+    within ``latency`` cycles of being empty."""
+    sb = Scoreboard(m, name, unit=len(Value.cast(w_data)), chosen=chosen,
+                    count_bits=COUNT_BITS, clear=clear)
+    sb.enter(w_en & w_rdy, w_data, 1, 1)
+    sb.leave(r_rdy & r_en, r_data, 1, 1)
+    held_until_ready(m, f"{name}_out", r_rdy, r_en, r_data, reset=clear)
+    gone = clear if clear is not None else 0
+    m.d.comb += [
+        Assert(level == sb.held, f"{name}: level counts the entries held"),
+        Assert(sb.held <= capacity, f"{name}: at most {capacity} entries held"),
+    ]
+    stall_bound(m, f"{name}_valid", (sb.held != 0) & ~r_rdy & ~gone, latency)
+    stall_bound(m, f"{name}_room", (sb.held == 0) & ~w_rdy & ~gone, latency)
+    cover(m, (sb.held == capacity) & r_rdy & r_en & w_en, f"{name}: full, read and written")
+    return sb
+
+
+def _skid_proof(width=3, clear=False, **options):
+    def body(m):
+        kwargs = dict(options)
+        k = _chosen(m)
+        w_en, w_data, r_en = Signal(name="w_en"), Signal(width, name="w_data"), Signal(name="r_en")
+        ports = [k, w_en, w_data]
+        flush = Signal(name="flush") if clear else None
+        if flush is not None:
+            ports.append(flush)
+        if kwargs.pop("announced", False):
+            # the reader's contract with ready_next: r_en is, each cycle, what it announced
+            ann = Signal(name="ready_next")
+            ports.append(ann)
+            kwargs["ready_next"] = ann
+            m.d.comb += r_en.eq(past(m, ann, "r_en_was_announced"))
+        else:
+            ports.append(r_en)
+        buf = SkidBuffer(width=width, clear=flush, **kwargs)
+        m.submodules.dut = ResetInserter(flush)(buf) if flush is not None else buf
+        m.d.comb += [buf.w_en.eq(w_en), buf.w_data.eq(w_data), buf.r_en.eq(r_en)]
+        sb = _fifo_checks(m, "skid", w_en=w_en, w_rdy=buf.w_rdy, w_data=w_data, r_rdy=buf.r_rdy,
+                          r_en=r_en, r_data=buf.r_data, level=buf.level, capacity=2, latency=0,
+                          clear=flush, chosen=k)
+        m.d.comb += [Assert(buf.r_rdy == (sb.held != 0), "skid: valid whenever it holds one"),
+                     Assert(buf.w_rdy == (sb.held < 2), "skid: ready whenever it has room")]
+        _lookahead(m, "w_rdy_next", buf.w_rdy_next, buf.w_rdy, unless=flush)
+        _lookahead(m, "r_rdy_next", buf.r_rdy_next, buf.r_rdy, unless=flush)
+        _lookahead(m, "r_data_next", buf.r_data_next, buf.r_data, unless=flush)
+        return ports
+
+    return lambda: _harness(body)
+
+
+def _queue_proof(width=2, depth=4, mutant=None, **kwargs):
+    """``mutant``: show the checks a queue that misbehaves, to prove they can fail: "drop"
+    (the checks see a word taken that the queue refused) or "corrupt" (they see a bit of the
+    output flipped while two entries are held)."""
+    def body(m):
+        k = _chosen(m)
+        w_en, w_data, r_en = Signal(name="w_en"), Signal(width, name="w_data"), Signal(name="r_en")
+        q = m.submodules.dut = RegisteredQueue(width=width, depth=depth, **kwargs)
+        m.d.comb += [q.w_en.eq(w_en), q.w_data.eq(w_data), q.r_en.eq(r_en)]
+        w_rdy, r_data = q.w_rdy, q.r_data
+        if mutant == "drop":
+            w_rdy = q.w_rdy | (q.level == 1)
+        elif mutant == "corrupt":
+            r_data = q.r_data ^ (q.level == 2)
+        elif mutant is not None:
+            raise ValueError(f"mutant must be 'drop' or 'corrupt', not {mutant!r}")
+        piped = depth >= q.pipe_depth
+        # with its ready from the registered room (depth 4 or more) the FIFO fills to depth - 1;
+        # besides it, the output slice's two entries, and with the block-RAM pipeline its write
+        # register and read register
+        capacity = (depth if depth < 4 and not piped else depth - 1) + 2 + (1 if piped else 0)
+        sb = _fifo_checks(m, "queue", w_en=w_en, w_rdy=w_rdy, w_data=w_data, r_rdy=q.r_rdy,
+                          r_en=r_en, r_data=r_data, level=q.level, capacity=capacity,
+                          latency=5 if piped else 3, chosen=k)
+        m.d.comb += Assert(q.nonempty == (sb.held != 0), "queue: nonempty is exact")
+        if q.w_rdy_next is not None:
+            _lookahead(m, "w_rdy_next", q.w_rdy_next, q.w_rdy)
+        return [k, w_en, w_data, r_en]
+
+    return lambda: _harness(body)
+
+
+def _ring_proof(*, unit=2, in_units=2, words=3, out_units=3, late_bits=0, take_ahead=False):
+    def body(m):
+        k = _chosen(m)
+        ring = m.submodules.dut = RingBuffer(unit=unit, in_units=in_units, words=words,
+                                             out_units=out_units, late_bits=late_bits,
+                                             take_ahead=take_ahead)
+        i_valid, i_data = Signal(name="i_valid"), Signal(unit * in_units, name="i_data")
+        take_en, flush = Signal(name="take_en"), Signal(name="flush")
+        take = Signal(range(out_units + 1), name="take")
+        ports = [k, i_valid, i_data, take_en, flush]
+        m.d.comb += [ring.i_valid.eq(i_valid), ring.i_data.eq(i_data),
+                     ring.take_en.eq(take_en), ring.flush.eq(flush)]
+        ports.append(take)
+        if take_ahead:
+            m.d.comb += ring.take_next.eq(take)
+            take = ring.take
+        else:
+            m.d.comb += ring.take.eq(take)
+        # the consumer's rules: it takes at most what is held and at most out_units
+        m.d.comb += [Assume(~take_en | (take <= ring.level)), Assume(take <= out_units)]
+        if take_ahead:
+            m.d.comb += Assume(ring.take_next <= out_units)
+        accept = i_valid & ring.i_ready
+        data = ring.data
+        if late_bits:
+            # the consumer finishes the rotation a cycle later from its registers: check then,
+            # with the whole book-keeping a cycle late
+            d_q = past(m, ring.data, "data_q")
+            o_q = past(m, ring.offset, "offset_q")
+            data = ring.finish(m, d_q, o_q)
+            accept, i_data_c = past(m, accept, "accept_q"), past(m, i_data, "i_data_q")
+            take_en_c, take_c = past(m, take_en, "take_en_q"), past(m, take, "take_q")
+            flush_c = past(m, flush, "flush_q")
+        else:
+            i_data_c, take_en_c, take_c, flush_c = i_data, take_en, take, flush
+        sb = Scoreboard(m, "ring", unit=unit, chosen=k, count_bits=COUNT_BITS, clear=flush_c)
+        sb.enter(accept, i_data_c, in_units, in_units)
+        sb.leave(take_en_c, data, take_c, out_units)
+        if not late_bits:
+            cap = in_units * words
+            m.d.comb += [
+                Assert(ring.level == sb.held, "ring: level counts the units held"),
+                Assert(ring.i_ready == (sb.held + in_units <= cap), "ring: ready iff a word fits"),
+                Assert(ring.deep == (sb.held >= out_units), "ring: deep is exact"),
+                Assert(ring.enough == (sb.held >= take), "ring: enough is exact"),
+            ]
+            _lookahead(m, "deep_next", ring.deep_next, ring.deep)
+            cover(m, (sb.held == cap) & take_en & (take == out_units), "ring: full and drained")
+        return ports
+
+    return lambda: _harness(body)
+
+
+def _gearbox_proof(*, atom_elements, beat_bytes):
+    def body(m):
+        k = _chosen(m)
+        gb = m.submodules.dut = AtomGearbox(atom_elements=atom_elements, beat_bytes=beat_bytes)
+        ins = [Signal(name="two"), Signal(name="i_valid"),
+               Signal(16 * atom_elements, name="i_data"), Signal(name="o_ready"),
+               Signal(name="flush")]
+        two, i_valid, i_data, o_ready, flush = ins
+        m.d.comb += [gb.two.eq(two), gb.i_valid.eq(i_valid), gb.i_data.eq(i_data),
+                     gb.o_ready.eq(o_ready), gb.flush.eq(flush)]
+        # the element size holds while anything is held (an atom taken in a cycle the gearbox
+        # was empty is held from the next)
+        was_empty = past(m, (gb.empty & ~(i_valid & gb.i_ready)) | flush, "was_empty", init=1)
+        m.d.comb += Assume(was_empty | (two == past(m, two, "two_q")))
+        A = atom_elements
+        sb = Scoreboard(m, "gearbox", unit=8, chosen=k, count_bits=COUNT_BITS, clear=flush)
+        sb.enter(i_valid & gb.i_ready, i_data, Mux(two, 2 * A, A), 2 * A)
+        sb.leave(gb.o_valid & o_ready, gb.o_data, beat_bytes, beat_bytes)
+        held_until_ready(m, "gearbox_out", gb.o_valid, o_ready, gb.o_data, reset=flush)
+        m.d.comb += Assert(gb.empty == (sb.held == 0), "gearbox: empty is exact")
+        # a whole beat held leaves within a few cycles
+        stall_bound(m, "gearbox_valid", (sb.held >= beat_bytes) & ~gb.o_valid & ~flush, 3)
+        cover(m, ~two & (sb.held >= 2 * beat_bytes) & gb.o_valid & o_ready,
+              "gearbox: one-byte elements flowing")
+        cover(m, two & (sb.held >= 2 * beat_bytes) & gb.o_valid & o_ready,
+              "gearbox: two-byte elements flowing")
+        return ins + [k]
+
+    return lambda: _harness(body)
+
+
+# -- the register bank as an AXI4-Lite subordinate ---------------------------------------------
+
+def _regbank_proof(**kwargs):
+    def body(m):
+        bank = m.submodules.dut = RegisterBank(SELFTEST, **kwargs)
+        bus = bank.s_axil
+        ports = _free_inputs(bank)
+        k = _chosen(m)
+        rst = ResetSignal()
+        # the manager's rules: each request held, unchanged, until taken
+        held_until_ready(m, "aw", bus.awvalid, bus.awready, Cat(bus.awaddr, bus.awprot),
+                         check=Assume, reset=rst)
+        held_until_ready(m, "w", bus.wvalid, bus.wready, Cat(bus.wdata, bus.wstrb),
+                         check=Assume, reset=rst)
+        held_until_ready(m, "ar", bus.arvalid, bus.arready, Cat(bus.araddr, bus.arprot),
+                         check=Assume, reset=rst)
+        # the bank's: each response held, unchanged, until taken
+        held_until_ready(m, "b", bus.bvalid, bus.bready, bus.bresp, reset=rst)
+        held_until_ready(m, "r", bus.rvalid, bus.rready, Cat(bus.rdata, bus.rresp), reset=rst)
+
+        def count(name, valid, ready):
+            c = Signal(COUNT_BITS, name=name)
+            with m.If(valid & ready):
+                m.d.sync += c.eq(c + 1)
+            m.d.comb += Assume(c < (1 << COUNT_BITS) - 2)
+            return c
+
+        aw = count("aw_taken", bus.awvalid, bus.awready)
+        w = count("w_taken", bus.wvalid, bus.wready)
+        b = count("b_given", bus.bvalid, bus.bready)
+        ar = count("ar_taken", bus.arvalid, bus.arready)
+        r = count("r_given", bus.rvalid, bus.rready)
+        words = {reg.offset >> 2 for reg in SELFTEST}
+        # writes the bank holds at once: with capture, one taken, one committed awaiting its
+        # response's slot, one answered; without, the one answered
+        writes = 3 if bank.capture else 1
+
+        def decodes(addr):
+            return Cat(*(addr[2:] == word for word in sorted(words))).any()
+
+        def in_order(name, req_hs, req_n, addr, resp_valid, resp_n, resp):
+            """The chosen (k-th) request's response is the k-th, and says whether its address
+            holds a register."""
+            ok = Signal(name=f"{name}_chosen_ok")
+            with m.If(req_hs & (req_n == k)):
+                m.d.sync += ok.eq(decodes(addr))
+            expect = Mux(ok, Resp.OKAY, Resp.SLVERR)
+            m.d.comb += Assert(~(resp_valid & (resp_n == k)) | (req_n > k) & (resp == expect),
+                               f"{name}: the k-th response answers the k-th request")
+
+        in_order("write", bus.awvalid & bus.awready, aw, bus.awaddr, bus.bvalid, b, bus.bresp)
+        in_order("read", bus.arvalid & bus.arready, ar, bus.araddr, bus.rvalid, r, bus.rresp)
+        m.d.comb += [
+            Assert(~bus.bvalid | ((b < aw) & (b < w)), "no write response without a request"),
+            Assert(~bus.rvalid | (r < ar), "no read response without a request"),
+            Assert((aw - b <= writes) & (w - b <= writes) & (ar - r <= 1),
+                   "outstanding requests bounded"),
+        ]
+        after_reset = past(m, rst, "after_reset", init=1)
+        m.d.comb += Assert(~after_reset | ~bus.bvalid & ~bus.rvalid,
+                           "no response in the cycle after a reset")
+        # every request answered: within a few cycles of the manager offering all it needs and
+        # taking responses as they come
+        stall_bound(m, "write_answered", (aw > b) & (w > b) & ~bus.bvalid, 3)
+        stall_bound(m, "read_answered", (ar > r) & ~bus.rvalid, 3)
+        cover(m, bus.bvalid & (bus.bresp == Resp.SLVERR), "a write answered SLVERR")
+        cover(m, bus.rvalid & (bus.rresp == Resp.SLVERR), "a read answered SLVERR")
+        cover(m, (b == 3) & (r == 2), "three writes and two reads answered")
+        return ports + [k]
+
+    return lambda: _harness(body)
+
+
+# -- AXI4 managers ---------------------------------------------------------------------------
+
+def _aligned(value, bits: int):
+    return value[:bits] == 0 if bits else 1
+
+
+def _stream_reader_proof(*, beat_reader=False):
+    def body(m):
+        k = _chosen(m)
+        if beat_reader:
+            dut = BeatReader(data_width=32)
+            room, max_burst = 1, 1
+        else:
+            dut = StreamReader(streams=2, data_width=32, max_burst=4,
+                               fifo_depth=(4, 6))
+            room, max_burst = 10, 4
+        m.submodules.dut = dut
+        ports = _free_inputs(dut)
+        # the owner's contract: regions start on a beat; a flush only while idle
+        m.d.comb += [Assume(_aligned(a, 2)) for a in dut.addr]
+        # (the decompressor flushes in its FINISH state, with stop held: no burst is granted
+        # in the flush's cycle)
+        m.d.comb += [Assume(~dut.flush | (dut.idle & dut.stop)),
+                     Assume(~dut.load.any() | dut.idle)]
+        AxiManagerChecks(m, dut.axi, max_burst=max_burst, chosen=k, read_room=room,
+                         read_ids=tuple(range(dut.streams)), ids=tuple(range(dut.streams)))
+        cover(m, dut.axi.arvalid & dut.axi.arready & (dut.axi.arlen == max_burst - 1),
+              "a full-length read burst")
+        cover(m, Cat(*dut.o_valid).all() if dut.streams > 1 else dut.o_valid[0],
+              "beats delivered")
+        return ports + [k]
+
+    return lambda: _harness(body)
+
+
+def _stream_writer_proof(*, beat_writer=False):
+    def body(m):
+        k = _chosen(m)
+        if beat_writer:
+            dut = BeatWriter(data_width=32)
+            max_burst = 1
+        else:
+            dut = StreamWriter(data_width=32, max_burst=4)
+            max_burst = 4
+        m.submodules.dut = dut
+        ports = _free_inputs(dut)
+        m.d.comb += [Assume(_aligned(dut.addr, 2)), Assume(~dut.flush | (dut.idle & dut.stop)),
+                     Assume(~dut.load | dut.idle)]
+        chk = AxiManagerChecks(m, dut.axi, max_burst=max_burst, chosen=k)
+        cover(m, (chk.b_taken == 2) & (chk.w_bursts == 2), "two bursts written and answered")
+        cover(m, dut.axi.awvalid & (dut.axi.awlen == max_burst - 1), "a full-length write burst")
+        return ports + [k]
+
+    return lambda: _harness(body)
+
+
+def _dma_backend_proof():
+    def body(m):
+        k = _chosen(m)
+        dut = m.submodules.dut = BackEnd(data_width=32, addr_width=16, max_burst=4, read_fifo=8)
+        ports = _free_inputs(dut)
+        # the mid and front ends' contract: beats on a beat boundary; a descriptor fetch (128
+        # bytes, 128-byte aligned) only while the back end is idle
+        m.d.comb += [Assume(_aligned(dut.req.payload, 2)),
+                     Assume(_aligned(dut.wr.payload.addr, 2)),
+                     Assume(_aligned(dut.fetch_addr, 7)),
+                     Assume(~dut.fetch_go | dut.idle)]
+        fetch = DESCRIPTOR_BYTES // 4
+        chk = AxiManagerChecks(m, dut.m_axi, max_burst={DATA_ID: 4, FETCH_ID: fetch}, chosen=k,
+                               read_room=8,
+                               read_ids=(DATA_ID,), ids=(DATA_ID, FETCH_ID))
+        axi = dut.m_axi
+        cover(m, axi.arvalid & (axi.arid == DATA_ID) & (axi.arlen == 3), "a 4-beat data read")
+        cover(m, axi.arvalid & (axi.arid == FETCH_ID), "a descriptor fetch")
+        cover(m, (chk.b_taken == 1) & axi.wvalid & axi.wready, "writes after a response")
+        return ports + [k]
+
+    return lambda: _harness(body)
+
+
+PROOFS: list[Proof] = [
+    Proof("skid", "SkidBuffer: an ideal two-entry queue, look-aheads exact",
+          _skid_proof(), depth=16),
+    Proof("skid_flush", "SkidBuffer emptied by a flush (copied flags cleared with it)",
+          _skid_proof(clear=True, select_bits=1, load_bits=1), depth=16),
+    Proof("skid_announced", "SkidBuffer with the load worked out a cycle ahead (ready_next)",
+          _skid_proof(announced=True, load_bits=2), depth=16),
+    Proof("queue_d2", "RegisteredQueue, depth 2: an ideal queue behind a register slice",
+          _queue_proof(depth=2), depth=20),
+    Proof("queue_d5", "RegisteredQueue, depth 5: its ready from the registered room",
+          _queue_proof(depth=5), depth=14),
+    Proof("queue_piped", "RegisteredQueue with the block-RAM pipeline on both sides",
+          _queue_proof(depth=4, pipe_depth=4), depth=14),
+    Proof("ring", "RingBuffer: whole words in, any count of units out, in order",
+          _ring_proof(), depth=12),
+    Proof("ring_ahead", "RingBuffer with the take given a cycle ahead",
+          _ring_proof(take_ahead=True), depth=12),
+    Proof("ring_late", "RingBuffer with the rotation's last stage left to the consumer",
+          _ring_proof(words=2, out_units=3, late_bits=1), depth=16),
+    Proof("gearbox", "AtomGearbox: atoms in, beats out, in order",
+          _gearbox_proof(atom_elements=2, beat_bytes=2), depth=10),
+    Proof("gearbox_half", "AtomGearbox with half-beat atoms (two go out together)",
+          _gearbox_proof(atom_elements=1, beat_bytes=2), depth=10),
+    Proof("stream_reader", "StreamReader (decompressor): a legal AXI4 read manager",
+          _stream_reader_proof(), depth=18),
+    Proof("beat_reader", "BeatReader (serial LUT): a legal AXI4 read manager",
+          _stream_reader_proof(beat_reader=True), depth=14),
+    Proof("stream_writer", "StreamWriter (decompressor): a legal AXI4 write manager",
+          _stream_writer_proof(), depth=18),
+    Proof("beat_writer", "BeatWriter (serial LUT): a legal AXI4 write manager",
+          _stream_writer_proof(beat_writer=True), depth=14),
+    Proof("dma_backend", "DMA back end: a legal AXI4 manager for reads, writes and fetches",
+          _dma_backend_proof(), depth=16),
+    Proof("regbank", "RegisterBank as an AXI4-Lite subordinate (write capture)",
+          _regbank_proof(), depth=20),
+    Proof("regbank_direct", "RegisterBank as an AXI4-Lite subordinate (no capture)",
+          _regbank_proof(capture=False), depth=20),
+    Proof("regbank_mirror", "RegisterBank as an AXI4-Lite subordinate (mirrored reads)",
+          _regbank_proof(mirror=True), depth=20),
+]
+
+
+#: harnesses whose design is made to misbehave: each must fail its bmc run (tests/test_formal.py)
+MUTANTS: list[Proof] = [
+    Proof("queue_drops", "RegisteredQueue seen to take a word it refused",
+          _queue_proof(depth=2, mutant="drop"), depth=12, modes=("bmc",)),
+    Proof("queue_corrupts", "RegisteredQueue seen to alter a word",
+          _queue_proof(depth=2, mutant="corrupt"), depth=12, modes=("bmc",)),
+]
+
+
+def find(name: str) -> Proof:
+    for p in PROOFS + MUTANTS:
+        if p.name == name:
+            return p
+    raise KeyError(f"no proof named {name!r}: one of {', '.join(p.name for p in PROOFS)}")
