@@ -292,11 +292,11 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # bits at 16 elements)
     want += [f"take{b}_c0_ff" for b in range(6)]
     # the output queue's and the segment queue's loads: a copy of the entry's emptiness per
-    # LOAD_BITS bits (the output queue holds 16-bit slots and a last flag; the segment queue
-    # the rest)
-    from atomcube.hw.sparse.decompressor import LOAD_BITS
+    # timing.load_bits bits (the output queue holds 16-bit slots and a last flag; the segment
+    # queue the rest)
+    from atomcube.hw.sparse.decompressor import SparseTiming
 
-    atoms = -(-(16 * b.soc.sparse_atom_elements + 1) // LOAD_BITS)
+    atoms = -(-(16 * b.soc.sparse_atom_elements + 1) // SparseTiming().load_bits)
     assert atoms == 5
     want += [f"out_empty{k}_ff" for k in range(atoms)]
     # the segment queue's load is a register worked out a cycle ahead, one copy per share of

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from atomcube.hw.bus.fifo import RegisteredQueue
-from atomcube.hw.sparse.decompressor import SparseDecompressor, atom_layout
+from atomcube.hw.sparse.decompressor import SparseDecompressor, SparseTiming, atom_layout
 from atomcube.hw.sparse.engines import (
     BeatReader,
     BeatWriter,
@@ -31,10 +31,32 @@ from atomcube.model.registers.sparse import SPARSE, Error, program
     (dict(atom_elements=8), "atom_elements must be 16, 32 or 64, not 8"),
     (dict(max_burst=12), "max_burst must be a power of two up to 256, not 12"),
     (dict(max_burst=32, fifo_depth=16), "fifo_depth 16 must hold a burst of 32 beats"),
+    (dict(atom_elements=16, timing=SparseTiming(sum_levels=5)),
+     "timing.sum_levels must be 1 to 4 for 16-element atoms, not 5"),
+    (dict(timing=SparseTiming(sum_levels=2, early_sum_levels=3)),
+     r"timing.early_sum_levels must be 0 to sum_levels \(2\), not 3"),
+    (dict(timing=SparseTiming(load_bits=0)), "timing.load_bits must be at least 1, not 0"),
 ])
 def test_parameters_rejected(rejected, kw, msg):
     with rejected(ValueError, msg):
         SparseDecompressor(**kw)
+
+
+def test_timing_is_a_parameter():
+    """A timing choice other than the default builds, and changes the netlist: the parameters
+    reach the logic."""
+    def emit(timing):
+        return verilog.convert(SparseDecompressor(data_width=64, atom_elements=16, timing=timing),
+                               name="top")
+
+    default = emit(SparseTiming())
+    assert emit(SparseTiming(early_sum_levels=0, byte_late_bits=1, mask_late_bits=1)) != default
+    assert emit(SparseTiming(early_sum_levels=2)) == default     # the 16-element default
+
+
+def test_timing_must_be_sparse_timing(rejected):
+    with rejected(TypeError, "timing must be a SparseTiming"):
+        SparseDecompressor(timing={"sum_levels": 4})
 
 
 def test_reader_needs_id_bits(rejected):

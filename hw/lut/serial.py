@@ -47,7 +47,7 @@ from amaranth import Cat, Const, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.lib.enum import Enum
 
-from .unit import HIT, OFLOW, UFLOW, _sat
+from .arith import HIT, OFLOW, UFLOW, saturate
 
 __all__ = ["serial_datapath", "acc_bits"]
 
@@ -304,13 +304,13 @@ def serial_datapath(unit, m, busy, closing, cfg, prio, mems, W, FB, OW):
         with m.Case(Step.SAT):
             # the term saturated, in a cycle of its own: with the entry's add and the second
             # saturation it would be too long a path for one cycle
-            m.d.sync += [acc.eq(_sat(acc, T)), step.eq(Step.DONE)]
+            m.d.sync += [acc.eq(saturate(acc, T)), step.eq(Step.DONE)]
 
         with m.Case(Step.DONE):
             # SDP hit: sat32 of the rounded sum; otherwise the entry plus the saturated term
             term = acc[:T].as_signed()
             with_entry = Mux(sdp & hit, 0, y0_r) + term
-            res = _sat(with_entry, OW)
+            res = saturate(with_entry, OW)
             for k in range(lanes):
                 with m.If(lane == k):
                     m.d.sync += [o.payload.data[k].eq(res), o.payload.state[k].eq(state),

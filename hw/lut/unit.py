@@ -52,6 +52,8 @@ from atomcube.model.registers.lut import lut_regmap
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 from ..fabric import global_buffer, registered_copy, registered_product
+from .arith import HIT, OFLOW, UFLOW, saturate
+from .serial import serial_datapath
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
@@ -62,21 +64,6 @@ LANES = (1, 2, 4, 8, 16)
 _IN_BITS = {"sdp": 32, "cdp": 38}
 _FRAC_BITS = {"sdp": 35, "cdp": 16}
 _OUT_BITS = {"sdp": 32, "cdp": 16}
-HIT, UFLOW, OFLOW = 0, 1, 2
-
-
-def _sat(v, bits):
-    """Signed ``v`` saturated to ``bits`` bits. It fits when its bits from ``bits - 1`` up are
-    all equal: a test of bits, not a comparison, so no carry chain lies on the path."""
-    v = v.as_value() if hasattr(v, "as_value") else v
-    if len(v) <= bits:
-        return v
-    top = v[bits - 1:]
-    fits = (top == 0) | (top == (1 << len(top)) - 1)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return Mux(fits, v[:bits].as_signed(), Mux(v[-1], lo, hi))
-
-
 def _round_shift(v, sh):
     """v / 2^sh rounded half away from zero (sh: an unsigned Value or an int)."""
     if isinstance(sh, int):
@@ -315,7 +302,6 @@ class LutUnit(wiring.Component):
                Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h))))
 
     def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
-        from .serial import serial_datapath
         return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
 
     def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform):
@@ -565,9 +551,9 @@ class LutUnit(wiring.Component):
 
         # P11: the variable shift; the hit result saturated
         if self.flavor == "sdp":
-            hit8 = reg(_sat(hitr7, 32), "hit8", signed(OW))
+            hit8 = reg(saturate(hitr7, 32), "hit8", signed(OW))
         else:
-            hit8 = reg(_sat(y0_7 + hitr7, 16), "hit8", signed(OW))
+            hit8 = reg(saturate(y0_7 + hitr7, 16), "hit8", signed(OW))
         lsh = Signal(signed(41 + 17), name=f"lsh_{name}")
         m.d.comb += lsh.eq(clamped7 << lamt7)
         term8 = reg(Mux(left7, lsh, rnd7 >> sh7[:4]), "term8", signed(41 + 17))
@@ -575,12 +561,12 @@ class LutUnit(wiring.Component):
 
         # P12: the term saturated: to 32 bits (SDP, as NVDLA does before adding the entry), or
         # to 18 (CDP: any term beyond 18 bits saturates the 16-bit sum the same way)
-        tsat9 = reg(_sat(term8, 32 if self.flavor == "sdp" else 18), "tsat9",
+        tsat9 = reg(saturate(term8, 32 if self.flavor == "sdp" else 18), "tsat9",
                     signed(32 if self.flavor == "sdp" else 18))
         y0_9, hit9, state9 = reg(y0_8, "y0_9"), reg(hit8, "hit9"), reg(state8, "st9")
 
         # P13: add the entry, saturate, choose the hit or out-of-range result
-        oor = _sat(y0_9 + tsat9, OW)
+        oor = saturate(y0_9 + tsat9, OW)
         out9 = reg(Mux(state9 == HIT, hit9, oor), "out12", signed(OW))
         state9 = reg(state9, "st12", 2)
         return out9, state9

@@ -63,6 +63,8 @@ Verifying a group before decoding it would mean holding the whole group's mask (
 for a 3x3x1024 int8 group) or reading the WMB twice.
 """
 
+from dataclasses import dataclass
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -78,30 +80,65 @@ from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
 from .ringbuf import RingBuffer
 from .shiftbuf import ShiftBuffer
 
-__all__ = ["SparseDecompressor"]
+__all__ = ["SparseDecompressor", "SparseTiming"]
 
 WGS_STREAM, WMB_STREAM, WEIGHT_STREAM = 0, 1, 2
 
-#: the byte buffer's rotation stages run a cycle late, on the expansion's X registers (see
-#: :class:`~.ringbuf.RingBuffer`), so that its read pointer does not reach through every stage into
-#: X
-LATE = 3
-#: the mask ring's likewise, on R1's registers: its read pointer's rotation into R1 was
-MASK_LATE = 2
-#: levels of the expansion's prefix sums made as a segment enters the decoder's queue (the rest run
-#: from the queue's head into X's registers): with fewer, the levels after the head are too long a
-#: path for one cycle at 128 bits
-SUM_LEVELS = 4
-#: of those, the levels made a stage earlier, from R2's placed bits into R3 (beside the segment's
-#: popcount), by atom size (elements): with all four in one cycle from R3 into the queue's second
-#: entry the path is long for 16- and 32-element atoms, while for 64-element atoms the wider R3 they
-#: need places worse, so those make all four after R3
-R3_SUM_LEVELS = {16: 2, 32: 2, 64: 0}
-#: bits of the X slice's and the segment queue's output entries per copy of their select
-#: (:class:`~..bus.fifo.SkidBuffer`)
-SELECT_BITS = 64
-#: bits of the segment queue's and the output queue's output entries per load LUT
-LOAD_BITS = 64
+@dataclass(frozen=True)
+class SparseTiming:
+    """The decompressor's pipeline choices: where its long paths are cut. The defaults are those
+    its ECP5 builds at 100 MHz use (``make report``); a slower target (an iCE40, or simulation)
+    builds with them too, and may trade some for cells.
+
+    byte_late_bits
+        The byte buffer's rotation stages run on the expansion's X registers, a cycle late
+        (:class:`~.ringbuf.RingBuffer` ``late_bits``), so that its read pointer does not reach
+        through every stage into X.
+    mask_late_bits
+        Likewise for the mask ring, on R1's registers: its read pointer's rotation into R1.
+    sum_levels
+        Levels of the expansion's prefix sums made as a segment enters the decoder's queue (the
+        rest run from the queue's head into X's registers): with fewer, the levels after the
+        head are too long a path for one cycle at 128 bits. At most log2 of the atom's elements.
+    early_sum_levels
+        Of those, the levels made a stage earlier, from R2's placed bits into R3 (beside the
+        segment's popcount); None: by atom size, 2 for 16- and 32-element atoms and 0 for 64.
+        With all levels in one cycle from R3 into the queue's second entry the path is long for
+        16- and 32-element atoms, while 64-element atoms need a wider R3 that places worse.
+    select_bits
+        Bits of the X slice's and the segment queue's output entries per copy of their select
+        (:class:`~..bus.fifo.SkidBuffer`).
+    load_bits
+        Bits of the segment queue's and the output queue's output entries per load LUT.
+    """
+
+    byte_late_bits: int = 3
+    mask_late_bits: int = 2
+    sum_levels: int = 4
+    early_sum_levels: int | None = None
+    select_bits: int = 64
+    load_bits: int = 64
+
+    #: ``early_sum_levels`` by atom elements when it is None
+    EARLY_BY_ATOM = {16: 2, 32: 2, 64: 0}
+
+    def early(self, atom_elements: int) -> int:
+        if self.early_sum_levels is None:
+            return self.EARLY_BY_ATOM[atom_elements]
+        return self.early_sum_levels
+
+    def check(self, atom_elements: int):
+        most = (atom_elements - 1).bit_length()
+        if not 1 <= self.sum_levels <= most:
+            raise ValueError(f"timing.sum_levels must be 1 to {most} for {atom_elements}-element "
+                             f"atoms, not {self.sum_levels!r}")
+        if not 0 <= self.early(atom_elements) <= self.sum_levels:
+            raise ValueError(f"timing.early_sum_levels must be 0 to sum_levels "
+                             f"({self.sum_levels}), not {self.early_sum_levels!r}")
+        for name in ("select_bits", "load_bits"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"timing.{name} must be at least 1, not "
+                                 f"{getattr(self, name)!r}")
 
 
 class _State(enum.Enum):
@@ -129,19 +166,25 @@ class SparseDecompressor(wiring.Component):
         AXI4 address and ID widths, the longest burst in beats, and the WMB and weight streams'
         FIFOs in beats (the WGS stream gets two bursts). A stream keeps up to its FIFO's depth in
         flight, so the default 64 covers a read latency of 20 cycles plus two 16-beat bursts.
+    timing : SparseTiming
+        The pipeline choices (:class:`SparseTiming`); the defaults meet 100 MHz on the ECP5.
 
     Ports: ``s_axil`` (registers, :data:`model.registers.sparse.SPARSE`), ``m_axi`` (AXI4
     manager), ``o_atoms`` (stream of :func:`atom_layout`), ``irq``.
     """
 
     def __init__(self, *, data_width=128, atom_elements=64, addr_width=32, id_width=4,
-                 max_burst=16, fifo_depth=64, bank_mirror=False):
+                 max_burst=16, fifo_depth=64, bank_mirror=False, timing=SparseTiming()):
         if data_width not in (64, 128, 256, 512):
             raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
         if atom_elements not in (16, 32, 64):
             raise ValueError(f"atom_elements must be 16, 32 or 64, not {atom_elements!r}")
         if max_burst not in (1, 2, 4, 8, 16, 32, 64, 128, 256):
             raise ValueError(f"max_burst must be a power of two up to 256, not {max_burst!r}")
+        if not isinstance(timing, SparseTiming):
+            raise TypeError(f"timing must be a SparseTiming, not {timing!r}")
+        timing.check(atom_elements)
+        self.timing = timing
         self.data_width = data_width
         self.atom_elements = atom_elements
         self.addr_width = addr_width
@@ -167,6 +210,8 @@ class SparseDecompressor(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         A = self.atom_elements
+        t = self.timing
+        sum_levels = t.sum_levels
         DW = self.data_width // 8
         dw_log2 = (DW - 1).bit_length()
         aw = self.addr_width
@@ -178,9 +223,9 @@ class SparseDecompressor(wiring.Component):
         # the mask and byte buffers hold an atom's worth (A bits, 2A bytes) and two beats more
         maskbuf = m.submodules.maskbuf = RingBuffer(unit=1, in_units=8 * DW,
                                                     words=-(-(A + 16 * DW) // (8 * DW)),
-                                                    out_units=A, late_bits=MASK_LATE)
+                                                    out_units=A, late_bits=t.mask_late_bits)
         databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
-                                                    out_units=2 * A, late_bits=LATE,
+                                                    out_units=2 * A, late_bits=t.byte_late_bits,
                                                     take_ahead=True)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
         # each stream reaches its buffer through a register slice, so the buffers' readies do not
@@ -249,7 +294,7 @@ class SparseDecompressor(wiring.Component):
         out_pop = Signal()
         atomq = register_slice(m, "atomq", valid=aq_push, ready=can_emit, payload=aq_in,
                                out_valid=out_valid, out_ready=out_pop, out_payload=out,
-                               reset=flush, load_bits=LOAD_BITS)
+                               reset=flush, load_bits=t.load_bits)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
         # the packing's choice comes from copies of ``two``, one per ELEMENTS_PER_COPY elements:
@@ -318,7 +363,7 @@ class SparseDecompressor(wiring.Component):
         next_ok = Signal()                     # next_elems is up to date
 
         seg_layout = data.StructLayout({
-            "err": 4, "raw": len(maskbuf.data), "off": MASK_LATE, "pos": range(A),
+            "err": 4, "raw": len(maskbuf.data), "off": t.mask_late_bits, "pos": range(A),
             "end": range(A + 1), "keep": A, "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "last_group": 1})
         # R1: the decided segment (or marker), in a register slice. Its ready is a register
@@ -522,7 +567,7 @@ class SparseDecompressor(wiring.Component):
         # (and the byte ring's copy of its ``need``, below) then load from registers, not through
         # the sum's adders. Its ready is a register, so R2's and R1's enables stop at it: as a plain
         # stage whose free followed the queue's, R3 would make that chain of enables one longer
-        early = R3_SUM_LEVELS[A]
+        early = t.early(A)
         r3_layout = data.StructLayout({
             "err": 4, "placed": A, "in_seg": A, "need": range(2 * A + 1), "ends": 1,
             "completes": 1, "first": 1, "wgs": 32, "wgs_big": 1, "last_group": 1,
@@ -549,19 +594,19 @@ class SparseDecompressor(wiring.Component):
             r2_free.eq(~r2_valid | r3_rdy),
             r1_free.eq(~r1_valid | r2_free),
         ]
-        # the queue's entry carries the first SUM_LEVELS levels of the prefix sums of the clear
+        # the queue's entry carries the first sum_levels levels of the prefix sums of the clear
         # bits the expansion needs (finished from the queue's head into X's registers): R3's
         # first levels, if it has any, and the levels after them made here
         seg_fields = [name for name, _ in r3_layout if name != "sums"]
         q_layout = data.StructLayout({
             **{name: r3_layout[name].shape for name in seg_fields},
-            "sums": data.ArrayLayout(SUM_LEVELS + 1, A)})
+            "sums": data.ArrayLayout(sum_levels + 1, A)})
         q_in = Signal(q_layout)
-        q_sums = (_prefix_levels(m, [r3.sums[i] for i in range(A)], early, SUM_LEVELS) if early
-                  else _clear_sums(m, r3.placed, SUM_LEVELS))
+        q_sums = (_prefix_levels(m, [r3.sums[i] for i in range(A)], early, sum_levels) if early
+                  else _clear_sums(m, r3.placed, sum_levels))
         m.d.comb += [
             *(q_in[name].eq(r3[name]) for name in seg_fields),
-            *(q_in.sums[i].eq(v[:SUM_LEVELS + 1]) for i, v in enumerate(q_sums)),
+            *(q_in.sums[i].eq(v[:sum_levels + 1]) for i, v in enumerate(q_sums)),
         ]
         head = Signal(q_layout)
         h_valid = Signal()
@@ -573,7 +618,7 @@ class SparseDecompressor(wiring.Component):
         # on the way through the queue's next `need` into the byte ring's kept sums
         segq = register_slice(m, "segq", valid=r3_valid, ready=q_in_ready, payload=q_in,
                               out_valid=h_valid, out_ready=h_take, out_payload=head, reset=flush,
-                              load_bits=LOAD_BITS, ready_next=step_nx, select_bits=SELECT_BITS)
+                              load_bits=t.load_bits, ready_next=step_nx, select_bits=t.select_bits)
         # the byte ring takes the head's ``need`` a cycle ahead, from the queue's next output, into
         # a copy of its own (``take``), which the placer can put beside the ring's pointer, level
         # and tests: the head's register sits with the rest of the head, across the die from the
@@ -624,7 +669,7 @@ class SparseDecompressor(wiring.Component):
         # the atom's slots (and hands the atom to the output queue when the segment completes it).
         # Each stage hands on when the next is free, and takes a new segment in the same cycle. X
         # holds the window's bytes as the byte buffer hands them over, rotated to all but the low
-        # LATE bits of its read pointer (and those bits): the rotation's last stages run on X's
+        # timing.byte_late_bits bits of its read pointer (and those bits): the rotation's last stages run on X's
         # registers, into P's lanes P runs the expansion's first (widest) moves and Q the rest with
         # the slot merge, so the moves and the merge into the output queue are not one cycle's path
         # X is the output of a register slice (a skid buffer): the decoder steps a segment in when
@@ -654,14 +699,14 @@ class SparseDecompressor(wiring.Component):
         x_done = Signal()
         m.d.comb += x_done.eq(x_valid & p_free)
         # X is hundreds of bits wide: its select (second entry or input) in copies, one per
-        # SELECT_BITS, and its load, the late x_done, on a global network where the platform has
+        # timing.select_bits, and its load, the late x_done, on a global network where the platform has
         # one. X's load is a register: X hands on (``x_done``) worked out a cycle ahead, from the
         # next values of its own valid and bad flags and of P's and Q's (``x_done_nx``, set below),
         # not from P's valid through two LUTs and the load's LUT
         x_done_nx = Signal()
         xs = register_slice(m, "xs", valid=x_push, ready=xs_rdy, payload=x_in,
                             out_valid=x_valid, out_ready=x_done, out_payload=x, reset=flush,
-                            select_bits=SELECT_BITS, global_load="sparse_x_load",
+                            select_bits=t.select_bits, global_load="sparse_x_load",
                             ready_next=x_done_nx)
         # The decoder steps when it runs, the queue's head is a segment (not an error marker) whose
         # bytes the byte buffer holds, X has room, no WGS check has failed and the bus has answered
@@ -709,7 +754,7 @@ class SparseDecompressor(wiring.Component):
 
         # the expansion's control in two halves: the distances (prefix sums) from the head's
         # placed bits into X's registers, the move masks from X's registers into P's
-        dist = _expand_dist_from(m, [head.sums[i] for i in range(A)], SUM_LEVELS)
+        dist = _expand_dist_from(m, [head.sums[i] for i in range(A)], sum_levels)
         x_dist = [x.dist[q] for q in range(A)]
         moves = _expand_moves_from(m, x.placed, x_dist)
         p_moves = [Signal(A, name=f"p_moves{i}") for i in range(len(moves))]
