@@ -669,14 +669,14 @@ class SparseDecompressor(wiring.Component):
         # the atom's slots (and hands the atom to the output queue when the segment completes it).
         # Each stage hands on when the next is free, and takes a new segment in the same cycle. X
         # holds the window's bytes as the byte buffer hands them over, rotated to all but the low
-        # timing.byte_late_bits bits of its read pointer (and those bits): the rotation's last stages run on X's
-        # registers, into P's lanes P runs the expansion's first (widest) moves and Q the rest with
-        # the slot merge, so the moves and the merge into the output queue are not one cycle's path
-        # X is the output of a register slice (a skid buffer): the decoder steps a segment in when
-        # the slice's second entry is free, a register, so the step does not wait on the stages
-        # after X moving on. A segment that failed the WGS check (``bad``, the check made as it was
-        # stepped) stops in P (``p_bad``): X hands it on as any other, so the check's compare
-        # reaches X's data and not X's load
+        # ``byte_late_bits`` bits of its read pointer (and those bits): the rotation's last stages
+        # run on X's registers, into P's lanes P runs the expansion's first (widest) moves and Q the
+        # rest with the slot merge, so the moves and the merge into the output queue are not one
+        # cycle's path X is the output of a register slice (a skid buffer): the decoder steps a
+        # segment in when the slice's second entry is free, a register, so the step does not wait on
+        # the stages after X moving on. A segment that failed the WGS check (``bad``, the check made
+        # as it was stepped) stops in P (``p_bad``): X hands it on as any other, so the check's
+        # compare reaches X's data and not X's load
         common = {"valid": 1, "placed": A, "in_seg": A, "completes": 1, "last": 1}
         xs_layout = data.StructLayout({
             **{f: w for f, w in common.items() if f != "valid"}, "bad": 1,
@@ -699,7 +699,7 @@ class SparseDecompressor(wiring.Component):
         x_done = Signal()
         m.d.comb += x_done.eq(x_valid & p_free)
         # X is hundreds of bits wide: its select (second entry or input) in copies, one per
-        # timing.select_bits, and its load, the late x_done, on a global network where the platform has
+        # ``select_bits``, and its load, the late x_done, on a global network where the platform has
         # one. X's load is a register: X hands on (``x_done``) worked out a cycle ahead, from the
         # next values of its own valid and bad flags and of P's and Q's (``x_done_nx``, set below),
         # not from P's valid through two LUTs and the load's LUT

@@ -151,13 +151,14 @@ class AxiManagerChecks:
 
     Asserted, on AR and AW: valid held and the request unchanged until ready; INCR bursts of
     full-width beats (``size`` the bus's), on a beat boundary, at most ``max_burst`` beats (or
-    ``max_burst[id]`` for each ID, a dict), never across a 4 KiB boundary. On W: valid held and the beat unchanged until ready; the beats of
-    the ``chosen``-th burst number its AW's length and only its last has WLAST; a burst's W
-    beats never run ahead of its AW's valid. On R: at most ``read_room`` beats of ``read_ids``
-    requested and not yet returned (what the manager has room to take).
+    ``max_burst[id]`` for each ID, a dict), never across a 4 KiB boundary. On W: valid held and
+    the beat unchanged until ready; the beats of the ``chosen``-th burst number its AW's length
+    and only its last has WLAST; a burst's W beats never run ahead of its AW's valid. On R: at
+    most ``read_room`` beats of ``read_ids`` requested and not yet returned (what the manager
+    has room to take).
 
-    Assumed of the subordinate: an R beat only of an ID in ``ids`` with beats outstanding (RLAST
-    is left free: the managers checked count beats and ignore it); a B response only for a burst
+    Assumed of the subordinate: an R beat only of an ID in ``ids`` with beats outstanding (RLAST is
+    left free: the managers checked count beats and ignore it); a B response only for a burst
     whose address and last W beat were taken; R and B held until taken.
     """
 
