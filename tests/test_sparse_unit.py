@@ -36,6 +36,8 @@ from atomcube.model.registers.sparse import SPARSE, Error, program
     (dict(timing=SparseTiming(sum_levels=2, early_sum_levels=3)),
      r"timing.early_sum_levels must be 0 to sum_levels \(2\), not 3"),
     (dict(timing=SparseTiming(load_bits=0)), "timing.load_bits must be at least 1, not 0"),
+    (dict(timing=SparseTiming(elements_per_copy=0)),
+     "timing.elements_per_copy must be at least 1, not 0"),
 ])
 def test_parameters_rejected(rejected, kw, msg):
     with rejected(ValueError, msg):
@@ -51,6 +53,7 @@ def test_timing_is_a_parameter():
 
     default = emit(SparseTiming())
     assert emit(SparseTiming(early_sum_levels=0, byte_late_bits=1, mask_late_bits=1)) != default
+    assert emit(SparseTiming(elements_per_copy=8, ring_select_bits=32)) != default
     assert emit(SparseTiming(early_sum_levels=2)) == default     # the 16-element default
 
 

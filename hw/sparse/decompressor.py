@@ -77,6 +77,7 @@ from ..bus.regbank import RegisterBank
 from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
 from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
+from .ringbuf import SELECT_BITS as RING_SELECT_BITS
 from .ringbuf import RingBuffer
 from .shiftbuf import ShiftBuffer
 
@@ -110,6 +111,12 @@ class SparseTiming:
         (:class:`~..bus.fifo.SkidBuffer`).
     load_bits
         Bits of the segment queue's and the output queue's output entries per load LUT.
+    ring_select_bits
+        Multiplexer bits of the mask and byte rings' rotations per copy of a read-pointer bit
+        (:class:`~.ringbuf.RingBuffer` ``select_bits``).
+    elements_per_copy
+        Elements per copy of the gearbox slots' load enables and of the decoder's stage enables
+        and packing choice made from copies (:class:`~.gearbox.AtomGearbox`).
     """
 
     byte_late_bits: int = 3
@@ -118,6 +125,8 @@ class SparseTiming:
     early_sum_levels: int | None = None
     select_bits: int = 64
     load_bits: int = 64
+    ring_select_bits: int = RING_SELECT_BITS
+    elements_per_copy: int = ELEMENTS_PER_COPY
 
     #: ``early_sum_levels`` by atom elements when it is None
     EARLY_BY_ATOM = {16: 2, 32: 2, 64: 0}
@@ -135,7 +144,7 @@ class SparseTiming:
         if not 0 <= self.early(atom_elements) <= self.sum_levels:
             raise ValueError(f"timing.early_sum_levels must be 0 to sum_levels "
                              f"({self.sum_levels}), not {self.early_sum_levels!r}")
-        for name in ("select_bits", "load_bits"):
+        for name in ("select_bits", "load_bits", "ring_select_bits", "elements_per_copy"):
             if getattr(self, name) < 1:
                 raise ValueError(f"timing.{name} must be at least 1, not "
                                  f"{getattr(self, name)!r}")
@@ -216,18 +225,21 @@ class SparseDecompressor(wiring.Component):
         dw_log2 = (DW - 1).bit_length()
         aw = self.addr_width
 
-        regs, reader, writer = mount(m, self)
+        regs, reader, writer = mount(m, bank=self._bank, reader=self._reader,
+                                     writer=self._writer, s_axil=self.s_axil, m_axi=self.m_axi)
 
         wgsbuf = m.submodules.wgsbuf = ShiftBuffer(unit=32, in_units=DW // 4,
                                                    capacity=2 * (DW // 4))
         # the mask and byte buffers hold an atom's worth (A bits, 2A bytes) and two beats more
         maskbuf = m.submodules.maskbuf = RingBuffer(unit=1, in_units=8 * DW,
                                                     words=-(-(A + 16 * DW) // (8 * DW)),
-                                                    out_units=A, late_bits=t.mask_late_bits)
+                                                    out_units=A, late_bits=t.mask_late_bits,
+                                                    select_bits=t.ring_select_bits)
         databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
                                                     out_units=2 * A, late_bits=t.byte_late_bits,
-                                                    take_ahead=True)
-        gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW)
+                                                    take_ahead=True, select_bits=t.ring_select_bits)
+        gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW,
+                                                     elements_per_copy=t.elements_per_copy)
         # each stream reaches its buffer through a register slice, so the buffers' readies do not
         # reach the reader's FIFOs
         flush = Signal()
@@ -297,11 +309,11 @@ class SparseDecompressor(wiring.Component):
                                reset=flush, load_bits=t.load_bits)
         out_pending = atomq.level != 0         # an atom not yet delivered (head or behind it)
         out_atom = Signal(16 * A)
-        # the packing's choice comes from copies of ``two``, one per ELEMENTS_PER_COPY elements:
+        # the packing's choice comes from copies of ``two``, one per ``elements_per_copy`` elements:
         # from ``two`` alone, it was one net to 16 x A multiplexers across the die. A copy follows
         # ``two`` a cycle late, long before the job's first atom leaves the queue (its reads come
         # first)
-        n_two = max(1, A // ELEMENTS_PER_COPY)
+        n_two = max(1, A // t.elements_per_copy)
         two_c = register_copies(platform, m, two, n_two, "two_c")
         packed = Cat(*(out.slots[i][:8] for i in range(A)), Const(0, 8 * A))
         m.d.comb += out_atom.eq(shared_select(two_c, out.slots.as_value(), packed))
@@ -788,7 +800,7 @@ class SparseDecompressor(wiring.Component):
         # P's and Q's enables (each stage is free) and the slots' (Q hands on) each reach
         # about 20 flip-flops per element, spread over the die: from one signal, that net alone
         # would take most of a cycle to spread. So each is worked out a cycle ahead, from
-        # the flags' next values, into a register per ELEMENTS_PER_COPY elements (~90
+        # the flags' next values, into a register per ``elements_per_copy`` elements (~90
         # flip-flops), which the placer can put beside its group (on the ECP5 board tops;
         # elsewhere they are one register). The flags themselves follow the same next values.
         pq_clear = Signal()                 # the control empties P and Q (set below)
@@ -812,7 +824,7 @@ class SparseDecompressor(wiring.Component):
         # ``step`` with ``step_ref``, by name; nothing else reads them, so synthesis drops them)
         x_done_r = Signal()
         m.d.sync += x_done_r.eq(x_done_nx)
-        n_copies = max(1, A // ELEMENTS_PER_COPY)
+        n_copies = max(1, A // t.elements_per_copy)
         p_en = register_copies(platform, m, p_free_nx, n_copies, "p_free_r", 1)
         q_en = register_copies(platform, m, q_free_nx, n_copies, "q_free_r", 1)
         q_done_en = register_copies(platform, m, q_valid_nx & (~q_comp_nx | emit_nx), n_copies,

@@ -35,16 +35,16 @@ def connect_write(m, engine_axi, port):
     connect_members(m, engine_axi, port, WRITE_MEMBERS)
 
 
-def mount(m, block):
-    """Add ``block``'s register bank, stream reader and stream writer (``_bank``, ``_reader``,
-    ``_writer``) to ``m`` and wire them to its ``s_axil`` and ``m_axi`` ports; returns
-    ``(regs, reader, writer)``."""
-    bank = m.submodules.bank = block._bank
-    wiring.connect(m, wiring.flipped(block.s_axil), bank.s_axil)
-    reader = m.submodules.reader = block._reader
-    writer = m.submodules.writer = block._writer
-    connect_read(m, reader.axi, block.m_axi)
-    connect_write(m, writer.axi, block.m_axi)
+def mount(m, *, bank, reader, writer, s_axil, m_axi):
+    """Add a block's register ``bank``, stream ``reader`` and stream ``writer`` to ``m`` and
+    wire them to the block's ``s_axil`` and ``m_axi`` ports (its own, as the block sees them);
+    returns ``(regs, reader, writer)``."""
+    m.submodules.bank = bank
+    wiring.connect(m, wiring.flipped(s_axil), bank.s_axil)
+    m.submodules.reader = reader
+    m.submodules.writer = writer
+    connect_read(m, reader.axi, m_axi)
+    connect_write(m, writer.axi, m_axi)
     return bank.regs, reader, writer
 
 

@@ -38,19 +38,23 @@ from ..fabric import register_copies
 
 __all__ = ["AtomGearbox"]
 
-#: elements per copy of a slot's load enable (the decompressor's stage enables use it too)
+#: the default ``elements_per_copy``: elements per copy of a slot's load enable
 ELEMENTS_PER_COPY = 4
 
 
 class AtomGearbox(wiring.Component):
-    def __init__(self, *, atom_elements: int, beat_bytes: int):
+    def __init__(self, *, atom_elements: int, beat_bytes: int,
+                 elements_per_copy: int = ELEMENTS_PER_COPY):
         sizes = (atom_elements, 2 * atom_elements)
         for size in sizes:
             if size % beat_bytes and beat_bytes != 2 * size:
                 raise ValueError(f"an atom of {size} bytes is neither a whole number of "
                                  f"{beat_bytes}-byte beats nor half a beat")
+        if elements_per_copy < 1:
+            raise ValueError(f"elements_per_copy must be at least 1, not {elements_per_copy}")
         self.atom_elements = atom_elements
         self.beat_bytes = beat_bytes
+        self.elements_per_copy = elements_per_copy
         self.half = 2 * atom_elements == beat_bytes
         self.slots = 4 if self.half else 2
         super().__init__({
@@ -133,8 +137,8 @@ class AtomGearbox(wiring.Component):
         # An empty slot takes the input every cycle; the handshake that fills it only sets its
         # `full` flag, and from then on it holds but for a move down a beat as one leaves. So a
         # slot's enable is its flag or the take from it, and its choice of input the flag: copies
-        # made from their next values, each for ELEMENTS_PER_COPY elements' bits
-        copies = max(1, A // ELEMENTS_PER_COPY)
+        # made from their next values, each for ``elements_per_copy`` elements' bits
+        copies = max(1, A // self.elements_per_copy)
         for k, s in enumerate(slots):
             empty = register_copies(platform, m, ~full_nx[k], copies, f"slot{k}_empty", 1)
             moves = register_copies(platform, m, ~full_nx[k] | (take_nx & (rd_nx == k)),

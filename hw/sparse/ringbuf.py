@@ -48,13 +48,13 @@ from amaranth.lib.wiring import In, Out
 
 from ..fabric import register_copies, shared_select
 
-#: multiplexer bits a copy of a read-pointer bit selects for (see :class:`RingBuffer`)
+#: the default ``select_bits``: multiplexer bits a copy of a read-pointer bit selects for
 SELECT_BITS = 64
 
 
 class RingBuffer(wiring.Component):
     def __init__(self, *, unit: int, in_units: int, words: int, out_units: int,
-                 late_bits: int = 0, take_ahead: bool = False):
+                 late_bits: int = 0, take_ahead: bool = False, select_bits: int = SELECT_BITS):
         self._MustUse__silence = True         # until the checks pass: a refused one is not used
         if words < 2:
             raise ValueError(f"words must be at least 2 (one filling while one drains), "
@@ -70,8 +70,11 @@ class RingBuffer(wiring.Component):
         if not 0 <= late_bits < (self.capacity - 1).bit_length():
             raise ValueError(f"late_bits must be 0 to {(self.capacity - 1).bit_length() - 1} "
                              f"(the read pointer's bits less one), not {late_bits}")
+        if select_bits < 1:
+            raise ValueError(f"select_bits must be at least 1, not {select_bits}")
         self.late_bits = late_bits
         self.take_ahead = take_ahead
+        self.select_bits = select_bits
         self._MustUse__silence = False
         ports = {
             "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
@@ -183,15 +186,15 @@ class RingBuffer(wiring.Component):
         # the consumer's view: the ring rotated down by ``rd``, one stage per bit of ``rd`` from the
         # highest (the last ``late_bits`` of them left to :meth:`finish`). Each stage's select bit
         # reaches hundreds of multiplexers, so it comes from copies of that bit of ``rd``, one per
-        # SELECT_BITS of the stage (on the ECP5 board tops; elsewhere one register), not from one
-        # long net from ``rd`` alone
+        # ``select_bits`` of the stage (on the ECP5 board tops; elsewhere one register), not from
+        # one long net from ``rd`` alone
         ring = Cat(*slots)
         cur = Cat(ring, ring, ring)[:u * (self.out_units + (1 << len(rd)) - 1)]  # rd < cap
         selects = {}
         for b in range(self.late_bits, len(rd)):
             width = u * (self.out_units + (1 << b) - 1)
             selects[b] = register_copies(platform, m, rd_next[b],
-                                         max(1, -(-width // SELECT_BITS)), f"rd{b}_c")
+                                         max(1, -(-width // self.select_bits)), f"rd{b}_c")
         m.d.comb += self.data.eq(_rotate(m, cur, selects, u, self.out_units,
                                          range(self.late_bits, len(rd)), "rot"))
         for w, slot in enumerate(slots):
@@ -205,7 +208,7 @@ def _rotate(m, cur, amount, unit, out_units, bits, name):
     each stage as wide as what the stages after it (the bits below) can still reach, and a
     signal of its own (as nested expressions every stage would copy the one before twice, and
     Verilator would compile 2 ** stages copies). ``amount`` is a value, or {bit: copies of
-    it}, the copies selecting for SELECT_BITS of the stage each. Returns the last stage."""
+    it}, the copies selecting for ``select_bits`` of the stage each. Returns the last stage."""
     for b in reversed(bits):
         sh = 1 << b
         width = unit * (out_units + sh - 1)

@@ -68,7 +68,8 @@ class LutPort(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        regs, reader, writer = mount(m, self)
+        regs, reader, writer = mount(m, bank=self._bank, reader=self._reader,
+                                     writer=self._writer, s_axil=self.s_axil, m_axi=self.m_axi)
         DB = self.data_width // 8
         beat_log2 = (DB - 1).bit_length()
         aw = self.addr_width
