@@ -637,9 +637,9 @@ class SparseDecompressor(wiring.Component):
         # ring's room test. With the next value the ring also keeps its level less the take in
         # registers, and its tests are signs, so no compare of the copy lies on the early step's
         # path
-        need_at = q_layout["need"]
-        m.d.comb += databuf.take_next.eq(
-            segq.r_data_next[need_at.offset:need_at.offset + need_at.width])
+        # (the look-ahead is the entry's bits: seen through the queue's layout)
+        head_next = data.View(q_layout, segq.r_data_next)
+        m.d.comb += databuf.take_next.eq(head_next.need)
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
         grp_bytes = Signal(32)                 # WGS bytes left in the group
@@ -731,10 +731,8 @@ class SparseDecompressor(wiring.Component):
         # hundreds of flip-flops it enables: the queue's head, the byte ring's pointer, the group's
         # counts.
         step = Signal()
-        err_at = q_layout["err"]
         h_valid_nx = ~flush & segq.r_rdy_next
-        marker_nx = h_valid_nx & (segq.r_data_next[err_at.offset:err_at.offset + err_at.width]
-                                  != 0)
+        marker_nx = h_valid_nx & (head_next.err != 0)
         mis_seen_nx = Mux(check_pass, 0, mis_r)
         near_bytes_nx = databuf.enough
         near_bytes_ok_nx = h_valid & ~step & ~flush
