@@ -13,7 +13,10 @@
 #                  MAPPER=abc: the classic ABC, ECP5 only (both take minutes);
 #                  the sparse decompressor's ECP5 builds use it by default; PNR_SEED=n:
 #                  nextpnr's placement seed, ECP5 only, 0 for nextpnr's own)
-#   make report    the same, written to docs/resources.md
+#   make report    the same, written to docs/resources.md, and each block's cells by
+#                  component (make area) written to docs/area.md
+#   make area      ECP5 cells (LUT4, FF, LUT RAM, block RAM, multipliers) by component of
+#                  each block, from Yosys with the hierarchy kept (BLOCK=name)
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
 #                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
 #                  ROUTER=router1|router2 override the board's own choices; TRIES=n: how
@@ -42,7 +45,7 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model formal synth report \
+.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model formal synth report area \
         bitstream clean distclean
 
 help:
@@ -73,6 +76,10 @@ synth: $(FPGA_STAMP)
 REPORT_SEEDS ?= 1,2,3
 report: $(FPGA_STAMP)
 	$(PY) -m atomcube.hw.synth $(SYNTH_ARGS) --seeds $(REPORT_SEEDS) --report
+	$(PY) -m atomcube.hw.area $(if $(BLOCK),--block $(BLOCK)) --report
+
+area: $(FPGA_STAMP)
+	$(PY) -m atomcube.hw.area $(if $(BLOCK),--block $(BLOCK))
 
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
