@@ -42,7 +42,7 @@ per port on FPGAs), and one more pair serves register read-back.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -52,8 +52,19 @@ from atomcube.model.registers.lut import lut_regmap
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 from ..fabric import global_buffer, registered_copy, registered_product
-from .arith import HIT, OFLOW, UFLOW, saturate
-from .serial import serial_datapath
+from .arith import (
+    FRAC_BITS,
+    HIT,
+    IN_BITS,
+    OFLOW,
+    OUT_BITS,
+    UFLOW,
+    choose_lo,
+    in_layout,
+    out_layout,
+    saturate,
+)
+from .serial import SerialDatapath
 
 __all__ = ["LutUnit", "LATENCY", "LANES"]
 
@@ -61,9 +72,6 @@ __all__ = ["LutUnit", "LATENCY", "LANES"]
 STAGES = 13
 LATENCY = STAGES + 2
 LANES = (1, 2, 4, 8, 16)
-_IN_BITS = {"sdp": 32, "cdp": 38}
-_FRAC_BITS = {"sdp": 35, "cdp": 16}
-_OUT_BITS = {"sdp": 32, "cdp": 16}
 def _round_shift(v, sh):
     """v / 2^sh rounded half away from zero (sh: an unsigned Value or an int)."""
     if isinstance(sh, int):
@@ -74,17 +82,6 @@ def _round_shift(v, sh):
     half = (Const(1, 32) << sh) >> 1
     adj = Mux(v < 0, half - (sh != 0), half)
     return (v + adj.as_signed()) >> sh
-
-
-def in_layout(lanes, flavor):
-    return data.StructLayout({"data": data.ArrayLayout(signed(_IN_BITS[flavor]), lanes),
-                              "mask": lanes, "last": 1})
-
-
-def out_layout(lanes, flavor):
-    return data.StructLayout({"data": data.ArrayLayout(signed(_OUT_BITS[flavor]), lanes),
-                              "chosen": lanes, "state": data.ArrayLayout(2, lanes),
-                              "mask": lanes, "last": 1})
 
 
 class LutUnit(wiring.Component):
@@ -137,7 +134,7 @@ class LutUnit(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), bank.s_axil)
         regs = bank.regs
         lanes, flavor = self.lanes, self.flavor
-        W, FB, OW = _IN_BITS[flavor], _FRAC_BITS[flavor], _OUT_BITS[flavor]
+        W, FB, OW = IN_BITS[flavor], FRAC_BITS[flavor], OUT_BITS[flavor]
 
         # -- run control -------------------------------------------------------------------------
         busy = Signal()
@@ -243,7 +240,7 @@ class LutUnit(wiring.Component):
         o = self.o_stream
         prio = (prio_u, prio_h, prio_o)
         if self.serial:
-            counted, count = self._serial(m, regs, busy, closing, cfg, prio, mems, W, FB, OW)
+            counted, count = self._serial(m, busy, closing, cfg, prio, mems)
         else:
             counted, count = self._pipelined(m, regs, busy, closing, cfg, prio, mems, W, FB, OW,
                                              platform)
@@ -291,18 +288,26 @@ class LutUnit(wiring.Component):
                 m.d.sync += cnt.eq(nxt)
         return m
 
-    @staticmethod
-    def _choose(le_st, lo_st, prio):
-        """1 when the LO table's result wins over the LE table's (docs/lut.md)."""
-        prio_u, prio_h, prio_o = prio
-        le_hit, lo_hit = le_st == HIT, lo_st == HIT
-        return Mux(le_hit & ~lo_hit, 0,
-               Mux(lo_hit & ~le_hit, 1,
-               Mux((le_st == UFLOW) & (lo_st == UFLOW), prio_u,
-               Mux((le_st == OFLOW) & (lo_st == OFLOW), prio_o, prio_h))))
-
-    def _serial(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW):
-        return serial_datapath(self, m, busy, closing, cfg, prio, mems, W, FB, OW)
+    def _serial(self, m, busy, closing, cfg, prio, mems):
+        """The serial datapath (:class:`hw.lut.serial.SerialDatapath`) on the unit's streams,
+        configuration and tables. Returns the counters' inputs and when they count, as
+        :meth:`_pipelined` does."""
+        dp = m.submodules.serial = SerialDatapath(
+            lanes=self.lanes, flavor=self.flavor, cfg_layout=SerialDatapath.config_layout(cfg),
+            entries={t: c["n"] for t, c in cfg.items()})
+        wiring.connect(m, wiring.flipped(self.i_stream), dp.i)
+        wiring.connect(m, dp.o, wiring.flipped(self.o_stream))
+        m.d.comb += [dp.run.eq(busy & ~closing), dp.prio.eq(Cat(*prio))]
+        for t, c in cfg.items():
+            m.d.comb += [getattr(dp.cfg, t)[k].eq(v) for k, v in c.items()
+                         if not isinstance(v, int)]
+        for (t, parity), mem in mems.items():
+            rp = mem.read_port(domain="sync")
+            port = getattr(dp, f"{t}_{'odd' if parity else 'even'}")
+            m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en), port.data.eq(rp.data)]
+        with m.If(dp.took_last):
+            m.d.sync += closing.eq(1)
+        return [(dp.counted.le, dp.counted.lo, dp.counted.chosen, Const(1, 1))], dp.written
 
     def _pipelined(self, m, regs, busy, closing, cfg, prio, mems, W, FB, OW, platform):
         """The thirteen-stage pipeline, ``lanes`` samples a cycle. Returns the counters' inputs:
@@ -346,7 +351,7 @@ class LutUnit(wiring.Component):
             # which table, registered into the output
             (le_out, le_st), (lo_out, lo_st) = results["le"], results["lo"]
             chosen = Signal(name=f"chosen_{lane}")
-            m.d.comb += chosen.eq(self._choose(le_st, lo_st, prio))
+            m.d.comb += chosen.eq(choose_lo(le_st, lo_st, prio))
             out_data.append(Mux(chosen, lo_out, le_out))
             out_chosen.append(chosen)
             out_state.append(Mux(chosen, lo_st, le_st))
