@@ -15,6 +15,8 @@
 #                  nextpnr's placement seed, ECP5 only, 0 for nextpnr's own)
 #   make report    the same, written to docs/resources.md, and each block's cells by
 #                  component (make area) written to docs/area.md
+#   make equiv     prove the working tree's gateware the same circuit as git revision REF
+#                  (default HEAD), block by block, with Yosys (BLOCK=name for one)
 #   make area      ECP5 cells (LUT4, FF, LUT RAM, block RAM, multipliers) by component of
 #                  each block, from Yosys with the hierarchy kept (BLOCK=name)
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
@@ -45,7 +47,7 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM WAVES SEED
 
-.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model formal synth report area \
+.PHONY: help setup setup-fpga sim test verilog lint regs bench bench-model formal synth report area equiv \
         bitstream clean distclean
 
 help:
@@ -80,6 +82,10 @@ report: $(FPGA_STAMP)
 
 area: $(FPGA_STAMP)
 	$(PY) -m atomcube.hw.area $(if $(BLOCK),--block $(BLOCK))
+
+REF ?= HEAD
+equiv: $(FPGA_STAMP)
+	$(PY) -m atomcube.hw.equiv $(REF) $(if $(BLOCK),--block $(BLOCK))
 
 BOARD ?= ulx3s
 bitstream: $(FPGA_STAMP)
