@@ -166,15 +166,17 @@ def test_regs_signature_is_flippable():
 
 
 def _fifo_order_rate_and_level(q, seed):
-    """Random pushes and pops through ``q`` (the ports of SyncFIFOBuffered, and ``nonempty``)
-    keep the order, the level and the nonempty flag; then, with both sides always willing,
-    ``q`` passes a word every cycle."""
+    """Random pushes and pops through ``q`` (streams ``i`` and ``o``, ``level``, and
+    ``nonempty`` where it has one) keep the order, the level and the nonempty flag; what
+    ``ahead`` says is what the ports carry a cycle later; then, with both sides always
+    willing, ``q`` passes a word every cycle."""
     rng = random.Random(seed)
     sent = list(range(1, 601))
     seen = {"out": [], "level_errors": 0, "idle_pops": 0, "next_errors": 0,
             "data_next_errors": 0}
-    told = hasattr(q, "w_rdy_next")    # the skid buffer (and a queue) say their next w_rdy
-    told_data = hasattr(q, "r_data_next")  # the skid buffer its next r_data
+    members = q.signature.members
+    told = "ahead" in members          # the skid buffer (and a queue) say their next i.ready
+    told_data = told and "o_payload" in members["ahead"].signature.members   # the skid buffer
 
     async def bench(ctx):
         queue = []                     # words pushed and not yet popped
@@ -184,21 +186,23 @@ def _fifo_order_rate_and_level(q, seed):
             steady = cycle >= 400      # both sides always willing from here on
             push = i < len(sent) and (steady or rng.random() < 0.6)
             pop = steady or rng.random() < 0.5
-            ctx.set(q.w_en, push)
-            ctx.set(q.w_data, sent[i] if push else 0)
-            ctx.set(q.r_en, pop)
+            ctx.set(q.i.valid, push)
+            ctx.set(q.i.payload, sent[i] if push else 0)
+            ctx.set(q.o.ready, pop)
             await ctx.delay(1e-9)
             seen["level_errors"] += ctx.get(q.level) != len(queue)
-            seen["level_errors"] += ctx.get(q.nonempty) != (len(queue) != 0)
-            w, r = ctx.get(q.w_rdy), ctx.get(q.r_rdy)
+            if "nonempty" in members:
+                seen["level_errors"] += ctx.get(q.nonempty) != (len(queue) != 0)
+            w, r = ctx.get(q.i.ready), ctx.get(q.o.valid)
             if told:
                 seen["next_errors"] += said is not None and w != said
-                said = ctx.get(q.w_rdy_next)
+                said = ctx.get(q.ahead.i_ready)
             if told_data:
-                seen["data_next_errors"] += said_data is not None and ctx.get(q.r_data) != said_data
-                said_data = ctx.get(q.r_data_next)
+                now = (r, ctx.get(q.o.payload))
+                seen["data_next_errors"] += said_data is not None and now != said_data
+                said_data = (ctx.get(q.ahead.o_valid), ctx.get(q.ahead.o_payload))
             if r and pop:
-                seen["out"].append(ctx.get(q.r_data))
+                seen["out"].append(ctx.get(q.o.payload))
                 queue.pop(0)
             elif cycle >= 420 and i < len(sent):
                 seen["idle_pops"] += 1
@@ -213,8 +217,8 @@ def _fifo_order_rate_and_level(q, seed):
     sim.run()
     assert seen["out"] == sent
     assert seen["level_errors"] == 0
-    assert seen["next_errors"] == 0, "w_rdy_next did not foretell w_rdy"
-    assert seen["data_next_errors"] == 0, "r_data_next did not foretell r_data"
+    assert seen["next_errors"] == 0, "ahead.i_ready did not foretell i.ready"
+    assert seen["data_next_errors"] == 0, "ahead.o_valid/o_payload did not foretell o"
     assert seen["idle_pops"] == 0, "it did not pass a word a cycle"
 
 
@@ -228,10 +232,9 @@ def test_registered_queue_order_rate_and_level(seed, depth, global_load):
     from atomcube.hw.bus.fifo import RegisteredQueue
 
     assert (depth >= RegisteredQueue.PIPE_DEPTH) == (depth == 40)
-    _fifo_order_rate_and_level(RegisteredQueue(width=16, depth=depth,
-                                               global_load=global_load), seed)
+    _fifo_order_rate_and_level(RegisteredQueue(16, depth=depth, global_load=global_load), seed)
     with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
-        RegisteredQueue(width=8, depth=1)
+        RegisteredQueue(8, depth=1)
 
 
 @pytest.mark.parametrize("depth, cycles", [(8, 3), (40, 5)])
@@ -241,21 +244,21 @@ def test_registered_queue_latency(depth, cycles):
     the register after it."""
     from atomcube.hw.bus.fifo import RegisteredQueue
 
-    q = RegisteredQueue(width=8, depth=depth)
+    q = RegisteredQueue(8, depth=depth)
     took = []
 
     async def bench(ctx):
         await ctx.tick()
-        ctx.set(q.w_en, 1)
-        ctx.set(q.w_data, 0x5A)
-        assert ctx.get(q.w_rdy)
+        ctx.set(q.i.valid, 1)
+        ctx.set(q.i.payload, 0x5A)
+        assert ctx.get(q.i.ready)
         await ctx.tick()
-        ctx.set(q.w_en, 0)
+        ctx.set(q.i.valid, 0)
         n = 1
-        while not ctx.get(q.r_rdy) and n < 20:
+        while not ctx.get(q.o.valid) and n < 20:
             await ctx.tick()
             n += 1
-        took.append((n, ctx.get(q.r_data)))
+        took.append((n, ctx.get(q.o.payload)))
 
     sim = Simulator(q)
     sim.add_clock(1e-8)
@@ -271,29 +274,26 @@ def test_skid_buffer_order_rate_and_level(seed, load):
     load as it is, as written for a global network, or in shares of 5 bits (``load_bits``)."""
     from atomcube.hw.bus.fifo import SkidBuffer
 
-    _fifo_order_rate_and_level(SkidBuffer(width=16, global_load="load" if load == "global"
-                                          else None,
+    _fifo_order_rate_and_level(SkidBuffer(16, global_load="load" if load == "global" else None,
                                           load_bits=5 if load == "shares" else None), seed)
 
 
 @pytest.mark.parametrize("form", ["one", "shares", "global", "late"])
 def test_skid_buffer_loads_from_a_ready_worked_out_ahead(form):
-    """With ``ready_next`` (the reader's handshake of the next cycle) the output entry loads on
-    registers, one, one per share (``load_bits``) or through the global network's stand-in,
-    under random flushes of a reset inserted around it (told as ``clear``): the words come out
-    in order. Told the handshake of the same cycle instead (``late``), it loads a cycle late
-    and gives wrong words (so the loads do come from ``ready_next``)."""
-    from amaranth.hdl import ResetInserter
-
+    """With ``ready_ahead`` (the reader tells ``ahead.o_ready``, its handshake of the next
+    cycle) the output entry loads on registers, one, one per share (``load_bits``) or through
+    the global network's stand-in, under random ``clear``s: the words come out in order. Told
+    the handshake of the same cycle instead (``late``), it loads a cycle late and gives wrong
+    words (so the loads do come from ``ahead.o_ready``)."""
     from atomcube.hw.bus.fifo import SkidBuffer
 
     rng = random.Random(7)
     flush, ready_next = Signal(), Signal()
-    buf = SkidBuffer(width=16, load_bits=5 if form in ("shares", "late") else None,
-                     global_load="load" if form == "global" else None, clear=flush,
-                     ready_next=ready_next)
+    buf = SkidBuffer(16, load_bits=5 if form in ("shares", "late") else None,
+                     global_load="load" if form == "global" else None, ready_ahead=True)
     m = Module()
-    m.submodules.buf = ResetInserter(flush)(buf)
+    m.submodules.buf = buf
+    m.d.comb += [buf.clear.eq(flush), buf.ahead.o_ready.eq(ready_next)]
     seen = {"wrong": 0, "out": 0, "flushes": 0}
 
     async def bench(ctx):
@@ -301,16 +301,16 @@ def test_skid_buffer_loads_from_a_ready_worked_out_ahead(form):
         pops = [rng.random() < 0.5 for _ in range(3001)]
         for t in range(3000):
             push, fl = rng.random() < 0.7, rng.random() < 0.03
-            ctx.set(buf.w_en, push)
-            ctx.set(buf.w_data, word)
-            ctx.set(buf.r_en, pops[t])
+            ctx.set(buf.i.valid, push)
+            ctx.set(buf.i.payload, word)
+            ctx.set(buf.o.ready, pops[t])
             ctx.set(ready_next, pops[t] if form == "late" else pops[t + 1])
             ctx.set(flush, fl)
             await ctx.delay(1e-9)
-            if ctx.get(buf.r_rdy) and pops[t]:
-                seen["wrong"] += ctx.get(buf.r_data) != queue.pop(0)
+            if ctx.get(buf.o.valid) and pops[t]:
+                seen["wrong"] += ctx.get(buf.o.payload) != queue.pop(0)
                 seen["out"] += 1
-            if ctx.get(buf.w_rdy) and push:
+            if ctx.get(buf.i.ready) and push:
                 queue.append(word)
                 word = word * 5 % 0xFFF1 + 1
             if fl:
@@ -341,12 +341,13 @@ class _CopiesApart:
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("form", ["plain", "told", "untold", "told-loads", "untold-loads"])
 def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
-    """A slice emptied by a reset inserted around it, under random flushes: words come out in
-    order, none after a flush that went before it. With its select in copies that the reset
-    does not reach (``select_bits``), it is right when told the reset (``clear``); told
-    nothing, a copy left set after a flush picks the second entry's stale word. Likewise with
-    its load in copies (``load_bits``, the ``-loads`` forms): told nothing, a copy left clear
-    after a flush does not load the next word."""
+    """A slice emptied under random flushes: words come out in order, none after a flush that
+    went before it. With its select in copies that a reset inserted around the buffer does not
+    reach (``select_bits``), as on the ECP5 board tops, it is right when emptied by ``clear``
+    (the ``told`` forms); emptied by such an inserted reset instead (``untold``), a copy left
+    set after a flush picks the second entry's stale word. Likewise with its load in copies
+    (``load_bits``, the ``-loads`` forms): emptied by an inserted reset, a copy left clear after
+    a flush does not load the next word."""
     from amaranth.hdl import ClockDomain, Fragment, ResetInserter
 
     from atomcube.hw.bus.fifo import SkidBuffer
@@ -354,12 +355,15 @@ def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
     rng = random.Random(seed)
     flush = Signal()
     loads = form.endswith("-loads")
-    buf = SkidBuffer(width=16, select_bits=None if form == "plain" or loads else 5,
-                     load_bits=4 if loads else None,
-                     clear=flush if form.startswith("told") else None)
+    buf = SkidBuffer(16, select_bits=None if form == "plain" or loads else 5,
+                     load_bits=4 if loads else None)
     m = Module()
     m.domains.copies = ClockDomain("copies")
-    m.submodules.buf = ResetInserter(flush)(buf)
+    if form.startswith("untold"):
+        m.submodules.buf = ResetInserter(flush)(buf)
+    else:
+        m.submodules.buf = buf
+        m.d.comb += buf.clear.eq(flush)
     platform = _CopiesApart()
     seen = {"wrong": 0, "flushes": 0, "out": 0}
 
@@ -367,15 +371,15 @@ def test_skid_buffer_select_copies_clear_with_a_flush(seed, form):
         queue, word = [], 1
         for _ in range(3000):
             push, pop, fl = rng.random() < 0.7, rng.random() < 0.4, rng.random() < 0.05
-            ctx.set(buf.w_en, push)
-            ctx.set(buf.w_data, word)
-            ctx.set(buf.r_en, pop)
+            ctx.set(buf.i.valid, push)
+            ctx.set(buf.i.payload, word)
+            ctx.set(buf.o.ready, pop)
             ctx.set(flush, fl)
             await ctx.delay(1e-9)
-            if ctx.get(buf.r_rdy) and pop:
-                seen["wrong"] += ctx.get(buf.r_data) != queue.pop(0)
+            if ctx.get(buf.o.valid) and pop:
+                seen["wrong"] += ctx.get(buf.o.payload) != queue.pop(0)
                 seen["out"] += 1
-            if ctx.get(buf.w_rdy) and push:
+            if ctx.get(buf.i.ready) and push:
                 queue.append(word)
                 word = word % 0xFFFF + 1
             if fl:                 # the inserted reset empties both entries at the edge
@@ -399,11 +403,11 @@ def test_skid_buffer_rejects_select_bits(rejected):
     from atomcube.hw.bus.fifo import SkidBuffer
 
     with rejected(ValueError, "select_bits must be at least 1, not 0"):
-        SkidBuffer(width=8, select_bits=0)
+        SkidBuffer(8, select_bits=0)
     with rejected(ValueError, "load_bits must be at least 1, not -2"):
-        SkidBuffer(width=8, load_bits=-2)
+        SkidBuffer(8, load_bits=-2)
     with rejected(ValueError, "load_bits and global_load are two ways to spread the load"):
-        SkidBuffer(width=8, load_bits=4, global_load="load")
+        SkidBuffer(8, load_bits=4, global_load="load")
 
 
 def test_block_ram_users_leave_read_write_collisions_undefined():
@@ -418,7 +422,7 @@ def test_block_ram_users_leave_read_write_collisions_undefined():
 
     def marked(design, name, width, depth):
         ports = None
-        if not isinstance(design, AxiRam):
+        if isinstance(design, BufferedFIFO):
             ports = [design.w_data, design.w_en, design.w_rdy, design.r_data, design.r_en,
                      design.r_rdy]
         text = rtlil.convert(design, name="top", ports=ports)
@@ -431,7 +435,7 @@ def test_block_ram_users_leave_read_write_collisions_undefined():
     assert marked(AxiRam(size=4096, data_width=64, slices=False), "mem", 64, 512)
     assert marked(BufferedFIFO(width=64, depth=512), "storage", 64, 511)
     # so is a RegisteredQueue's (its FIFO is a BufferedFIFO)
-    assert marked(RegisteredQueue(width=64, depth=512), "storage", 64, 511)
+    assert marked(RegisteredQueue(64, depth=512), "storage", 64, 511)
     # a FIFO of one entry has no storage to mark, and still elaborates
     assert not marked(BufferedFIFO(width=8, depth=1), "storage", 8, 0)
 

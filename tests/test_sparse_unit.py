@@ -123,14 +123,14 @@ def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000,
         sent, owed, data = 0, 0, []
         for cycle in range(cycles):
             ctx.set(dut.stop, int(cycle < stop_cycles))
-            ctx.set(dut.i_valid, int(sent < beats and rng.random() < p_in))
-            ctx.set(dut.i_data, sent)
+            ctx.set(dut.i.valid, int(sent < beats and rng.random() < p_in))
+            ctx.set(dut.i.payload, sent)
             ctx.set(dut.finish, int(sent == beats))
             ctx.set(axi.awready, int(rng.random() < p_aw))
             ctx.set(axi.wready, int(rng.random() < p_w))
             ctx.set(axi.bvalid, int(owed > 0 and rng.random() < 0.5))
             await ctx.delay(1e-9)
-            if ctx.get(dut.i_valid) and ctx.get(dut.i_ready):
+            if ctx.get(dut.i.valid) and ctx.get(dut.i.ready):
                 sent += 1
             if ctx.get(axi.awvalid) and ctx.get(axi.awready):
                 out["bursts"].append((ctx.get(axi.awaddr), ctx.get(axi.awlen) + 1))
@@ -271,7 +271,7 @@ def test_reader_waits_out_its_look_ahead(beat):
 def run_gearbox(atom_elements, beat_bytes, two, atoms, seed, *, p_in=None, p_out=None):
     """Push ``atoms`` random atoms through an AtomGearbox with random gaps on its input and
     random stalls on its output (rates drawn for the run unless given). Returns the atoms' bytes,
-    the beats' bytes, the cycles taken and whether ``i_ready`` ever followed ``o_ready``."""
+    the beats' bytes, the cycles taken and whether ``i.ready`` ever followed ``o.ready``."""
     dut = AtomGearbox(atom_elements=atom_elements, beat_bytes=beat_bytes)
     rng = np.random.default_rng(seed)
     p_in = rng.choice([0.3, 0.7, 1.0]) if p_in is None else p_in
@@ -288,18 +288,18 @@ def run_gearbox(atom_elements, beat_bytes, two, atoms, seed, *, p_in=None, p_out
             assert out["cycles"] < 10 * (data.size // beat_bytes + atoms) + 100, \
                 "the gearbox stopped"
             word = int.from_bytes(data[sent].tobytes(), "little") if sent < atoms else 0
-            ctx.set(dut.i_valid, int(sent < atoms and rng.random() < p_in))
-            ctx.set(dut.i_data, word)
-            ctx.set(dut.o_ready, 0)
+            ctx.set(dut.i.valid, int(sent < atoms and rng.random() < p_in))
+            ctx.set(dut.i.payload, word)
+            ctx.set(dut.o.ready, 0)
             await ctx.delay(1e-9)
-            ready0 = ctx.get(dut.i_ready)
-            ctx.set(dut.o_ready, int(rng.random() < p_out))
+            ready0 = ctx.get(dut.i.ready)
+            ctx.set(dut.o.ready, int(rng.random() < p_out))
             await ctx.delay(1e-9)
-            out["ready_follows"] |= ctx.get(dut.i_ready) != ready0
-            if ctx.get(dut.i_valid) and ctx.get(dut.i_ready):
+            out["ready_follows"] |= ctx.get(dut.i.ready) != ready0
+            if ctx.get(dut.i.valid) and ctx.get(dut.i.ready):
                 sent += 1
-            if ctx.get(dut.o_valid) and ctx.get(dut.o_ready):
-                out["beats"] += ctx.get(dut.o_data).to_bytes(beat_bytes, "little")
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                out["beats"] += ctx.get(dut.o.payload).to_bytes(beat_bytes, "little")
             await ctx.tick()
         assert ctx.get(dut.empty)
 
@@ -339,33 +339,33 @@ def test_gearbox_flush_drops_what_it_holds(atom_elements, beat_bytes, two):
     async def push(ctx, atoms, o_ready):
         i = 0
         for _ in range(40):
-            ctx.set(dut.i_valid, int(i < len(atoms)))
-            ctx.set(dut.i_data, int.from_bytes(atoms[min(i, len(atoms) - 1)].tobytes(),
+            ctx.set(dut.i.valid, int(i < len(atoms)))
+            ctx.set(dut.i.payload, int.from_bytes(atoms[min(i, len(atoms) - 1)].tobytes(),
                                                "little"))
-            ctx.set(dut.o_ready, o_ready)
+            ctx.set(dut.o.ready, o_ready)
             await ctx.delay(1e-9)
-            if ctx.get(dut.i_valid) and ctx.get(dut.i_ready):
+            if ctx.get(dut.i.valid) and ctx.get(dut.i.ready):
                 i += 1
-            if o_ready and ctx.get(dut.o_valid):
-                got.extend(ctx.get(dut.o_data).to_bytes(beat_bytes, "little"))
+            if o_ready and ctx.get(dut.o.valid):
+                got.extend(ctx.get(dut.o.payload).to_bytes(beat_bytes, "little"))
             await ctx.tick()
         return i
 
     async def bench(ctx):
         ctx.set(dut.two, two)
-        ctx.set(dut.i_valid, 1)                     # the first atom in
-        ctx.set(dut.i_data, int.from_bytes(old[0].tobytes(), "little"))
+        ctx.set(dut.i.valid, 1)                     # the first atom in
+        ctx.set(dut.i.payload, int.from_bytes(old[0].tobytes(), "little"))
         await ctx.tick()
-        ctx.set(dut.i_valid, 0)                     # its first beat out (a whole beat)
-        ctx.set(dut.o_ready, 1)
+        ctx.set(dut.i.valid, 0)                     # its first beat out (a whole beat)
+        ctx.set(dut.o.ready, 1)
         await ctx.tick()
         assert await push(ctx, old[1:], 0) < len(old) - 1  # all fills up; nothing leaves
-        assert not ctx.get(dut.i_ready) and ctx.get(dut.o_valid)
+        assert not ctx.get(dut.i.ready) and ctx.get(dut.o.valid)
         ctx.set(dut.flush, 1)
         await ctx.tick()
         ctx.set(dut.flush, 0)
         await ctx.delay(1e-9)
-        assert ctx.get(dut.empty) and ctx.get(dut.i_ready) and not ctx.get(dut.o_valid)
+        assert ctx.get(dut.empty) and ctx.get(dut.i.ready) and not ctx.get(dut.o.valid)
         got.clear()
         assert await push(ctx, new, 1) == len(new)
 
@@ -475,7 +475,7 @@ def test_reader_streams_under_random_stalls(seed, depth):
                 ctx.set(axi.rlast, int(head[2] == 1))
             ready = [int(rng.random() < p_out) for _ in range(2)]
             for s in range(2):
-                ctx.set(dut.o_ready[s], ready[s])
+                ctx.set(dut.o[s].ready, ready[s])
             await ctx.delay(1e-9)
             if ctx.get(axi.arvalid) and ctx.get(axi.arready):
                 s, a, n = ctx.get(axi.arid), ctx.get(axi.araddr), ctx.get(axi.arlen) + 1
@@ -488,8 +488,8 @@ def test_reader_streams_under_random_stalls(seed, depth):
                 if head[2] == 0:
                     pending.pop(0)
             for s in range(2):
-                if ctx.get(dut.o_valid[s]) and ready[s]:
-                    got[s].append(ctx.get(dut.o_data[s]))
+                if ctx.get(dut.o[s].valid) and ready[s]:
+                    got[s].append(ctx.get(dut.o[s].payload))
                     in_flight[s] -= 1
                 assert in_flight[s] <= held, f"stream {s}: {in_flight[s]} beats in flight"
             await ctx.tick()
@@ -529,7 +529,7 @@ def test_reader_flush_restores_the_credit_exactly(depth):
             ctx.set(axi.rvalid, int(bool(pending)))
             if pending:
                 ctx.set(axi.rlast, int(pending[0][1] == 1))
-            ctx.set(dut.o_ready[0], o_ready)
+            ctx.set(dut.o[0].ready, o_ready)
             await ctx.delay(1e-9)
             if ctx.get(axi.arvalid):
                 pending.append([ctx.get(axi.araddr), ctx.get(axi.arlen) + 1])
@@ -538,7 +538,7 @@ def test_reader_flush_restores_the_credit_exactly(depth):
                 pending[0][1] -= 1
                 if pending[0][1] == 0:
                     pending.pop(0)
-            if o_ready and ctx.get(dut.o_valid[0]):
+            if o_ready and ctx.get(dut.o[0].valid):
                 counts["out"] += 1
             await ctx.tick()
 
@@ -556,9 +556,9 @@ def test_reader_flush_restores_the_credit_exactly(depth):
         first = counts["in"]
         assert depth <= first <= held and not pending
         ctx.set(dut.flush, 1)                       # the flush, with a beat leaving
-        ctx.set(dut.o_ready[0], 1)
+        ctx.set(dut.o[0].ready, 1)
         await ctx.delay(1e-9)
-        assert ctx.get(dut.o_valid[0])
+        assert ctx.get(dut.o[0].valid)
         await ctx.tick()
         ctx.set(dut.flush, 0)
         counts["in"] = 0
@@ -604,7 +604,7 @@ def test_beat_reader_under_random_stalls(seed):
                 ctx.set(axi.rresp, 2 if bad else 0)
                 ctx.set(axi.rlast, 1)
             ready = int(rng.random() < p_out)
-            ctx.set(dut.o_ready, ready)
+            ctx.set(dut.o[0].ready, ready)
             await ctx.delay(1e-9)
             if ctx.get(axi.arvalid) and ctx.get(axi.arready):
                 assert not pending, "a second read in flight"
@@ -614,8 +614,8 @@ def test_beat_reader_under_random_stalls(seed):
             if ctx.get(axi.rvalid) and ctx.get(axi.rready):
                 errors.append(bad)
                 pending.pop(0)
-            if ctx.get(dut.o_valid) and ready:
-                got.append(ctx.get(dut.o_data[0]))
+            if ctx.get(dut.o[0].valid) and ready:
+                got.append(ctx.get(dut.o[0].payload))
             await ctx.tick()
             if len(got) == count and ctx.get(dut.idle):
                 break
@@ -658,8 +658,8 @@ def test_beat_writer_under_random_stalls(seed):
         sent, aw, w, owed = 0, None, None, False
         for _ in range(5000):
             offer = sent < count and rng.random() < p_in
-            ctx.set(dut.i_valid, int(offer))
-            ctx.set(dut.i_data, data[sent] if sent < count else 0)
+            ctx.set(dut.i.valid, int(offer))
+            ctx.set(dut.i.payload, data[sent] if sent < count else 0)
             ctx.set(dut.finish, int(sent == count))
             ctx.set(axi.awready, int(rng.random() < p_aw))
             ctx.set(axi.wready, int(rng.random() < p_w))
@@ -669,7 +669,7 @@ def test_beat_writer_under_random_stalls(seed):
             ctx.set(axi.bresp, 2 if bad else 0)
             await ctx.delay(1e-9)
             assert not ctx.get(dut.done) or (sent == count and not owed)
-            if offer and ctx.get(dut.i_ready):
+            if offer and ctx.get(dut.i.ready):
                 sent += 1
             if ctx.get(axi.awvalid) and ctx.get(axi.awready):
                 assert aw is None and ctx.get(axi.awlen) == 0
@@ -694,12 +694,12 @@ def test_beat_writer_under_random_stalls(seed):
 
 
 async def _buffer_cycle(ctx, dut, held, counts, *, en, take, word, in_units, capacity):
-    """The end of a buffer test's cycle, its inputs set: ``i_ready`` against the room in the
+    """The end of a buffer test's cycle, its inputs set: ``i.ready`` against the room in the
     model (``held``, the units held), then the model updated as the buffer should be (a flush
     empties it; else ``take`` units leave if enabled and ``word`` enters if accepted)."""
     await ctx.delay(1e-9)
-    accept = ctx.get(dut.i_valid) and ctx.get(dut.i_ready)
-    assert ctx.get(dut.i_ready) == (len(held) + in_units <= capacity)
+    accept = ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
+    assert ctx.get(dut.i.ready) == (len(held) + in_units <= capacity)
     if ctx.get(dut.flush):
         held.clear()
     else:
@@ -732,9 +732,9 @@ def run_shiftbuf(unit, in_units, capacity, seed, *, cycles=600):
                 ctx.set(dut.flush, 1)
             n = int(rng.integers(0, in_units + 1))
             units = [int(u) for u in rng.integers(0, mask + 1, in_units)]
-            ctx.set(dut.i_valid, int(rng.random() < 0.6))
+            ctx.set(dut.i.valid, int(rng.random() < 0.6))
             ctx.set(dut.i_count, n)
-            ctx.set(dut.i_data, sum(u << (unit * k) for k, u in enumerate(units)))
+            ctx.set(dut.i.payload, sum(u << (unit * k) for k, u in enumerate(units)))
             take = int(rng.integers(0, len(held) + 1))
             ctx.set(dut.take, take if rng.random() < 0.8 else capacity)   # ignored unless enabled
             en = rng.random() < 0.5
@@ -778,7 +778,10 @@ class _RingView(wiring.Component):
             if name == "view":
                 continue
             port, inner = getattr(self, name), getattr(r, name)
-            if self.signature.members[name].flow == In:
+            member = self.signature.members[name]
+            if member.is_signature:              # the input stream
+                wiring.connect(m, wiring.flipped(port), inner)
+            elif member.flow == In:
                 m.d.comb += inner.eq(port)
             else:
                 m.d.comb += port.eq(inner)
@@ -816,8 +819,8 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, take_ahe
             if cycle == cycles // 2:            # a flush mid-run, with a word offered
                 ctx.set(dut.flush, 1)
             units = [int(u) for u in rng.integers(0, mask + 1, in_units)]
-            ctx.set(dut.i_valid, int(rng.random() < 0.6))
-            ctx.set(dut.i_data, sum(u << (unit * k) for k, u in enumerate(units)))
+            ctx.set(dut.i.valid, int(rng.random() < 0.6))
+            ctx.set(dut.i.payload, sum(u << (unit * k) for k, u in enumerate(units)))
             if take_ahead:
                 # the take is what the bench gave a cycle before, anything up to out_units;
                 # a take is enabled only when it is held, and the next one is picked at random

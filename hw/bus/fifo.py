@@ -8,13 +8,18 @@ entries in :class:`BufferedFIFO`, which is ``SyncFIFOBuffered`` with a note to Y
 never meet a write of their address.
 """
 
-from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
+from types import SimpleNamespace
+
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.hdl import DomainRenamer, ResetInserter
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
 
 from ..fabric import global_buffer, register_copies, shared_select, shares
 
-__all__ = ["registered", "register_slice", "block_ram_output", "BufferedFIFO", "RegisteredQueue"]
+__all__ = ["registered", "register_slice", "block_ram_output", "BufferedFIFO", "LookAheadSignature",
+           "RegisteredQueue", "SkidBuffer"]
 
 
 def registered(m, value, name, shape=None):
@@ -97,169 +102,178 @@ def register_slice(m, name, *, valid, ready, payload, out_valid, out_ready, out_
     cuts every combinational path between the two sides and still passes a transfer per
     cycle, one cycle later. ``reset`` (a signal) empties it; ``domain`` names the clock domain
     it runs in (``sync`` by default). Returns the buffer, whose ``level`` tells whether it is
-    empty.
+    empty and whose ``ahead`` what its ports carry in the next cycle.
+
+    ``payload``'s shape is the stream's: a :class:`~amaranth.lib.data.View` keeps its layout
+    (the buffer's ``ahead.o_payload`` is then a view of it too).
 
     ``bypass=True`` connects the two sides with wires instead and returns None: for builds
     where the slice's flip-flops cost more than the clock rate it buys (a small iCE40).
-    ``global_load`` (a name) puts the output entry's load enable on a global network where
-    the platform has them; ``select_bits`` gives the output entry's data select one copy per
-    that many bits, ``load_bits`` its load enable one LUT per that many bits, and
-    ``ready_next`` (``out_ready``'s value in the next cycle) makes the load a register (all
-    :class:`SkidBuffer`)."""
+    ``global_load``, ``select_bits`` and ``load_bits`` are the :class:`SkidBuffer`'s, and
+    ``ready_next`` (``out_ready``'s value in the next cycle) drives its ``ahead.o_ready``,
+    which makes the output entry's load a register."""
     if bypass:
         m.d.comb += [out_valid.eq(valid), out_payload.eq(payload), ready.eq(out_ready)]
         return None
-    width = len(Value.cast(payload))
-    buf = SkidBuffer(width=width, global_load=global_load, select_bits=select_bits, clear=reset,
-                     load_bits=load_bits, ready_next=ready_next)
+    shape = payload.shape() if isinstance(payload, data.View) else len(Value.cast(payload))
+    buf = SkidBuffer(shape, global_load=global_load, select_bits=select_bits,
+                     load_bits=load_bits, ready_ahead=ready_next is not None)
     if reset is not None:
-        buf = ResetInserter(reset)(buf)
-    if domain is not None:
-        buf = DomainRenamer(domain)(buf)
-    m.submodules[f"{name}_slice"] = buf
-    m.d.comb += [buf.w_en.eq(valid), buf.w_data.eq(payload), ready.eq(buf.w_rdy),
-                 out_valid.eq(buf.r_rdy), out_payload.eq(buf.r_data), buf.r_en.eq(out_ready)]
+        m.d.comb += buf.clear.eq(reset)
+    if ready_next is not None:
+        m.d.comb += buf.ahead.o_ready.eq(ready_next)
+    m.submodules[f"{name}_slice"] = buf if domain is None else DomainRenamer(domain)(buf)
+    m.d.comb += [buf.i.valid.eq(valid), buf.i.payload.eq(payload), ready.eq(buf.i.ready),
+                 out_valid.eq(buf.o.valid), out_payload.eq(buf.o.payload),
+                 buf.o.ready.eq(out_ready)]
     return buf
 
 
-def _fifo_ports(fifo, width):
-    """The ports a queue shares with ``SyncFIFOBuffered`` (less ``level``), set on ``fifo``."""
-    fifo.width = width
-    fifo.w_data = Signal(width)
-    fifo.w_en = Signal()
-    fifo.w_rdy = Signal()
-    fifo.r_data = Signal(width)
-    fifo.r_en = Signal()
-    fifo.r_rdy = Signal()
+class LookAheadSignature(wiring.Signature):
+    """What a queue's stream ports will carry in the next cycle, for a neighbour that works
+    out its own decisions a cycle ahead (and keeps them in registers beside the logic they
+    drive, :func:`hw.fabric.register_copies`). From the queue's side:
+
+    * ``i_ready``: the input's ``ready`` in the next cycle;
+    * ``o_valid``, ``o_payload`` (with ``shape``): the output's ``valid`` and ``payload``;
+    * ``o_ready`` (an input, with ``ready=True``): the output's ``ready`` in the next cycle,
+      as the consumer tells it.
+
+    A queue's ``clear`` aside: after a clear the queue is empty whatever these said."""
+
+    def __init__(self, shape=None, *, ready=False):
+        members = {"i_ready": Out(1)}
+        if shape is not None:
+            members.update(o_valid=Out(1), o_payload=Out(shape))
+        if ready:
+            members["o_ready"] = In(1)
+        super().__init__(members)
 
 
-class SkidBuffer(Elaboratable):
-    """Two entries, with the ports of ``SyncFIFOBuffered`` (``w_data``, ``w_en``, ``w_rdy``,
-    ``r_data``, ``r_en``, ``r_rdy``, ``level``): the output entry, and a second that catches
-    the transfer taken in a cycle the output was not read. ``r_data``, ``r_rdy`` and ``w_rdy``
-    (the second entry is empty) are registers, so neither side's handshake passes through
-    the other's logic; a write and a read a cycle pass one entry a cycle through.
+class SkidBuffer(wiring.Component):
+    """Two entries between two streams of ``shape``: the output entry, and a second that
+    catches the transfer taken in a cycle the output was not read. ``o.payload``, ``o.valid``
+    and ``i.ready`` (the second entry is empty) are registers, so neither side's handshake
+    passes through the other's logic; a write and a read a cycle pass one entry a cycle
+    through. ``level`` counts the entries held, ``clear`` empties the buffer (a synchronous
+    reset of its flags), and ``ahead`` (:class:`LookAheadSignature`) says what the ports will
+    carry in the next cycle.
 
-    The output entry loads when it is free (``~r_rdy | r_en``): the reader's handshake, late
-    in a cycle, reaches every one of its flip-flops. With ``global_load`` (a name) that load
-    enable goes through :func:`hw.fabric.global_buffer`, so on a platform with global networks
-    (the ECP5 board tops) it reaches a wide entry with no general routing; elsewhere nothing
-    changes. The valid flags keep the enable from general routing: they are few.
+    The output entry loads when it is free (``~o.valid | o.ready``): the reader's handshake,
+    late in a cycle, reaches every one of its flip-flops. With ``global_load`` (a name) that
+    load enable goes through :func:`hw.fabric.global_buffer`, so on a platform with global
+    networks (the ECP5 board tops) it reaches a wide entry with no general routing; elsewhere
+    nothing changes. The valid flags keep the enable from general routing: they are few.
 
     The output entry loads from the second entry or from the input, as the second entry's
     valid flag says: on a wide buffer that one flag selects hundreds of bits. ``select_bits``
     gives each share of that many bits its own copy of the flag (:func:`hw.fabric.register_copies`,
-    which the placer can put beside its share). A buffer emptied by a reset inserted around it
-    must then be told that reset as ``clear``: the copies, one flip-flop each on the ECP5 board
-    tops, are not under the inserted reset, and must clear with the flag.
+    which the placer can put beside its share).
 
-    The output entry's load is made from a register of its own that holds ``~r_rdy``, not from
-    the flags' ``free``: the load's LUT goes where the entry's data are, and flags made from
-    it went there and back. ``load_bits`` gives each share of that many bits its own copy of
-    that register, and so its own load LUT (``copy | r_en``) beside its share: the late
-    ``r_en`` then crosses the die once, into the shares' LUTs, and not once into one LUT and
-    again from it to every share (on a platform without copies they are one register and one
-    LUT, as without ``load_bits``). Not with ``global_load``; a buffer with an inserted reset
-    must be told it as ``clear`` here too.
+    The output entry's load is made from a register of its own that holds ``~o.valid``, not
+    from the flags' ``free``: the load's LUT goes where the entry's data are, and flags made
+    from it went there and back. ``load_bits`` gives each share of that many bits its own copy
+    of that register, and so its own load LUT (``copy | o.ready``) beside its share: the late
+    ``o.ready`` then crosses the die once, into the shares' LUTs, and not once into one LUT
+    and again from it to every share (on a platform without copies they are one register and
+    one LUT, as without ``load_bits``). Not with ``global_load``.
 
-    Where the reader works out its handshake a cycle ahead, ``ready_next`` (a signal that
-    equals, in every cycle, what ``r_en`` will be in the next) makes the load itself a
-    register, ``~r_rdy | r_en`` worked out a cycle early: no LUT stands between it and the
-    entry's clock enables. With ``load_bits`` each share has its own copy of that register;
-    with ``global_load`` the register feeds the global network. A buffer with an inserted
-    reset must be told it as ``clear`` here too."""
+    Where the reader works out its handshake a cycle ahead, ``ready_ahead=True`` adds
+    ``ahead.o_ready``, which it drives with what ``o.ready`` will be in the next cycle: the
+    load itself is then a register, ``~o.valid | o.ready`` worked out a cycle early, and no
+    LUT stands between it and the entry's clock enables. With ``load_bits`` each share has
+    its own copy of that register; with ``global_load`` the register feeds the global
+    network.
 
-    def __init__(self, *, width, global_load=None, select_bits=None, clear=None,
-                 load_bits=None, ready_next=None):
+    The copies (of the select, of the load) are one flip-flop each on the ECP5 board tops,
+    outside the reach of a reset inserted around the buffer: ``clear`` clears them too, so
+    empty a buffer with ``clear``, not with an inserted reset."""
+
+    def __init__(self, shape, *, global_load=None, select_bits=None, load_bits=None,
+                 ready_ahead=False):
         for name, bits in (("select_bits", select_bits), ("load_bits", load_bits)):
             if bits is not None and bits < 1:
-                self._MustUse__silence = True
+                self._MustUse__silence = True     # never elaborated: no warning about it
                 raise ValueError(f"{name} must be at least 1, not {bits!r}")
         if global_load is not None and load_bits is not None:
             self._MustUse__silence = True
             raise ValueError("load_bits and global_load are two ways to spread the load: "
                              "choose one")
-        self.ready_next = ready_next
-        _fifo_ports(self, width)
         self.global_load = global_load
         self.select_bits = select_bits
         self.load_bits = load_bits
-        self.clear = clear
-        self.level = Signal(range(3))
-        #: whether an entry is held: the output entry's valid (the second fills only behind it)
-        self.nonempty = self.r_rdy
-        #: what ``w_rdy`` will be in the next cycle (a reset inserted around the buffer aside),
-        #: for a user that keeps copies of a decision made from it
-        #: (:func:`hw.fabric.register_copies`)
-        self.w_rdy_next = Signal()
-        #: what ``r_rdy`` will be in the next cycle (likewise), for a user that works out a
-        #: decision of the next cycle from it
-        self.r_rdy_next = Signal()
-        #: what ``r_data`` will be in the next cycle, for a user that keeps its own copy of part
-        #: of the output entry (:func:`hw.fabric.register_copies`) beside the logic it feeds
-        self.r_data_next = Signal(width)
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+            "level": Out(range(3)),
+            "clear": In(1),
+            "ahead": Out(LookAheadSignature(shape, ready=ready_ahead)),
+        })
+        self.width = len(Value.cast(self.i.payload))
 
     def elaborate(self, platform):
         m = Module()
+        i, o, ahead, clear = self.i, self.o, self.ahead, self.clear
+        w_data = Value.cast(i.payload)
         skid_v = Signal()
         # the two entries' data have no reset: only the valid flags say what they hold, so a
         # reset need not reach the data's flip-flops (docs/board.md: the reset nets' fan-out)
         skid_d = Signal(self.width, reset_less=True)
         out_d = Signal(self.width, reset_less=True)
-        take = self.w_en & ~skid_v
-        free = ~self.r_rdy | self.r_en             # the output entry is free this cycle
+        take = i.valid & ~skid_v
+        free = ~o.valid | o.ready                 # the output entry is free this cycle
         # the second entry holds a word next cycle if the output entry is not free now (so
         # nothing moves up) and it holds one now or takes one
         skid_nx = ~free & (skid_v | take)
         r_rdy_nx = Mux(free, skid_v | take, 1)
-        m.d.comb += [self.w_rdy.eq(~skid_v), self.level.eq(self.r_rdy + skid_v),
-                     self.r_data.eq(out_d), self.w_rdy_next.eq(~skid_nx),
-                     self.r_rdy_next.eq(r_rdy_nx)]
-        m.d.sync += [self.r_rdy.eq(r_rdy_nx), skid_v.eq(skid_nx)]
-        # the output entry's load is the same condition, made from a register of its own that holds
-        # ``~r_rdy`` (Yosys merges no flip-flop with its complement): a wide entry pulls its load's
-        # LUT among its data, and the flags made from that LUT went there and back Copies (of the
-        # load, or of ``~r_rdy``) are, like the select's, not under an inserted reset, so they are
-        # told it (``clear``: the entry is empty after it)
+        m.d.comb += [i.ready.eq(~skid_v), self.level.eq(o.valid + skid_v),
+                     o.payload.eq(out_d), ahead.i_ready.eq(~skid_nx),
+                     ahead.o_valid.eq(r_rdy_nx)]
+        m.d.sync += [o.valid.eq(r_rdy_nx), skid_v.eq(skid_nx)]
+        # the output entry's load is the same condition, made from a register of its own that
+        # holds ``~o.valid`` (Yosys merges no flip-flop with its complement): a wide entry pulls
+        # its load's LUT among its data, and the flags made from that LUT went there and back.
+        # Copies (of the load, or of ``~o.valid``) are cleared by ``clear`` with the flags (the
+        # entry is empty after it)
         n_loads = 1 if self.load_bits is None else -(-self.width // self.load_bits)
-        empty_nx = ~r_rdy_nx if self.clear is None else ~r_rdy_nx | self.clear
-        if self.ready_next is not None:
+        empty_nx = ~r_rdy_nx | clear
+        if "o_ready" in ahead.signature.members:
             # the loads as registers: the entry is empty or read in the next cycle
-            loads = register_copies(platform, m, empty_nx | self.ready_next, n_loads,
+            loads = register_copies(platform, m, empty_nx | ahead.o_ready, n_loads,
                                     "load_c", 1)
         elif self.load_bits is None:
             empty = Signal(init=1, name="out_empty")
             m.d.sync += empty.eq(~r_rdy_nx)
-            loads = [empty | self.r_en]
+            loads = [empty | o.ready]
         else:
             # copies, each with its share's load LUT
-            loads = [e | self.r_en
+            loads = [e | o.ready
                      for e in register_copies(platform, m, empty_nx, n_loads, "out_empty", 1)]
         # the output entry's data: from the second entry if it holds one, else from the input
         if self.select_bits is None:
             sel = [skid_v]
         else:
-            # copies of skid_v, cleared by the inserted reset too (`clear`)
-            sel_nx = skid_nx if self.clear is None else skid_nx & ~self.clear
             n = -(-self.width // self.select_bits)
-            sel = register_copies(platform, m, sel_nx, n, "skid_sel")
+            sel = register_copies(platform, m, skid_nx & ~clear, n, "skid_sel")
         if self.global_load is not None:
             load = Signal(name="load")
             m.d.comb += load.eq(loads[0])
             loads = [global_buffer(platform, m, load, self.global_load)]
-        loaded = shared_select(sel, skid_d, self.w_data)
+        loaded = shared_select(sel, skid_d, w_data)
         # each share keeps its value unless its load says otherwise (Yosys makes the choice
         # its flip-flops' clock enable)
-        m.d.comb += self.r_data_next.eq(shared_select(loads, loaded, out_d))
-        m.d.sync += out_d.eq(self.r_data_next)
+        m.d.comb += Value.cast(ahead.o_payload).eq(shared_select(loads, loaded, out_d))
+        m.d.sync += out_d.eq(Value.cast(ahead.o_payload))
         # the second entry follows the input while it is empty, so its enable is a register and not
         # the writer's valid (it counts only once skid_v is set, in the same cycle). With
         # ``select_bits`` each share's enable is the share's copy of skid_v (the copies of the
         # select): one net from skid_v alone to every enable of a wide entry would cross the die
         for copy, part in shares(self.width, sel):
             with m.If(~copy):
-                m.d.sync += skid_d[part].eq(self.w_data[part])
-        return m
+                m.d.sync += skid_d[part].eq(w_data[part])
+        # ``clear`` empties the buffer: its flags (and every register above that has a reset)
+        # take their reset values
+        return ResetInserter(clear)(m)
 
 
 class BufferedFIFO(SyncFIFOBuffered):
@@ -282,14 +296,16 @@ class BufferedFIFO(SyncFIFOBuffered):
         return m
 
 
-class RegisteredQueue(Elaboratable):
+class RegisteredQueue(wiring.Component):
     """A synchronous FIFO of ``depth`` entries (in block RAM when large) followed by a register
-    slice, with the ports of ``SyncFIFOBuffered``: ``w_data``, ``w_en``, ``w_rdy``, ``r_data``,
-    ``r_en``, ``r_rdy`` and ``level`` (entries held, the slice's included). ``r_data`` and
-    ``r_rdy`` come from registers, and so does ``w_rdy`` when ``depth`` is 4 or more: it says
-    whether two entries were free a cycle ago (a write a cycle takes at most one), so a writer's
-    decision does not wait on the level's compare; the queue then holds at most ``depth - 1``
-    entries besides its output slice. ``global_load`` (a name) puts the output slice's load
+    slice, between two streams of ``shape``. ``level`` counts the entries held (the slice's
+    included) and ``nonempty``, a register, says whether there are any. ``o.payload`` and
+    ``o.valid`` come from registers, and so does ``i.ready`` when ``depth`` is 4 or more: it
+    says whether two entries were free a cycle ago (a write a cycle takes at most one), so a
+    writer's decision does not wait on the level's compare; the queue then holds at most
+    ``depth - 1`` entries besides its output slice, and ``ahead.i_ready``
+    (:class:`LookAheadSignature`) says what ``i.ready`` will be in the next cycle, for a
+    writer that keeps copies of it. ``global_load`` (a name) puts the output slice's load
     enable on a global network where the platform has them (:class:`SkidBuffer`).
 
     From ``pipe_depth`` on (block RAM), a write passes a register before the RAM, and the
@@ -300,7 +316,7 @@ class RegisteredQueue(Elaboratable):
     #: the default ``pipe_depth``
     PIPE_DEPTH = 32
 
-    def __init__(self, *, width, depth, global_load=None, pipe_depth=PIPE_DEPTH):
+    def __init__(self, shape, *, depth, global_load=None, pipe_depth=PIPE_DEPTH):
         if depth < 2:
             self._MustUse__silence = True     # never elaborated: no warning about it
             raise ValueError(f"depth must be at least 2, not {depth!r}")
@@ -310,34 +326,39 @@ class RegisteredQueue(Elaboratable):
         self.depth = depth
         self.pipe_depth = pipe_depth
         self.global_load = global_load
-        _fifo_ports(self, width)
-        self.level = Signal(range(depth + 4))
-        #: whether an entry is held, from a register (:func:`holds_entries`)
-        self.nonempty = Signal()
-        #: what ``w_rdy`` will be in the next cycle, for a writer that keeps copies of it
-        #: (:func:`hw.fabric.register_copies`); only when ``w_rdy`` is a register (``depth``
-        #: 4 or more, or the block-RAM pipeline)
-        self.w_rdy_next = Signal() if depth >= 4 or depth >= pipe_depth else None
+        members = {
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+            "level": Out(range(depth + 4)),
+            "nonempty": Out(1),
+        }
+        if depth >= 4 or depth >= pipe_depth:          # i.ready is a register
+            members["ahead"] = Out(LookAheadSignature())
+        super().__init__(members)
+        self.width = len(Value.cast(self.i.payload))
 
     def elaborate(self, platform):
         m = Module()
+        i, o = self.i, self.o
+        w_data = Value.cast(i.payload)
         q = m.submodules.queue = BufferedFIFO(width=self.width, depth=self.depth)
         # the queue's entries and the FIFO's, counted in registers of their own for the tests of
         # `nonempty` and of the room: `level` and the FIFO's are sums of their parts' levels, and
         # those adders and a compare in front of `held` would be too long a path for one cycle
-        m.d.comb += self.nonempty.eq(
-            holds_entries(m, "held", CountedLevel(m, "count", self)))
+        ports = SimpleNamespace(depth=self.depth, level=self.level, w_en=i.valid, w_rdy=i.ready,
+                                r_en=o.ready, r_rdy=o.valid)
+        m.d.comb += self.nonempty.eq(holds_entries(m, "held", CountedLevel(m, "count", ports)))
         if self.depth < self.pipe_depth:
-            m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en & self.w_rdy)]
+            m.d.comb += [q.w_data.eq(w_data), q.w_en.eq(i.valid & i.ready)]
             if self.depth >= 4:
                 q_count = CountedLevel(m, "q_count", q)
                 room = registered_room(m, "room", q_count)
-                m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q_count))]
+                m.d.comb += [i.ready.eq(room), self.ahead.i_ready.eq(room_next(q_count))]
             else:
-                m.d.comb += self.w_rdy.eq(q.w_rdy)
+                m.d.comb += i.ready.eq(q.w_rdy)
             out = register_slice(m, "out", valid=q.r_rdy, ready=q.r_en, payload=q.r_data,
-                                 out_valid=self.r_rdy, out_ready=self.r_en,
-                                 out_payload=self.r_data, global_load=self.global_load)
+                                 out_valid=o.valid, out_ready=o.ready,
+                                 out_payload=o.payload, global_load=self.global_load)
             m.d.comb += self.level.eq(q.level + out.level)
             return m
         # block RAM: a write goes into a register first, and from there into the RAM a cycle later,
@@ -347,15 +368,15 @@ class RegisteredQueue(Elaboratable):
         # land between)
         wq_valid = Signal(name="wq_valid")
         wq_data = Signal(self.width, name="wq_data", reset_less=True)
-        m.d.sync += [wq_valid.eq(self.w_en & self.w_rdy), wq_data.eq(self.w_data)]
+        m.d.sync += [wq_valid.eq(i.valid & i.ready), wq_data.eq(w_data)]
         m.d.comb += [q.w_en.eq(wq_valid), q.w_data.eq(wq_data)]
         q_count = CountedLevel(m, "q_count", q)
         room = registered_room(m, "room", q_count, held=wq_valid)
-        m.d.comb += [self.w_rdy.eq(room), self.w_rdy_next.eq(room_next(q_count, held=wq_valid))]
+        m.d.comb += [i.ready.eq(room), self.ahead.i_ready.eq(room_next(q_count, held=wq_valid))]
         slice_rdy = Signal()
         p_valid, p_data = block_ram_output(m, "p", q, slice_rdy)
         out = register_slice(m, "out", valid=p_valid, ready=slice_rdy, payload=p_data,
-                             out_valid=self.r_rdy, out_ready=self.r_en, out_payload=self.r_data,
+                             out_valid=o.valid, out_ready=o.ready, out_payload=o.payload,
                              global_load=self.global_load)
         m.d.comb += self.level.eq(wq_valid + q.level + p_valid + out.level)
         return m

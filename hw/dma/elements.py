@@ -15,7 +15,7 @@ extent 1).
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 
-from ..bus.fifo import RegisteredQueue, register_slice
+from ..bus.fifo import RegisteredQueue, SkidBuffer
 from .tile import (
     count_width,
     low_bytes,
@@ -59,7 +59,7 @@ class ElementPath(wiring.Component):
 
         # elements waiting for their beat: as many as the beats the engine can have in flight
         entry = data.StructLayout({"dst": aw, "rot": LB, "has_src": 1, "new_beat": 1, "last": 1})
-        entries = m.submodules.entries = RegisteredQueue(width=entry.size, depth=self.queue)
+        entries = m.submodules.entries = RegisteredQueue(entry, depth=self.queue)
         # whether an element needs a new beat (it has a source, in another beat than the last
         # element with a source) is worked out as it enters a register slice, so the compare
         # does not lie in front of the take below: the elements leave the slice in the order
@@ -79,24 +79,23 @@ class ElementPath(wiring.Component):
                      pre.payload.last.eq(w_step.last)]
         with m.If(walker.o.valid & pre.ready & w_step.has_src):
             m.d.sync += [seen.eq(1), seen_beat.eq(w_beat)]
-        o = stream.Signature(ahead).create()
-        pre_slice = register_slice(m, "ahead", valid=pre.valid, ready=pre.ready,
-                                   payload=pre.payload, out_valid=o.valid, out_ready=o.ready,
-                                   out_payload=o.payload)
-        m.d.comb += walker.ready_next.eq(pre_slice.w_rdy_next)
+        pre_slice = m.submodules.ahead_slice = SkidBuffer(ahead)
+        wiring.connect(m, pre, pre_slice.i)
+        o = pre_slice.o
+        m.d.comb += walker.ready_next.eq(pre_slice.ahead.i_ready)
         step = o.payload
         new_beat = step.new_beat
-        m.d.comb += [self.req.valid.eq(o.valid & new_beat & entries.w_rdy),
+        m.d.comb += [self.req.valid.eq(o.valid & new_beat & entries.i.ready),
                      self.req.payload.eq(Cat(Const(0, LB), step.beat))]
-        take = o.valid & entries.w_rdy & (~new_beat | self.req.ready)
-        queued = data.View(entry, entries.w_data)
-        m.d.comb += [o.ready.eq(take), entries.w_en.eq(take),
+        take = o.valid & entries.i.ready & (~new_beat | self.req.ready)
+        queued = entries.i.payload
+        m.d.comb += [o.ready.eq(take), entries.i.valid.eq(take),
                      queued.dst.eq(step.dst), queued.rot.eq(step.rot),
                      queued.has_src.eq(step.has_src), queued.new_beat.eq(new_beat),
                      queued.last.eq(step.last)]
 
         # extractor: entries in order; a new beat is taken when the entry asked for one
-        head = data.View(entry, entries.r_data)
+        head = entries.o.payload
         e_dst, e_rot, e_has, e_new, e_last = (head.dst, head.rot, head.has_src, head.new_beat,
                                               head.last)
         cur = Signal(W)
@@ -105,23 +104,22 @@ class ElementPath(wiring.Component):
         d_off = e_dst[:LB]
         # the pieces leave through a register slice: nothing here reaches the mid end's path
         # select or the engine's write slice in the same cycle
-        out = stream.Signature(piece_layout(aw, W)).create()
-        m.d.comb += [out.valid.eq(entries.r_rdy & (~e_new | self.rdata.valid)),
+        wr_slice = m.submodules.wr_slice = SkidBuffer(piece_layout(aw, W))
+        wiring.connect(m, wr_slice.o, wiring.flipped(self.wr))
+        out = wr_slice.i
+        m.d.comb += [out.valid.eq(entries.o.valid & (~e_new | self.rdata.valid)),
                      out.payload.addr.eq(Cat(Const(0, LB), e_dst[LB:])),
                      out.payload.data.eq(Mux(e_has, rotate_right_bytes(beat, e_rot, BB),
                                              pad_pattern(m, self.pad, self.elog, BB))),
                      out.payload.strb.eq(emask << d_off),
                      out.payload.last.eq(e_last)]
-        wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
-                                  payload=out.payload, out_valid=self.wr.valid,
-                                  out_ready=self.wr.ready, out_payload=self.wr.payload)
         go = out.valid & out.ready
-        m.d.comb += [entries.r_en.eq(go), self.rdata.ready.eq(go & e_new),
+        m.d.comb += [entries.o.ready.eq(go), self.rdata.ready.eq(go & e_new),
                      self.written_bytes.eq(Mux(go, eb, 0)),
                      self.read_bytes.eq(Mux(go & e_has, eb, 0))]
         with m.If(go & e_new):
             m.d.sync += cur.eq(self.rdata.payload)
 
-        m.d.comb += self.busy.eq(walker.busy | pre_slice.nonempty | entries.nonempty |
-                                 wr_slice.nonempty)
+        m.d.comb += self.busy.eq(walker.busy | pre_slice.o.valid | entries.nonempty |
+                                 wr_slice.o.valid)
         return m

@@ -314,5 +314,5 @@ class MidEnd(wiring.Component):
                                  self.read_bytes.eq(u.read_bytes),
                                  self.written_bytes.eq(u.written_bytes)]
         m.d.comb += self.busy.eq((settle != 0) | elements.busy | rows.busy | tile.busy |
-                                 req_slice.nonempty)
+                                 req_slice.o.valid)
         return m

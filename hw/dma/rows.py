@@ -18,7 +18,7 @@ the run.
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 
-from ..bus.fifo import RegisteredQueue, register_slice
+from ..bus.fifo import RegisteredQueue, SkidBuffer
 from ..fabric import register_copies
 from .tile import (
     beat_requests,
@@ -156,11 +156,10 @@ class RowCopier(wiring.Component):
                      sums.payload.s_beat.eq(run.src[LB:]), sums.payload.nbeats.eq(nbeats),
                      sums.payload.src_end.eq(src_end), sums.payload.run_end.eq(run_end),
                      sums.payload.sourced.eq(sourced), sums.payload.last.eq(run.last)]
-        r = stream.Signature(summed).create()
-        sums_slice = register_slice(m, "sums", valid=sums.valid, ready=sums.ready,
-                                    payload=sums.payload, out_valid=r.valid, out_ready=r.ready,
-                                    out_payload=r.payload)
-        m.d.comb += walker.ready_next.eq(sums_slice.w_rdy_next)
+        sums_slice = m.submodules.sums_slice = SkidBuffer(summed)
+        wiring.connect(m, sums, sums_slice.i)
+        r = sums_slice.o
+        m.d.comb += walker.ready_next.eq(sums_slice.ahead.i_ready)
         run = r.payload
         nout = (run.run_end + BB - 1) >> LB
         # a queued run: what the realigner needs of it, worked out here, with the tests of its
@@ -173,15 +172,15 @@ class RowCopier(wiring.Component):
                                    "takes2": 1, "one2": 1, "src_mask2": BB, "strb2": BB})
         # the queue's head loads on the realigner's last beat of a run, a late decision that reaches
         # all ~250 bits of the entry: on a global network where there is one
-        runs = m.submodules.runs = RegisteredQueue(width=entry.size, depth=self.run_queue,
+        runs = m.submodules.runs = RegisteredQueue(entry, depth=self.run_queue,
                                                    global_load="dma_runs_load")
         # a run with a source hands its first beat and beat count to the beat generator, so
         # queueing the run does not wait on the read requests' ready
         gen_in, gen_busy, _ = beat_requests(m, "gen", self.req, bus_bytes=BB, count_width=33)
-        take = r.valid & runs.w_rdy & gen_in.ready
+        take = r.valid & runs.i.ready & gen_in.ready
         m.d.comb += [gen_in.valid.eq(take & run.sourced), gen_in.payload.beat.eq(run.s_beat),
                      gen_in.payload.n.eq(run.nbeats)]
-        queued = data.View(entry, runs.w_data)
+        queued = runs.i.payload
         m.d.comb += [queued.takes.eq(takes_source(run.nbeats, run.lead)),
                      queued.one.eq(nout == 1),
                      queued.src_mask.eq(low(clamp(run.src_end))),
@@ -190,7 +189,7 @@ class RowCopier(wiring.Component):
                      queued.one2.eq(nout == 2),
                      queued.src_mask2.eq(low(clamp_after(run.src_end))),
                      queued.strb2.eq(low(clamp_after(run.run_end)))]
-        m.d.comb += [r.ready.eq(take), runs.w_en.eq(take),
+        m.d.comb += [r.ready.eq(take), runs.i.valid.eq(take),
                      queued.lead.eq(run.lead), queued.shift.eq(run.shift),
                      queued.d_beat.eq(run.d_beat), queued.nbeats.eq(run.nbeats),
                      queued.nout.eq(nout), queued.src_end.eq(run.src_end),
@@ -199,7 +198,7 @@ class RowCopier(wiring.Component):
 
         # -- realigner --------------------------------------------------------------------------
         # the queue's head (a register: see hw.bus.fifo)
-        fields = data.View(entry, runs.r_data)
+        fields = runs.o.payload
         # per-beat state as counters from the head's values, so that no beat does arithmetic on
         # the beat index: while `first` (no beat of the run sent yet) the head's values apply,
         # after that the counters, each a step further per beat sent. The tests a beat needs
@@ -245,10 +244,9 @@ class RowCopier(wiring.Component):
 
         # the realigner's beats leave through a register slice: nothing from here reaches the
         # mid end's path select or the engine's write slice in the same cycle
-        out = stream.Signature(piece_layout(aw, W)).create()
-        wr_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
-                                  payload=out.payload, out_valid=self.wr.valid,
-                                  out_ready=self.wr.ready, out_payload=self.wr.payload)
+        wr_slice = m.submodules.wr_slice = SkidBuffer(piece_layout(aw, W))
+        wiring.connect(m, wr_slice.o, wiring.flipped(self.wr))
+        out = wr_slice.i
         # the slice's ready is a register, but it sits by the slice, which the placer puts toward
         # the engine's write side, and a beat sent steps ~260 flip-flops here: one net across the
         # die, then `sent` to all their enables, then the queue's read, is too long a path. So the
@@ -259,7 +257,7 @@ class RowCopier(wiring.Component):
         def beat_decisions(ready):
             """(a source beat taken, a beat offered, a beat sent) with ``ready`` the slice's."""
             take_beat, send = Signal(), Signal()
-            with m.If(runs.r_rdy):
+            with m.If(runs.o.valid):
                 with m.If(priming):
                     m.d.comb += take_beat.eq(self.rdata.valid)
                 with m.Elif(takes):
@@ -301,7 +299,7 @@ class RowCopier(wiring.Component):
                  (er_over, chosen_after(lambda x: x >= 3 * BB, er_reg))]
         shares = _shares(steps, self.BITS_PER_READY)
         prev_shares = range(0, W, self.BITS_PER_READY)
-        ready = register_copies(platform, m, wr_slice.w_rdy_next,
+        ready = register_copies(platform, m, wr_slice.ahead.i_ready,
                                 1 + len(shares) + len(prev_shares), "wr_rdy", 1)
         take_beat, send, sent = beat_decisions(ready[0])
         m.d.comb += self.rdata.ready.eq(take_beat)
@@ -311,7 +309,7 @@ class RowCopier(wiring.Component):
                      out.payload.data.eq(out_data),
                      out.payload.strb.eq(strb),
                      out.payload.last.eq(fields["last"] & run_done),
-                     runs.r_en.eq(run_done)]
+                     runs.o.ready.eq(run_done)]
         # a run's byte counts, two cycles after its last beat (the job stays busy until then): the
         # run's end is a register first, so the counts' clears (the flip-flops' LSR) come from it
         # and not from the send decision
@@ -337,7 +335,7 @@ class RowCopier(wiring.Component):
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | sums_slice.nonempty | gen_busy |
+        m.d.comb += self.busy.eq(walker.busy | sums_slice.o.valid | gen_busy |
                                  runs.nonempty | ran | counting |
-                                 wr_slice.nonempty)
+                                 wr_slice.o.valid)
         return m

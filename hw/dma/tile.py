@@ -70,7 +70,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..bus.fifo import BufferedFIFO, RegisteredQueue, register_slice, registered
+from ..bus.fifo import BufferedFIFO, RegisteredQueue, SkidBuffer, registered
 from ..fabric import register_copies, registered_copy
 
 DIMS = 6
@@ -155,16 +155,12 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     beat's address in beats; ``n``, how many) go in through a register slice, so whoever queues
     a run does not wait on the read requests' ready, and come out on ``req`` (a stream of beat
     addresses) one beat a cycle. Returns the runs' input stream, a busy signal and the
-    runs' register slice (a :class:`hw.bus.fifo.SkidBuffer`, whose ``w_rdy_next`` is the
+    runs' register slice (a :class:`hw.bus.fifo.SkidBuffer`, whose ``ahead.i_ready`` is the
     stream's ready a cycle ahead)."""
     aw = len(req.payload)
     LB = (bus_bytes - 1).bit_length()
     run = data.StructLayout({"beat": aw - LB, "n": count_width})
-    runs_in = stream.Signature(run).create(path=(f"{name}_in",))
-    runs_out = stream.Signature(run).create(path=(f"{name}_out",))
-    runs = register_slice(m, name, valid=runs_in.valid, ready=runs_in.ready,
-                          payload=runs_in.payload, out_valid=runs_out.valid,
-                          out_ready=runs_out.ready, out_payload=runs_out.payload)
+    runs = m.submodules[f"{name}_slice"] = SkidBuffer(run)
     active = Signal(name=f"{name}_active")
     addr = Signal(aw, name=f"{name}_addr")
     left = Signal(count_width, name=f"{name}_left")
@@ -172,15 +168,15 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     # path from the requests' ready into the runs' slice
     one_left = Signal(name=f"{name}_one_left")
     free = ~active | (req.ready & one_left)
-    m.d.comb += [req.valid.eq(active), req.payload.eq(addr), runs_out.ready.eq(free)]
+    m.d.comb += [req.valid.eq(active), req.payload.eq(addr), runs.o.ready.eq(free)]
     with m.If(req.valid & req.ready):
         m.d.sync += [addr.eq(addr + bus_bytes), left.eq(left - 1), one_left.eq(left == 2)]
         with m.If(one_left):
             m.d.sync += active.eq(0)
-    with m.If(runs_out.valid & free):
-        m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs_out.payload.beat)),
-                     left.eq(runs_out.payload.n), one_left.eq(runs_out.payload.n == 1)]
-    return runs_in, active | runs.nonempty, runs
+    with m.If(runs.o.valid & free):
+        m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs.o.payload.beat)),
+                     left.eq(runs.o.payload.n), one_left.eq(runs.o.payload.n == 1)]
+    return runs.i, active | runs.o.valid, runs
 
 
 class TileTransposer(wiring.Component):
@@ -283,7 +279,7 @@ class TileTransposer(wiring.Component):
             "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
             "has": 1, "tile_last": 1,
             "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
-        rows = m.submodules.rows = RegisteredQueue(width=row_entry.size, depth=self.row_queue)
+        rows = m.submodules.rows = RegisteredQueue(row_entry, depth=self.row_queue)
         # a row with a source hands its first beat and beat count to the beat generator, so
         # the walker's step does not wait on the read requests' ready
         runs_in, gen_busy, runs_slice = beat_requests(m, "runs", self.req, bus_bytes=BB,
@@ -306,9 +302,9 @@ class TileTransposer(wiring.Component):
         m.d.sync += walking.eq(walking_next)
         walk_c = register_copies(platform, m, walking_next, len(TAKES), "walking_c")
         # (a queue under 4 entries has no registered room: its ready is used as it is)
-        room_c = ([rows.w_rdy] * len(TAKES) if rows.w_rdy_next is None else
-                  register_copies(platform, m, rows.w_rdy_next, len(TAKES), "rows_room_c"))
-        runs_c = register_copies(platform, m, runs_slice.w_rdy_next, len(TAKES), "runs_rdy_c",
+        room_c = ([rows.i.ready] * len(TAKES) if "ahead" not in rows.signature.members else
+                  register_copies(platform, m, rows.ahead.i_ready, len(TAKES), "rows_room_c"))
+        runs_c = register_copies(platform, m, runs_slice.ahead.i_ready, len(TAKES), "runs_rdy_c",
                                  reset=1)
         take, init = {}, {}
         for g, w, room, ready in zip(TAKES, walk_c, room_c, runs_c, strict=True):
@@ -592,8 +588,8 @@ class TileTransposer(wiring.Component):
                                         "one_col": 1, "nrows": LB + 1, "last": 1})
         m.d.comb += [runs_in.valid.eq(row_take & row_has), runs_in.payload.beat.eq(s_row[LB:]),
                      runs_in.payload.n.eq(nbeats)]
-        queued = data.View(row_entry, rows.w_data)
-        m.d.comb += [rows.w_en.eq(row_take),
+        queued = rows.i.payload
+        m.d.comb += [rows.i.valid.eq(row_take),
                      queued.offset.eq(offset), queued.aligned.eq(offset == 0),
                      queued.nbeats.eq(nbeats), queued.nout.eq(nout), queued.one.eq(nout == 1),
                      queued.a.eq(a), queued.has.eq(row_has), queued.tile_last.eq(wrap_a),
@@ -618,7 +614,7 @@ class TileTransposer(wiring.Component):
         # ends, with what the fill derives from it (the packed beat's bytes with a source, the
         # bytes the row reads, its rotation into the banks and each bank's place in a packed
         # beat), so none of that arithmetic lies in front of the fill's decisions
-        head = data.View(row_entry, rows.r_data)
+        head = rows.o.payload
         fields = Signal(row_entry)
         f_v = Signal()
         f_keep = Signal(BB)
@@ -626,11 +622,11 @@ class TileTransposer(wiring.Component):
         f_rot = Signal(LB)                    # the rotation of the row's beats into the banks
         f_place = [Signal(LB, name=f"f_place{k}") for k in range(BB)]
         row_done = Signal()
-        load = rows.r_rdy & (~f_v | row_done)
+        load = rows.o.valid & (~f_v | row_done)
         keep_n = Signal(LB + KB + 5)
         skew = Signal(LB)                     # the row's skew in the banks
         m.d.comb += skew.eq(Mux(pack, head.a >> lgp, head.a))
-        m.d.comb += [rows.r_en.eq(load), keep_n.eq(head.nsrc << lgce)]
+        m.d.comb += [rows.o.ready.eq(load), keep_n.eq(head.nsrc << lgce)]
         with m.If(load):
             m.d.sync += [f_v.eq(1), fields.eq(head), f_keep.eq(low_bytes(m, keep_n, BB)),
                          f_read.eq(Mux(pack, keep_n, Mux(head.has, head.ncols << elog, 0))),
@@ -796,10 +792,9 @@ class TileTransposer(wiring.Component):
         p_final = p_hi | ~head_col.two        # the piece offered is the column's last
         # the pieces leave through a register slice: nothing here reaches the mid end's path
         # select or the engine's write slice in the same cycle
-        out = stream.Signature(piece_layout(aw, W)).create()
-        out_slice = register_slice(m, "wr", valid=out.valid, ready=out.ready,
-                                   payload=out.payload, out_valid=self.wr.valid,
-                                   out_ready=self.wr.ready, out_payload=self.wr.payload)
+        out_slice = m.submodules.wr_slice = SkidBuffer(piece_layout(aw, W))
+        wiring.connect(m, out_slice.o, wiring.flipped(self.wr))
+        out = out_slice.i
         # the column goes to destination bytes od onwards: the first piece holds its low
         # BB - od bytes, the second the rest, so both carry the column rotated left by od bytes
         # (the strobes say which bytes count)
@@ -909,6 +904,6 @@ class TileTransposer(wiring.Component):
         m.d.comb += self.busy.eq(walking | gen_busy |
                                  rows.nonempty | f_v | w_valid | tile_v |
                                  (full != 0) | (in_flight != 0) |
-                                 out_slice.nonempty)
+                                 out_slice.o.valid)
         return m
 

@@ -21,7 +21,7 @@ at least 1 (the front end checks).
 ``busy`` is high from ``start`` until the last step is taken. ``stop`` abandons a walk.
 
 With ``ready_ahead=True`` the walker has an input ``ready_next`` more: what ``o.ready`` will be
-in the next cycle (a register slice's ``w_rdy_next``, when the output goes into one). Each
+in the next cycle (a register slice's ``ahead.i_ready``, when the output goes into one). Each
 group of each level's registers (:attr:`Walker.GROUPS`) then loads on copies of its own of
 that ready and of the walker's two state flags (:func:`hw.fabric.register_copies`), so no one
 net of them reaches every level, nor one enable all of a level's registers.

@@ -72,7 +72,7 @@ from amaranth.lib.wiring import In, Out
 from atomcube.model.registers.sparse import SPARSE, Error
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
-from ..bus.fifo import register_slice
+from ..bus.fifo import SkidBuffer, register_slice
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies, shared_select
 from .engines import StreamReader, StreamWriter, mount
@@ -244,9 +244,10 @@ class SparseDecompressor(wiring.Component):
         # reach the reader's FIFOs
         flush = Signal()
         for s, buf in ((WGS_STREAM, wgsbuf), (WMB_STREAM, maskbuf), (WEIGHT_STREAM, databuf)):
-            register_slice(m, f"in{s}", valid=reader.o_valid[s], ready=reader.o_ready[s],
-                           payload=reader.o_data[s], out_valid=buf.i_valid,
-                           out_ready=buf.i_ready, out_payload=buf.i_data, reset=flush)
+            in_slice = m.submodules[f"in{s}_slice"] = SkidBuffer(self.data_width)
+            m.d.comb += in_slice.clear.eq(flush)
+            wiring.connect(m, reader.o[s], in_slice.i)
+            wiring.connect(m, in_slice.o, buf.i)
         m.d.comb += wgsbuf.i_count.eq(wgsbuf.in_units)
 
         # -- job registers, latched at start ------------------------------------------------------
@@ -326,8 +327,8 @@ class SparseDecompressor(wiring.Component):
                      o.payload.last.eq(out.last)]
         to_stream = o.valid & o.ready
         to_gear = Signal()
-        m.d.comb += [gearbox.two.eq(two), gearbox.i_valid.eq(out_valid & owe_write),
-                     gearbox.i_data.eq(out_atom), to_gear.eq(gearbox.i_valid & gearbox.i_ready),
+        m.d.comb += [gearbox.two.eq(two), gearbox.i.valid.eq(out_valid & owe_write),
+                     gearbox.i.payload.eq(out_atom), to_gear.eq(gearbox.i.valid & gearbox.i.ready),
                      out_pop.eq(out_valid & (~owe_stream | to_stream) & (~owe_write | to_gear))]
         with m.If(out_pop):
             m.d.sync += [sent_stream.eq(0), sent_write.eq(0)]
@@ -339,8 +340,7 @@ class SparseDecompressor(wiring.Component):
 
         # gearbox -> writer, one beat per cycle: the gearbox's beats leave through a register slice
         # of its own
-        m.d.comb += [writer.i_valid.eq(gearbox.o_valid), writer.i_data.eq(gearbox.o_data),
-                     gearbox.o_ready.eq(writer.i_ready)]
+        wiring.connect(m, gearbox.o, writer.i)
 
         # state == RUN, as a register of its own (set from the next state), so the decisions that
         # read it take a flip-flop, not a decode of the state: from ``state`` through four LUTs (the
@@ -637,8 +637,7 @@ class SparseDecompressor(wiring.Component):
         # ring's room test. With the next value the ring also keeps its level less the take in
         # registers, and its tests are signs, so no compare of the copy lies on the early step's
         # path
-        # (the look-ahead is the entry's bits: seen through the queue's layout)
-        head_next = data.View(q_layout, segq.r_data_next)
+        head_next = segq.ahead.o_payload
         m.d.comb += databuf.take_next.eq(head_next.need)
 
         # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
@@ -731,13 +730,13 @@ class SparseDecompressor(wiring.Component):
         # hundreds of flip-flops it enables: the queue's head, the byte ring's pointer, the group's
         # counts.
         step = Signal()
-        h_valid_nx = ~flush & segq.r_rdy_next
+        h_valid_nx = ~flush & segq.ahead.o_valid
         marker_nx = h_valid_nx & (head_next.err != 0)
         mis_seen_nx = Mux(check_pass, 0, mis_r)
         near_bytes_nx = databuf.enough
         near_bytes_ok_nx = h_valid & ~step & ~flush
         have_bytes_nx = databuf.deep_next | (near_bytes_nx & near_bytes_ok_nx)
-        xs_rdy_nx = flush | xs.w_rdy_next
+        xs_rdy_nx = flush | xs.ahead.i_ready
         bus_error_nx = reader.error_next | writer.error_next | writer.range_error_next
         m.d.comb += step_nx.eq((state_nx == _State.RUN) & h_valid_nx & ~marker_nx &
                                ~(mismatch | mis_seen_nx) & have_bytes_nx & xs_rdy_nx &
@@ -812,12 +811,12 @@ class SparseDecompressor(wiring.Component):
                      q_comp_nx.eq(Mux(q_free, p.completes, q.completes))]
         m.d.sync += [p.valid.eq(p_valid_nx), p_bad.eq(p_bad_nx), q.valid.eq(q_valid_nx)]
         # the output queue's ready next cycle: a flush empties it
-        emit_nx = flush | atomq.w_rdy_next
+        emit_nx = flush | atomq.ahead.i_ready
         q_free_nx = ~q_valid_nx | ~q_comp_nx | emit_nx
         # X hands on in the next cycle: it will hold a segment and P will be free (empty, or
         # holding a segment that passed the WGS check with Q free to take it)
         p_free_nx = ~p_valid_nx | (q_free_nx & ~p_bad_nx)
-        m.d.comb += x_done_nx.eq(~flush & xs.r_rdy_next & p_free_nx)
+        m.d.comb += x_done_nx.eq(~flush & xs.ahead.o_valid & p_free_nx)
         # (the cocotb bench compares ``x_done_r``, x_done_nx a cycle on, with ``x_done``, and
         # ``step`` with ``step_ref``, by name; nothing else reads them, so synthesis drops them)
         x_done_r = Signal()

@@ -12,7 +12,7 @@ block that owns both connects the halves to one port (:func:`connect_read`, :fun
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import ResetInserter
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, Burst, Resp, connect_members
@@ -69,18 +69,18 @@ class StreamReader(wiring.Component):
     has room for, so a depth of latency + 2 bursts keeps the bus busy.
 
     Per stream ``s``: ``load[s]`` (pulse) with ``addr[s]`` and ``beats[s]`` starts a region;
-    ``o_valid[s]``/``o_ready[s]``/``o_data[s]`` deliver its beats in order. A burst is issued
+    the stream ``o[s]`` delivers its beats in order. A burst is issued
     only when its stream's FIFO has room for all of it, so the R channel never waits (``rready``
     is always high) and streams never block each other. Stream ``s`` uses ARID ``s``; responses
     may arrive interleaved between IDs. Lower-numbered streams win the AR channel.
 
     A FIFO of ``RegisteredQueue.PIPE_DEPTH`` beats or more is taken to be block RAM, and its
     beats leave through a register of their own (a cycle more latency, still a beat a cycle), so
-    ``o_data`` comes from a register whatever the depth's storage.
+    ``o[s].payload`` comes from a register whatever the depth's storage.
 
     ``stop`` halts new bursts. ``idle``: nothing requested or in flight. ``error``: a read
-    answered SLVERR/DECERR since the last ``flush`` (``error_next``, an attribute: its value in
-    the next cycle). ``flush`` (only when idle, with ``stop`` high: ``idle`` does not see a
+    answered SLVERR/DECERR since the last ``flush`` (``error_next``: its value in the next
+    cycle). ``flush`` (only when idle, with ``stop`` high: ``idle`` does not see a
     burst granted in the same cycle) empties the FIFOs and clears ``error``. ``load`` only
     when idle.
     """
@@ -108,11 +108,10 @@ class StreamReader(wiring.Component):
         super().__init__({
             "axi": Out(self.axi_sig),
             "load": In(n), "addr": In(addr_width).array(n), "beats": In(addr_width).array(n),
-            "o_valid": Out(n), "o_ready": In(n), "o_data": Out(data_width).array(n),
+            "o": Out(stream.Signature(data_width)).array(n),
             "stop": In(1), "flush": In(1), "idle": Out(1), "error": Out(1),
+            "error_next": Out(1),
         })
-        #: what ``error`` will be in the next cycle (an attribute, not a port)
-        self.error_next = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -130,13 +129,13 @@ class StreamReader(wiring.Component):
                 # block RAM: its read data goes into a register before the consumer sees it.
                 # A beat leaves the FIFO when it moves into that register, so the credit below
                 # counts from then (the register is an entry more, never needed)
-                valid, data = block_ram_output(m, f"out{s}", f, self.o_ready[s])
+                valid, data = block_ram_output(m, f"out{s}", f, self.o[s].ready)
                 with m.If(self.flush):
                     m.d.sync += valid.eq(0)
             else:
                 valid, data = f.r_rdy, f.r_data
-                m.d.comb += f.r_en.eq(self.o_ready[s])
-            m.d.comb += [self.o_valid[s].eq(valid), self.o_data[s].eq(data)]
+                m.d.comb += f.r_en.eq(self.o[s].ready)
+            m.d.comb += [self.o[s].valid.eq(valid), self.o[s].payload.eq(data)]
             # a beat's credit comes back a cycle after it leaves, from a register: the FIFO's output
             # handshake sits with the consumer, across the die from the credit's adders. A flush
             # restores the credit whole, so the pop in its cycle is not counted again
@@ -225,13 +224,13 @@ class StreamReader(wiring.Component):
 class StreamWriter(wiring.Component):
     """Writes a beat stream to consecutive addresses from ``addr`` (``load`` pulse).
 
-    Beats enter through ``i_valid``/``i_ready``/``i_data`` into a FIFO of ``2 * max_burst``
+    Beats enter through the stream ``i`` into a FIFO of ``2 * max_burst``
     beats. A full burst is issued once its beats are all in the FIFO, so W never waits for data;
     after ``finish`` (held high once the last beat has entered) the remainder goes out in shorter
     bursts. ``stop`` halts new bursts (those issued complete). ``done``: finished and every
     burst answered. ``error``: a write answered SLVERR/DECERR; ``range_error``: the next burst
     would pass the top of the address space (it is not issued); ``error_next`` and
-    ``range_error_next`` (attributes) are their values in the next cycle. ``flush`` (when
+    ``range_error_next`` are their values in the next cycle. ``flush`` (when
     idle, with ``stop`` high) empties the FIFO and clears both errors. ``load`` only when idle.
     """
 
@@ -244,13 +243,11 @@ class StreamWriter(wiring.Component):
         super().__init__({
             "axi": Out(self.axi_sig),
             "load": In(1), "addr": In(addr_width),
-            "i_valid": In(1), "i_ready": Out(1), "i_data": In(data_width),
+            "i": In(stream.Signature(data_width)),
             "finish": In(1), "stop": In(1), "flush": In(1),
             "done": Out(1), "idle": Out(1), "error": Out(1), "range_error": Out(1),
+            "error_next": Out(1), "range_error_next": Out(1),
         })
-        #: what ``error`` and ``range_error`` will be in the next cycle (attributes, not ports)
-        self.error_next = Signal()
-        self.range_error_next = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -261,8 +258,8 @@ class StreamWriter(wiring.Component):
             BufferedFIFO(width=self.data_width, depth=depth))
         lens = m.submodules.lens = ResetInserter(self.flush)(
             BufferedFIFO(width=9, depth=4))
-        m.d.comb += [fifo.w_en.eq(self.i_valid), fifo.w_data.eq(self.i_data),
-                     self.i_ready.eq(fifo.w_rdy)]
+        m.d.comb += [fifo.w_en.eq(self.i.valid), fifo.w_data.eq(self.i.payload),
+                     self.i.ready.eq(fifo.w_rdy)]
 
         addr = Signal(self.addr_width + 1)          # one bit more: reaching the top is sticky
         # beats in the FIFO not yet owed to an issued burst
@@ -357,30 +354,32 @@ class BeatReader(StreamReader):
         arvalid = Signal()
         inflight = Signal()
         error = Signal()
+        o = self.o[0]
         m.d.comb += [axi.arvalid.eq(arvalid), axi.araddr.eq(addr), axi.arlen.eq(0),
                      axi.arsize.eq(self.axi_sig.size_code), axi.arburst.eq(Burst.INCR),
                      axi.arcache.eq(0b0011), axi.rready.eq(1),
                      self.error.eq(error), self.idle.eq(~arvalid & ~inflight)]
         with m.If(self.load):
             m.d.sync += [addr.eq(self.addr[0]), left.eq(self.beats[0])]
-        with m.Elif(~arvalid & ~inflight & ~self.o_valid & (left != 0) & ~self.stop):
+        with m.Elif(~arvalid & ~inflight & ~o.valid & (left != 0) & ~self.stop):
             m.d.sync += arvalid.eq(1)
         with m.If(arvalid & axi.arready):
             m.d.sync += [arvalid.eq(0), inflight.eq(1), addr.eq(addr + step),
                          left.eq(left - 1)]
-        with m.If(self.o_valid & self.o_ready):
-            m.d.sync += self.o_valid.eq(0)
+        with m.If(o.valid & o.ready):
+            m.d.sync += o.valid.eq(0)
         with m.If(axi.rvalid & inflight):
-            m.d.sync += [inflight.eq(0), self.o_valid.eq(1), self.o_data[0].eq(axi.rdata)]
+            m.d.sync += [inflight.eq(0), o.valid.eq(1), o.payload.eq(axi.rdata)]
         with m.If(self.flush):
-            m.d.sync += [error.eq(0), self.o_valid.eq(0)]
-        with m.Elif(axi.rvalid & (axi.rresp != Resp.OKAY)):
-            m.d.sync += error.eq(1)
+            m.d.sync += o.valid.eq(0)
+        m.d.comb += self.error_next.eq(~self.flush &
+                                       (error | (axi.rvalid & (axi.rresp != Resp.OKAY))))
+        m.d.sync += error.eq(self.error_next)
         return m
 
 
 class BeatWriter(StreamWriter):
-    """ :class:`StreamWriter`'s ports, one beat at a time: a beat taken from ``i_*`` goes out as
+    """ :class:`StreamWriter`'s ports, one beat at a time: a beat taken from ``i`` goes out as
     a single-beat write (address and data together), and the next is taken once its response
     is back. ``done``: ``finish`` and nothing in flight. ``error``: a write answered
     SLVERR/DECERR since the last ``flush``. Never a range error: the beats are those the
@@ -401,21 +400,20 @@ class BeatWriter(StreamWriter):
                      axi.awsize.eq(self.axi_sig.size_code), axi.awburst.eq(Burst.INCR),
                      axi.awcache.eq(0b0011), axi.wvalid.eq(wvalid), axi.wlast.eq(1),
                      axi.wstrb.eq(-1), axi.bready.eq(1),
-                     self.i_ready.eq(~busy & ~self.stop), self.idle.eq(~busy),
+                     self.i.ready.eq(~busy & ~self.stop), self.idle.eq(~busy),
                      self.done.eq(self.finish & ~busy), self.error.eq(error)]
         with m.If(self.load):
             m.d.sync += addr.eq(self.addr)
-        with m.If(self.i_valid & self.i_ready):
+        with m.If(self.i.valid & self.i.ready):
             m.d.sync += [awvalid.eq(1), wvalid.eq(1), pending.eq(1), axi.awaddr.eq(addr),
-                         axi.wdata.eq(self.i_data), addr.eq(addr + step)]
+                         axi.wdata.eq(self.i.payload), addr.eq(addr + step)]
         with m.If(awvalid & axi.awready):
             m.d.sync += awvalid.eq(0)
         with m.If(wvalid & axi.wready):
             m.d.sync += wvalid.eq(0)
         with m.If(axi.bvalid & pending):
             m.d.sync += pending.eq(0)
-        with m.If(self.flush):
-            m.d.sync += error.eq(0)
-        with m.Elif(axi.bvalid & (axi.bresp != Resp.OKAY)):
-            m.d.sync += error.eq(1)
+        m.d.comb += self.error_next.eq(~self.flush &
+                                       (error | (axi.bvalid & (axi.bresp != Resp.OKAY))))
+        m.d.sync += error.eq(self.error_next)
         return m

@@ -10,27 +10,27 @@ turn. The slot at the read pointer goes out from its low end:
 - an atom of half a beat (32 one-byte elements on a 512-bit bus, the only such case) goes out
   with the next one: a beat is two slots' low halves, and both slots free together.
 
-  Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
-  ``i_ready`` depends only on the slot under the write pointer, never on ``o_ready``, so no
-  combinational path runs from the bus back into the decoder. A slot's bits load the input whenever
-  the slot is empty, move down a beat as one leaves it and hold otherwise, so their enables wait on
-  no handshake: they are registers, worked out a cycle ahead, one copy per few elements
-  (:func:`hw.fabric.register_copies`). The beats leave through a register slice of the gearbox's own
-  (:class:`~hw.bus.fifo.SkidBuffer`), whose ``w_rdy_next`` tells a cycle ahead whether a beat
-  leaves; so the beat into the slice is a choice of the slots' low ends by the read pointer, not a
-  choice among all of a slot's beats by a count.
+Two slots (four for half-beat atoms) let an atom in every cycle while the beats keep pace.
+``i.ready`` depends only on the slot under the write pointer, never on ``o.ready``, so no
+combinational path runs from the bus back into the decoder. A slot's bits load the input whenever
+the slot is empty, move down a beat as one leaves it and hold otherwise, so their enables wait on no
+handshake: they are registers, worked out a cycle ahead, one copy per few elements
+(:func:`hw.fabric.register_copies`). The beats leave through a register slice of the gearbox's own
+(:class:`~hw.bus.fifo.SkidBuffer`), whose ``ahead.i_ready`` tells a cycle ahead whether a beat
+leaves; so the beat into the slice is a choice of the slots' low ends by the read pointer, not a
+choice among all of a slot's beats by a count.
 
 Ports
 -----
 ``two``: the job's elements are two bytes (``atom_bytes = 2 * atom_elements``); hold it steady
-while the gearbox holds data. ``i_valid``/``i_ready``/``i_data``: an atom (the low
-``atom_bytes`` bytes of ``i_data``). ``o_valid``/``o_ready``/``o_data``: a beat (all three
-registers' outputs or inputs of the output slice). ``empty``: nothing held, in a slot or in the
+while the gearbox holds data. ``i`` (a stream of ``16 * atom_elements`` bits): an atom, the
+low ``atom_bytes`` bytes of its payload. ``o`` (a stream of ``8 * beat_bytes`` bits): a beat,
+straight from the output slice's registers. ``empty``: nothing held, in a slot or in the
 slice. ``flush``: drops everything held.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import register_slice
@@ -59,8 +59,8 @@ class AtomGearbox(wiring.Component):
         self.slots = 4 if self.half else 2
         super().__init__({
             "two": In(1),
-            "i_valid": In(1), "i_ready": Out(1), "i_data": In(16 * atom_elements),
-            "o_valid": Out(1), "o_ready": In(1), "o_data": Out(8 * beat_bytes),
+            "i": In(stream.Signature(16 * atom_elements)),
+            "o": Out(stream.Signature(8 * beat_bytes)),
             "empty": Out(1), "flush": In(1),
         })
 
@@ -78,8 +78,8 @@ class AtomGearbox(wiring.Component):
         beat = Signal(8 * DB)
         room = Signal()
         out = register_slice(m, "out", valid=valid, ready=room, payload=beat,
-                             out_valid=self.o_valid, out_ready=self.o_ready,
-                             out_payload=self.o_data, reset=self.flush)
+                             out_valid=self.o.valid, out_ready=self.o.ready,
+                             out_payload=self.o.payload, reset=self.flush)
 
         atom_bytes = Mux(self.two, 2 * A, A)
         whole = (atom_bytes >= DB) if self.half else Const(1)    # the atom is a beat or more
@@ -93,8 +93,8 @@ class AtomGearbox(wiring.Component):
             return Mux(whole, flags.bit_select(at, 1), both)
 
         m.d.comb += [valid.eq(beat_valid(full, rd)),
-                     self.i_ready.eq(~full.bit_select(wr, 1)),
-                     self.empty.eq((full == 0) & ~out.nonempty)]
+                     self.i.ready.eq(~full.bit_select(wr, 1)),
+                     self.empty.eq((full == 0) & ~out.o.valid)]
         # the beat: the read slot's low end (a slot's bits above its atom are never sent)
         low = Array(s[:8 * DB] for s in slots)[rd]
         if self.half:
@@ -104,7 +104,7 @@ class AtomGearbox(wiring.Component):
             m.d.comb += beat.eq(low)
 
         take = valid & room
-        load = self.i_valid & self.i_ready
+        load = self.i.valid & self.i.ready
         nxt = Signal(range(n))
         m.d.comb += nxt.eq(rd + 1)
         rd_nx = Signal(range(n))
@@ -133,7 +133,7 @@ class AtomGearbox(wiring.Component):
         # whether a beat leaves in the next cycle: the slice's room then (a flush aside, but a
         # flush empties every slot, and no beat is then valid) and the beat's flags then
         take_nx = Signal()
-        m.d.comb += take_nx.eq(beat_valid(full_nx, rd_nx) & out.w_rdy_next)
+        m.d.comb += take_nx.eq(beat_valid(full_nx, rd_nx) & out.ahead.i_ready)
         # An empty slot takes the input every cycle; the handshake that fills it only sets its
         # `full` flag, and from then on it holds but for a move down a beat as one leaves. So a
         # slot's enable is its flag or the take from it, and its choice of input the flag: copies
@@ -147,5 +147,5 @@ class AtomGearbox(wiring.Component):
             for g in range(copies):
                 lo, hi = g * len(s) // copies, (g + 1) * len(s) // copies
                 with m.If(moves[g]):
-                    m.d.sync += s[lo:hi].eq(Mux(empty[g], self.i_data[lo:hi], down[lo:hi]))
+                    m.d.sync += s[lo:hi].eq(Mux(empty[g], self.i.payload[lo:hi], down[lo:hi]))
         return m

@@ -6,8 +6,8 @@ the ``out_units`` oldest units and removes any number of them (up to ``out_units
 
 Ports
 -----
-``i_valid``/``i_ready``/``i_data``: a whole word. ``i_ready`` is a register, set as the level
-changes: whether a word fits (``level + in_units <= capacity``). So no combinational path runs
+``i`` (a stream of ``unit * in_units`` bits): a whole word. ``i.ready`` is a register, set as the
+level changes: whether a word fits (``level + in_units <= capacity``). So no combinational path runs
 from the consumer to the producer, and the producer's handshake starts from registers.
 
 ``data``: the ``out_units`` oldest units, unit 0 the oldest. Units at and above ``level`` are
@@ -15,14 +15,15 @@ whatever the slots held before (not zeros): a consumer masks them off by its own
 
 With ``late_bits=k``, the rotation's last ``k`` stages are left to the consumer, to run a cycle
 later from its own registers of ``data`` and ``offset`` (loaded as it takes): ``data`` is then
-``out_units + 2**k - 1`` units, rotated by the read pointer less its low ``k`` bits, ``offset``
-is those bits, and :meth:`finish` does the rest.
-``level``: units held. ``deep``: a register, ``level >= out_units`` (any take the consumer
-can make is there), exact every cycle, for a consumer whose own take decision cannot wait on a
-compare of ``level``; ``deep_next`` (an attribute, not a port) is its value in the next
-cycle. ``take``: how many units the consumer would remove (at most ``level``
-when ``take_en`` is set); ``take_en``: remove them this cycle. ``enough``: ``level >= take``.
-``flush``: empties the buffer (a word accepted in the same cycle is dropped too).
+``out_units + 2**k - 1`` units, rotated by the read pointer less its low ``k`` bits, ``offset`` is
+those bits, and :meth:`finish` does the rest.
+
+``level``: units held. ``deep``: a register, ``level >= out_units`` (any take the consumer can
+make is there), exact every cycle, for a consumer whose own take decision cannot wait on a compare
+of ``level``; ``deep_next`` is its value in the next cycle. ``take``: how many units the consumer
+would remove (at most ``level`` when ``take_en`` is set); ``take_en``: remove them this cycle.
+``enough``: ``level >= take``. ``flush``: empties the buffer (a word accepted in the same cycle is
+dropped too).
 
 With ``take_ahead=True`` the consumer gives ``take`` a cycle ahead: ``take_next`` is the value
 ``take`` (then an output, a register of ``take_next``) will have in the next cycle. ``enough`` is
@@ -43,7 +44,7 @@ pointer and the level. It costs fewer cells too: one rotation, narrowing stage b
 """
 
 from amaranth import Cat, Module, Mux, Signal, signed
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fabric import register_copies, shared_select
@@ -77,9 +78,10 @@ class RingBuffer(wiring.Component):
         self.select_bits = select_bits
         self._MustUse__silence = False
         ports = {
-            "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
+            "i": In(stream.Signature(unit * in_units)),
             "data": Out(unit * (out_units + (1 << late_bits) - 1)),
-            "level": Out(range(self.capacity + 1)), "deep": Out(1), "enough": Out(1),
+            "level": Out(range(self.capacity + 1)), "deep": Out(1), "deep_next": Out(1),
+            "enough": Out(1),
             # with take_ahead the take is the ring's register of take_next
             "take": (Out if take_ahead else In)(range(out_units + 1)),
             "take_en": In(1), "flush": In(1),
@@ -89,9 +91,6 @@ class RingBuffer(wiring.Component):
         if late_bits:
             ports["offset"] = Out(late_bits)
         super().__init__(ports)
-        #: what ``deep`` will be in the next cycle, for a consumer that works out its next
-        #: take decision a cycle ahead
-        self.deep_next = Signal()
 
     def finish(self, m, data, offset):
         """The rotation's last ``late_bits`` stages on ``data`` and ``offset`` (the consumer's
@@ -109,8 +108,8 @@ class RingBuffer(wiring.Component):
         if self.late_bits:
             m.d.comb += self.offset.eq(rd[:self.late_bits])
         room = Signal(init=1)
-        m.d.comb += [self.level.eq(level), self.i_ready.eq(room)]
-        accept = self.i_valid & self.i_ready
+        m.d.comb += [self.level.eq(level), self.i.ready.eq(room)]
+        accept = self.i.valid & self.i.ready
         if self.take_ahead:
             # the take is a register here, loaded from the consumer's next value of it
             take = Cat(*(register_copies(platform, m, self.take_next[b], 1, f"take{b}_c")[0]
@@ -118,7 +117,7 @@ class RingBuffer(wiring.Component):
             m.d.comb += self.take.eq(take)
         else:
             take = self.take
-        # ``i_ready``, ``deep`` and ``enough`` are tests of the level: of the next level,
+        # ``i.ready``, ``deep`` and ``enough`` are tests of the level: of the next level,
         # ``level`` or ``level - take`` (as the consumer takes) plus ``n`` or not (as a word
         # enters), for the first two, which are registers exact every cycle. Each test is a
         # sign: of the level plus a constant (the test's bound, moved over) or of the level
@@ -199,7 +198,7 @@ class RingBuffer(wiring.Component):
                                          range(self.late_bits, len(rd)), "rot"))
         for w, slot in enumerate(slots):
             with m.If(accept & (wr == w)):
-                m.d.sync += slot.eq(self.i_data)
+                m.d.sync += slot.eq(self.i.payload)
         return m
 
 

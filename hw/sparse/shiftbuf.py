@@ -7,9 +7,9 @@ into bus beats) a simpler structure does (:class:`~.gearbox.AtomGearbox`).
 
 Ports
 -----
-``i_valid``/``i_ready``/``i_data``/``i_count``: a word of ``in_units`` units, of which the low
-``i_count`` are valid (the buffer masks the rest off). ``i_ready`` is a register, set as the level
-changes: whether a word fits (``level + in_units <= capacity``), exact every cycle. So no
+``i`` (a stream of ``unit * in_units`` bits) and ``i_count``: a word of ``in_units`` units, of which
+the low ``i_count`` are valid (the buffer masks the rest off). ``i.ready`` is a register, set as the
+level changes: whether a word fits (``level + in_units <= capacity``), exact every cycle. So no
 combinational path runs from the consumer to the producer, nor from the level's compare into the
 producer's handshake.
 
@@ -28,7 +28,7 @@ in front of the buffer's registers, not the shift amounts.
 """
 
 from amaranth import Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
@@ -40,7 +40,7 @@ class ShiftBuffer(wiring.Component):
         self.in_units = in_units
         self.capacity = capacity
         super().__init__({
-            "i_valid": In(1), "i_ready": Out(1), "i_data": In(unit * in_units),
+            "i": In(stream.Signature(unit * in_units)),
             "i_count": In(range(in_units + 1)),
             "data": Out(unit * capacity), "level": Out(range(capacity + 1)),
             "take": In(range(capacity + 1)), "take_en": In(1), "flush": In(1),
@@ -52,13 +52,13 @@ class ShiftBuffer(wiring.Component):
         buf = Signal(u * cap)
         level = Signal(range(cap + 1))
         ready = Signal(init=1)                  # empty at reset: a word fits
-        m.d.comb += [self.data.eq(buf), self.level.eq(level), self.i_ready.eq(ready)]
+        m.d.comb += [self.data.eq(buf), self.level.eq(level), self.i.ready.eq(ready)]
 
-        accept = self.i_valid & self.i_ready
+        accept = self.i.valid & self.i.ready
         valid_mask = Signal(u * self.in_units)
         m.d.comb += valid_mask.eq((Const(1, u * self.in_units + 1) << (self.i_count * u)) - 1)
         word = Signal(u * self.in_units)
-        m.d.comb += word.eq(self.i_data & valid_mask)
+        m.d.comb += word.eq(self.i.payload & valid_mask)
         count = Mux(accept, self.i_count, 0)
         # whether a word enters is known late too (the producer's valid): it gates the placed
         # word after its shifter, not before

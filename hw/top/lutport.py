@@ -148,20 +148,20 @@ class LutPort(wiring.Component):
         # is the last, are flags updated with the count (a start's check refuses 0 beats), so
         # no comparison of the count lies on the handshakes' paths
         o = self.o_samples
-        m.d.comb += [o.valid.eq(reader.o_valid[0] & in_more),
-                     reader.o_ready[0].eq(o.ready & in_more),
+        m.d.comb += [o.valid.eq(reader.o[0].valid & in_more),
+                     reader.o[0].ready.eq(o.ready & in_more),
                      o.payload.mask.eq(-1), o.payload.last.eq(in_last)]
         for k in range(self.lanes):
-            m.d.comb += o.payload.data[k].eq(reader.o_data[0].word_select(k, 32))
+            m.d.comb += o.payload.data[k].eq(reader.o[0].payload.word_select(k, 32))
         with m.If(o.valid & o.ready):
             m.d.sync += [in_left.eq(in_left - 1), in_more.eq(in_left != 1),
                          in_last.eq(in_left == 2)]
 
         # results in: each lane's int32 result, in sample order
         i = self.i_results
-        m.d.comb += [writer.i_valid.eq(i.valid & out_more),
-                     i.ready.eq(writer.i_ready & out_more),
-                     writer.i_data.eq(Cat(i.payload.data[k].as_unsigned()
+        m.d.comb += [writer.i.valid.eq(i.valid & out_more),
+                     i.ready.eq(writer.i.ready & out_more),
+                     writer.i.payload.eq(Cat(i.payload.data[k].as_unsigned()
                                           for k in range(self.lanes))),
                      writer.finish.eq(running & ~out_more)]
         with m.If(i.valid & i.ready):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from amaranth import Cat, Module, Mux, Signal, Value
-from amaranth.hdl import Assert, Assume, ResetInserter, ResetSignal
+from amaranth.hdl import Assert, Assume, ResetSignal
 from amaranth.lib.wiring import In
 
 from atomcube.hw.bus.axi import Resp
@@ -121,21 +121,25 @@ def _skid_proof(width=3, clear=False, **options):
             # the reader's contract with ready_next: r_en is, each cycle, what it announced
             ann = Signal(name="ready_next")
             ports.append(ann)
-            kwargs["ready_next"] = ann
+            kwargs["ready_ahead"] = True
             m.d.comb += r_en.eq(past(m, ann, "r_en_was_announced"))
         else:
             ports.append(r_en)
-        buf = SkidBuffer(width=width, clear=flush, **kwargs)
-        m.submodules.dut = ResetInserter(flush)(buf) if flush is not None else buf
-        m.d.comb += [buf.w_en.eq(w_en), buf.w_data.eq(w_data), buf.r_en.eq(r_en)]
-        sb = _fifo_checks(m, "skid", w_en=w_en, w_rdy=buf.w_rdy, w_data=w_data, r_rdy=buf.r_rdy,
-                          r_en=r_en, r_data=buf.r_data, level=buf.level, capacity=2, latency=0,
+        buf = m.submodules.dut = SkidBuffer(width, **kwargs)
+        if kwargs.get("ready_ahead"):
+            m.d.comb += buf.ahead.o_ready.eq(ann)
+        if flush is not None:
+            m.d.comb += buf.clear.eq(flush)
+        i, o = buf.i, buf.o
+        m.d.comb += [i.valid.eq(w_en), i.payload.eq(w_data), o.ready.eq(r_en)]
+        sb = _fifo_checks(m, "skid", w_en=w_en, w_rdy=i.ready, w_data=w_data, r_rdy=o.valid,
+                          r_en=r_en, r_data=o.payload, level=buf.level, capacity=2, latency=0,
                           clear=flush, chosen=k)
-        m.d.comb += [Assert(buf.r_rdy == (sb.held != 0), "skid: valid whenever it holds one"),
-                     Assert(buf.w_rdy == (sb.held < 2), "skid: ready whenever it has room")]
-        _lookahead(m, "w_rdy_next", buf.w_rdy_next, buf.w_rdy, unless=flush)
-        _lookahead(m, "r_rdy_next", buf.r_rdy_next, buf.r_rdy, unless=flush)
-        _lookahead(m, "r_data_next", buf.r_data_next, buf.r_data, unless=flush)
+        m.d.comb += [Assert(o.valid == (sb.held != 0), "skid: valid whenever it holds one"),
+                     Assert(i.ready == (sb.held < 2), "skid: ready whenever it has room")]
+        _lookahead(m, "i_ready_ahead", buf.ahead.i_ready, i.ready, unless=flush)
+        _lookahead(m, "o_valid_ahead", buf.ahead.o_valid, o.valid, unless=flush)
+        _lookahead(m, "o_payload_ahead", buf.ahead.o_payload, o.payload, unless=flush)
         return ports
 
     return lambda: _harness(body)
@@ -148,13 +152,13 @@ def _queue_proof(width=2, depth=4, mutant=None, **kwargs):
     def body(m):
         k = _chosen(m)
         w_en, w_data, r_en = Signal(name="w_en"), Signal(width, name="w_data"), Signal(name="r_en")
-        q = m.submodules.dut = RegisteredQueue(width=width, depth=depth, **kwargs)
-        m.d.comb += [q.w_en.eq(w_en), q.w_data.eq(w_data), q.r_en.eq(r_en)]
-        w_rdy, r_data = q.w_rdy, q.r_data
+        q = m.submodules.dut = RegisteredQueue(width, depth=depth, **kwargs)
+        m.d.comb += [q.i.valid.eq(w_en), q.i.payload.eq(w_data), q.o.ready.eq(r_en)]
+        w_rdy, r_data = q.i.ready, q.o.payload
         if mutant == "drop":
-            w_rdy = q.w_rdy | (q.level == 1)
+            w_rdy = q.i.ready | (q.level == 1)
         elif mutant == "corrupt":
-            r_data = q.r_data ^ (q.level == 2)
+            r_data = q.o.payload ^ (q.level == 2)
         elif mutant is not None:
             raise ValueError(f"mutant must be 'drop' or 'corrupt', not {mutant!r}")
         piped = depth >= q.pipe_depth
@@ -162,12 +166,12 @@ def _queue_proof(width=2, depth=4, mutant=None, **kwargs):
         # besides it, the output slice's two entries, and with the block-RAM pipeline its write
         # register and read register
         capacity = (depth if depth < 4 and not piped else depth - 1) + 2 + (1 if piped else 0)
-        sb = _fifo_checks(m, "queue", w_en=w_en, w_rdy=w_rdy, w_data=w_data, r_rdy=q.r_rdy,
+        sb = _fifo_checks(m, "queue", w_en=w_en, w_rdy=w_rdy, w_data=w_data, r_rdy=q.o.valid,
                           r_en=r_en, r_data=r_data, level=q.level, capacity=capacity,
                           latency=5 if piped else 3, chosen=k)
         m.d.comb += Assert(q.nonempty == (sb.held != 0), "queue: nonempty is exact")
-        if q.w_rdy_next is not None:
-            _lookahead(m, "w_rdy_next", q.w_rdy_next, q.w_rdy)
+        if "ahead" in q.signature.members:
+            _lookahead(m, "i_ready_ahead", q.ahead.i_ready, q.i.ready)
         return [k, w_en, w_data, r_en]
 
     return lambda: _harness(body)
@@ -183,7 +187,7 @@ def _ring_proof(*, unit=2, in_units=2, words=3, out_units=3, late_bits=0, take_a
         take_en, flush = Signal(name="take_en"), Signal(name="flush")
         take = Signal(range(out_units + 1), name="take")
         ports = [k, i_valid, i_data, take_en, flush]
-        m.d.comb += [ring.i_valid.eq(i_valid), ring.i_data.eq(i_data),
+        m.d.comb += [ring.i.valid.eq(i_valid), ring.i.payload.eq(i_data),
                      ring.take_en.eq(take_en), ring.flush.eq(flush)]
         ports.append(take)
         if take_ahead:
@@ -195,7 +199,7 @@ def _ring_proof(*, unit=2, in_units=2, words=3, out_units=3, late_bits=0, take_a
         m.d.comb += [Assume(~take_en | (take <= ring.level)), Assume(take <= out_units)]
         if take_ahead:
             m.d.comb += Assume(ring.take_next <= out_units)
-        accept = i_valid & ring.i_ready
+        accept = i_valid & ring.i.ready
         data = ring.data
         if late_bits:
             # the consumer finishes the rotation a cycle later from its registers: check then,
@@ -215,7 +219,7 @@ def _ring_proof(*, unit=2, in_units=2, words=3, out_units=3, late_bits=0, take_a
             cap = in_units * words
             m.d.comb += [
                 Assert(ring.level == sb.held, "ring: level counts the units held"),
-                Assert(ring.i_ready == (sb.held + in_units <= cap), "ring: ready iff a word fits"),
+                Assert(ring.i.ready == (sb.held + in_units <= cap), "ring: ready iff a word fits"),
                 Assert(ring.deep == (sb.held >= out_units), "ring: deep is exact"),
                 Assert(ring.enough == (sb.held >= take), "ring: enough is exact"),
             ]
@@ -234,23 +238,23 @@ def _gearbox_proof(*, atom_elements, beat_bytes):
                Signal(16 * atom_elements, name="i_data"), Signal(name="o_ready"),
                Signal(name="flush")]
         two, i_valid, i_data, o_ready, flush = ins
-        m.d.comb += [gb.two.eq(two), gb.i_valid.eq(i_valid), gb.i_data.eq(i_data),
-                     gb.o_ready.eq(o_ready), gb.flush.eq(flush)]
+        m.d.comb += [gb.two.eq(two), gb.i.valid.eq(i_valid), gb.i.payload.eq(i_data),
+                     gb.o.ready.eq(o_ready), gb.flush.eq(flush)]
         # the element size holds while anything is held (an atom taken in a cycle the gearbox
         # was empty is held from the next)
-        was_empty = past(m, (gb.empty & ~(i_valid & gb.i_ready)) | flush, "was_empty", init=1)
+        was_empty = past(m, (gb.empty & ~(i_valid & gb.i.ready)) | flush, "was_empty", init=1)
         m.d.comb += Assume(was_empty | (two == past(m, two, "two_q")))
         A = atom_elements
         sb = Scoreboard(m, "gearbox", unit=8, chosen=k, count_bits=COUNT_BITS, clear=flush)
-        sb.enter(i_valid & gb.i_ready, i_data, Mux(two, 2 * A, A), 2 * A)
-        sb.leave(gb.o_valid & o_ready, gb.o_data, beat_bytes, beat_bytes)
-        held_until_ready(m, "gearbox_out", gb.o_valid, o_ready, gb.o_data, reset=flush)
+        sb.enter(i_valid & gb.i.ready, i_data, Mux(two, 2 * A, A), 2 * A)
+        sb.leave(gb.o.valid & o_ready, gb.o.payload, beat_bytes, beat_bytes)
+        held_until_ready(m, "gearbox_out", gb.o.valid, o_ready, gb.o.payload, reset=flush)
         m.d.comb += Assert(gb.empty == (sb.held == 0), "gearbox: empty is exact")
         # a whole beat held leaves within a few cycles
-        stall_bound(m, "gearbox_valid", (sb.held >= beat_bytes) & ~gb.o_valid & ~flush, 3)
-        cover(m, ~two & (sb.held >= 2 * beat_bytes) & gb.o_valid & o_ready,
+        stall_bound(m, "gearbox_valid", (sb.held >= beat_bytes) & ~gb.o.valid & ~flush, 3)
+        cover(m, ~two & (sb.held >= 2 * beat_bytes) & gb.o.valid & o_ready,
               "gearbox: one-byte elements flowing")
-        cover(m, two & (sb.held >= 2 * beat_bytes) & gb.o_valid & o_ready,
+        cover(m, two & (sb.held >= 2 * beat_bytes) & gb.o.valid & o_ready,
               "gearbox: two-byte elements flowing")
         return ins + [k]
 
@@ -358,8 +362,8 @@ def _stream_reader_proof(*, beat_reader=False):
                          read_ids=tuple(range(dut.streams)), ids=tuple(range(dut.streams)))
         cover(m, dut.axi.arvalid & dut.axi.arready & (dut.axi.arlen == max_burst - 1),
               "a full-length read burst")
-        cover(m, Cat(*dut.o_valid).all() if dut.streams > 1 else dut.o_valid[0],
-              "beats delivered")
+        cover(m, Cat(*(o.valid for o in dut.o)).all(), "beats delivered")
+        _lookahead(m, "error_next", dut.error_next, dut.error)
         return ports + [k]
 
     return lambda: _harness(body)
@@ -381,6 +385,8 @@ def _stream_writer_proof(*, beat_writer=False):
         chk = AxiManagerChecks(m, dut.axi, max_burst=max_burst, chosen=k)
         cover(m, (chk.b_taken == 2) & (chk.w_bursts == 2), "two bursts written and answered")
         cover(m, dut.axi.awvalid & (dut.axi.awlen == max_burst - 1), "a full-length write burst")
+        _lookahead(m, "error_next", dut.error_next, dut.error)
+        _lookahead(m, "range_error_next", dut.range_error_next, dut.range_error)
         return ports + [k]
 
     return lambda: _harness(body)
