@@ -98,23 +98,22 @@ def revision_verilog(ref: str, out: Path, names) -> Path:
     for d in PACKAGE_DIRS:
         if (src / d).exists():
             (pkg / d).symlink_to((src / d).resolve())
-    verilog = out / "verilog"
-    env = dict(os.environ, PYTHONPATH=str(pkg.parent))
-    run = subprocess.run([sys.executable, "-m", "atomcube.hw.catalog", str(verilog),
-                          *_blocks(names)], env=env, capture_output=True, text=True)
-    if run.returncode:
-        raise SystemExit(f"equiv: writing {ref}'s Verilog failed:\n{run.stderr.strip()}")
-    return verilog
+    return _catalog(out / "verilog", names, f"{ref}'s",
+                    env=dict(os.environ, PYTHONPATH=str(pkg.parent)))
 
 
 def current_verilog(out: Path, names) -> Path:
     """The working tree's Verilog of ``names``, into ``out``/verilog."""
-    verilog = out / "verilog"
+    return _catalog(out / "verilog", names, "the working tree's")
+
+
+def _catalog(verilog: Path, names, whose: str, env=None) -> Path:
+    """``python -m atomcube.hw.catalog`` for ``names`` into ``verilog`` (with ``env``, the
+    package it imports); ``whose`` names the sources in its error."""
     run = subprocess.run([sys.executable, "-m", "atomcube.hw.catalog", str(verilog),
-                          *_blocks(names)], capture_output=True, text=True)
+                          *_blocks(names)], env=env, capture_output=True, text=True)
     if run.returncode:
-        raise SystemExit(f"equiv: writing the working tree's Verilog failed:\n"
-                         f"{run.stderr.strip()}")
+        raise SystemExit(f"equiv: writing {whose} Verilog failed:\n{run.stderr.strip()}")
     return verilog
 
 
