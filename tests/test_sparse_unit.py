@@ -393,12 +393,12 @@ def test_expand_spreads_lanes_over_the_set_bits(n):
     single-bit and random masks and random runs (a segment placed part way into the atom)."""
     from amaranth import Module, Signal
 
-    from atomcube.hw.sparse.decompressor import _expand
+    from atomcube.hw.sparse.expand import expand
 
     m = Module()
     mask = Signal(n)
     lanes = [Signal(8, name=f"lane{k}") for k in range(n)]
-    spread = _expand(m, mask, lanes)
+    spread = expand(m, mask, lanes)
     outs = [Signal(8, name=f"out{k}") for k in range(n)]
     m.d.comb += [outs[k].eq(spread[k]) for k in range(n)]
     rng = np.random.default_rng(n)

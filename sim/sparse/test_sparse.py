@@ -60,12 +60,14 @@ class TB:
         cocotb.start_soon(self.watch_step())
 
     async def watch_step(self):
-        """Two decisions are registers worked out a cycle ahead (hw/sparse/decompressor.py):
-        the decoder's step and X's hand-on (its load). In every cycle each must equal the same
-        decision made from that cycle's registers (``step_ref``, ``x_done``). Notes the first
-        cycle where one differs, and counts the steps."""
+        """Two decisions are registers worked out a cycle ahead: the decoder's step
+        (hw/sparse/decompressor.py) and X's hand-on, its load (hw/sparse/stages.py, the
+        expander). In every cycle each must equal the same decision made from that cycle's
+        registers (``step_ref``, ``x_done``). Notes the first cycle where one differs, and
+        counts the steps."""
         dut = self.dut
-        pairs = [("step", dut.step, dut.step_ref), ("X's hand-on", dut.x_done_r, dut.x_done)]
+        x = dut.expander
+        pairs = [("step", dut.step, dut.step_ref), ("X's hand-on", x.x_done_r, x.x_done)]
         cycle = 0
         while True:
             await RisingEdge(dut.clk)
