@@ -67,7 +67,7 @@ the walk takes no step the tensor does not need; nothing in the engine reads it.
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
-from amaranth.lib.memory import Memory
+from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import BufferedFIFO, RegisteredQueue, SkidBuffer, registered
@@ -179,6 +179,435 @@ def beat_requests(m, name, req, *, bus_bytes, count_width):
     return runs.i, active | runs.o.valid, runs
 
 
+def tile_layout(addr_width: int, bus_bytes: int, tile_beats: int) -> data.StructLayout:
+    """A filled tile, as the fill hands it to the drain: its half of the buffer, its first
+    column's destination, its columns and rows, and whether it is the job's last."""
+    LB = (bus_bytes - 1).bit_length()
+    KB = (tile_beats - 1).bit_length()
+    return data.StructLayout({"half": 1, "dst": addr_width, "ncols": LB + KB + 1, "one_col": 1,
+                              "nrows": LB + 1, "last": 1})
+
+
+def drain_config_layout(addr_width: int, bus_bytes: int, tile_beats: int) -> data.StructLayout:
+    """What the drain reads of the job's configuration (:class:`TileTransposer`'s registers):
+    elements per beat ``L`` and log2 of it, log2 of the packed rows per beat and of the columns'
+    first dimension, the packed and grouped-columns flags, the element size (the tile's register
+    and the descriptor's), the columns' extent, destination stride and grouped wrap."""
+    LB = (bus_bytes - 1).bit_length()
+    KB = (tile_beats - 1).bit_length()
+    return data.StructLayout({
+        "L": LB + 1, "lgl": range(LB + 1), "lgp": range(LB + 1), "lgc": range(LB + KB + 1),
+        "pack": 1, "g_cols": 1, "elog": 2, "desc_elog": 2, "cols_ext": count_width(addr_width),
+        "col_stride": addr_width, "col_wrap": addr_width})
+
+
+def row_layout(addr_width: int, bus_bytes: int, tile_beats: int) -> data.StructLayout:
+    """A walked row, as the walker queues it for the fill: its offset in its first source
+    beat (and whether that is zero), the beats it reads and writes (and whether that is one),
+    its row in the tile, whether it has a source (else it is pad), whether it is its tile's and
+    the job's last, its tile's destination, columns and rows, and (packed) its beat's rows
+    with a source."""
+    LB = (bus_bytes - 1).bit_length()
+    KB = (tile_beats - 1).bit_length()
+    return data.StructLayout({
+        "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
+        "has": 1, "tile_last": 1, "job_last": 1, "dst": addr_width, "ncols": LB + KB + 1,
+        "nrows": LB + 1, "nsrc": LB + 1})
+
+
+def fill_config_layout(bus_bytes: int, tile_beats: int) -> data.StructLayout:
+    """What the fill reads of the job's configuration: elements per beat ``L``, log2 of the
+    packed rows per beat, of the columns' first dimension and of a packed row's bytes, the
+    packed flag, the element size and the pad element."""
+    LB = (bus_bytes - 1).bit_length()
+    KB = (tile_beats - 1).bit_length()
+    return data.StructLayout({
+        "L": LB + 1, "lgp": range(LB + 1), "lgc": range(LB + KB + 1),
+        "lgce": range(LB + KB + 4), "pack": 1, "elog": 2, "pad": 64})
+
+
+def bank_addr_width(bus_bytes: int, tile_beats: int) -> int:
+    """A byte bank's address bits: half, row in the tile, beat in the row."""
+    return (tile_beats - 1).bit_length() + (bus_bytes - 1).bit_length() + 1
+
+
+class TileFill(wiring.Component):
+    """The transpose path's fill: takes the walked rows and the read beats, realigns each row's
+    beats (a funnel shift by its offset in its first beat) or makes pad beats (a row without a
+    source), and writes each beat, rotated by the row's skew, into every byte bank of the half
+    being filled. A half whose last row is written goes to the drain as a tile.
+
+    Ports: ``config`` (:func:`fill_config_layout`, held while busy), ``rows`` (:func:`row_layout`),
+    ``rdata`` (the read beats, in the rows' order), ``full`` (the halves holding a tile not yet
+    drained: the fill waits for its half to be free), ``banks`` (a write port per byte bank),
+    ``tiles`` (filled tiles, :func:`tile_layout`; the queue behind holds both halves, so the
+    fill does not read its ready), ``read_bytes`` (the bytes of a finished row), ``busy``."""
+
+    def __init__(self, *, data_width, addr_width, tile_beats):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.tile_beats = tile_beats
+        BB = data_width // 8
+        super().__init__({
+            "config": In(fill_config_layout(BB, tile_beats)),
+            "rows": In(stream.Signature(row_layout(addr_width, BB, tile_beats))),
+            "rdata": In(stream.Signature(data_width)),
+            "full": In(2),
+            "banks": In(WritePort.Signature(addr_width=bank_addr_width(BB, tile_beats),
+                                            shape=8)).array(BB),
+            "tiles": Out(stream.Signature(tile_layout(addr_width, BB, tile_beats))),
+            "read_bytes": Out(35),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        K = self.tile_beats
+        KB = (K - 1).bit_length()
+        cfg = self.config
+        L, lgp, lgc, lgce, pack, elog = cfg.L, cfg.lgp, cfg.lgc, cfg.lgce, cfg.pack, cfg.elog
+        full = self.full
+
+        h_fill = Signal()
+        # the row being filled: the queue's head, copied into registers as the row before it
+        # ends, with what the fill derives from it (the packed beat's bytes with a source, the
+        # bytes the row reads, its rotation into the banks and each bank's place in a packed
+        # beat), so none of that arithmetic lies in front of the fill's decisions
+        rows = self.rows
+        head = rows.payload
+        fields = Signal(rows.payload.shape())
+        f_v = Signal()
+        f_keep = Signal(BB)
+        f_read = Signal(LB + KB + 5)
+        f_rot = Signal(LB)                    # the rotation of the row's beats into the banks
+        f_place = [Signal(LB, name=f"f_place{k}") for k in range(BB)]
+        row_done = Signal()
+        load = rows.valid & (~f_v | row_done)
+        keep_n = Signal(LB + KB + 5)
+        skew = Signal(LB)                     # the row's skew in the banks
+        m.d.comb += skew.eq(Mux(pack, head.a >> lgp, head.a))
+        m.d.comb += [rows.ready.eq(load), keep_n.eq(head.nsrc << lgce)]
+        with m.If(load):
+            m.d.sync += [f_v.eq(1), fields.eq(head), f_keep.eq(low_bytes(m, keep_n, BB)),
+                         f_read.eq(Mux(pack, keep_n, Mux(head.has, head.ncols << elog, 0))),
+                         f_rot.eq((BB - (skew << elog))[:LB])]
+            # packed: each bank's element's place in the beat, before the rotation
+            m.d.sync += [f_place[k].eq(((Const(k, LB) >> elog) - skew) & (L - 1))
+                         for k in range(BB)]
+        with m.Elif(row_done):
+            m.d.sync += f_v.eq(0)
+        # the counters' tests are registers, set as the counters step (the row's first values
+        # from its entry), so the decision to write is a few gates from registers
+        j = Signal(KB + 2)                    # beats of the row taken
+        kb = Signal(KB + 2)                   # beats of the row written
+        kb_zero = Signal(init=1)              # kb == 0
+        kb_end = Signal()                     # kb + 1 == nout (once kb > 0)
+        kb_last = Mux(kb_zero, fields["one"], kb_end)
+        prev = Signal(W)
+        can_fill = f_v & ~full.bit_select(h_fill, 1)
+        # the row's bytes from its offset on; after its last beat, what follows `prev` lies
+        # past the row's end (columns that are never drained)
+        funnel = (Cat(prev, self.rdata.payload) >> (fields["offset"] * 8))[:W]
+        pad_elem = pad_pattern(m, cfg.pad, elog, BB)
+        fill_data = Signal(W)
+        write = Signal()
+        take_beat = Signal()
+        # what the next fill step does, as registers set as the row loads and as it takes a
+        # beat (so the decision to take and write is a few gates from registers): a row with
+        # a source whose beats land whole (packed or aligned) writes each beat it takes; an
+        # unaligned one takes its first beat without writing, writes on each beat after that
+        # and, after its last beat, writes the funnel's tail without a beat; a row without a
+        # source writes pad
+        whole = Signal()                      # the row's beats land whole (pack or aligned)
+        on_beat = Signal()                    # take a beat and write
+        first_beat = Signal()                 # take a beat, write nothing
+        no_beat = Signal()                    # write without a beat
+        with m.If(can_fill):
+            with m.If(on_beat):
+                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid)]
+            with m.If(first_beat):
+                m.d.comb += take_beat.eq(self.rdata.valid)
+            with m.If(no_beat):
+                m.d.comb += write.eq(1)
+        # rows past a packed beat's last with a source are pad (``keep_bits``, applied as the
+        # beat is registered for the write)
+        m.d.comb += fill_data.eq(Mux(~fields["has"], pad_elem,
+                                     Mux(whole, self.rdata.payload, funnel)))
+        m.d.comb += self.rdata.ready.eq(take_beat)
+        more = Signal()                       # j + 1 < nbeats: a beat follows this one
+        with m.If(take_beat):
+            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1),
+                         on_beat.eq(whole | more), first_beat.eq(0),
+                         no_beat.eq(~whole & ~more), more.eq(j + 2 < fields["nbeats"])]
+        with m.If(load):
+            whole_head = pack | head.aligned
+            m.d.sync += [whole.eq(whole_head), on_beat.eq(head.has & whole_head),
+                         first_beat.eq(head.has & ~whole_head), no_beat.eq(~head.has),
+                         more.eq(head.nbeats > 1)]
+        m.d.comb += row_done.eq(write & kb_last)
+        with m.If(write):
+            m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
+        # a finished tile goes to the drain with its last write (below), a cycle later. (The
+        # tiles' queue holds both halves, so it always has room: its ready is not read)
+        tile_v = self.tiles.valid
+        tile_d = self.tiles.payload
+        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]), tile_d.half.eq(h_fill),
+                     tile_d.dst.eq(fields["dst"]), tile_d.ncols.eq(fields["ncols"]),
+                     tile_d.one_col.eq(fields["ncols"] == 1),
+                     tile_d.nrows.eq(fields["nrows"]), tile_d.last.eq(fields["job_last"])]
+        # the bytes a row read, counted a cycle after it is done (the job is busy until its
+        # write has left stage w)
+        read_r = Signal.like(f_read)
+        m.d.sync += read_r.eq(Mux(row_done, f_read, 0))
+        m.d.comb += self.read_bytes.eq(read_r)
+        with m.If(row_done):
+            m.d.sync += [j.eq(0), kb.eq(0), kb_zero.eq(1)]
+            with m.If(fields["tile_last"]):
+                m.d.sync += h_fill.eq(~h_fill)
+        # the buffer write, a stage later: the rotation and the banks' write ports are fed
+        # from registers; the row's rotation and each bank's place in a packed beat were
+        # worked out as the row was loaded
+        keep_bits = Mux(pack & fields["has"], byte_bits(f_keep), Const(-1, W))
+        w_valid = Signal()
+        w_data = Signal(W)
+        w_rot = Signal(LB)
+        m.d.sync += [w_valid.eq(write),
+                     w_data.eq((fill_data & keep_bits) | (pad_elem & ~keep_bits)),
+                     w_rot.eq(f_rot)]
+        rotated = rotate_right_bytes(w_data, w_rot, BB)
+        for k, wp in enumerate(self.banks):
+            # packed: the bank's element came from row a + (its place in the beat) >> lgc
+            w_row = Signal(LB, name=f"w_row{k}")
+            m.d.comb += w_row.eq(Mux(pack, fields["a"] + (f_place[k] >> lgc), fields["a"]))
+            w_addr = Signal(len(wp.addr), name=f"w_addr{k}")
+            m.d.sync += w_addr.eq(Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill))
+            m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_valid),
+                         wp.data.eq(rotated[8 * k:8 * k + 8])]
+        m.d.comb += self.busy.eq(f_v | w_valid | tile_v)
+        return m
+
+
+class TileDrain(wiring.Component):
+    """The transpose path's drain: reads a filled tile from the skewed banks one column per
+    cycle and sends each column to the write side as one or two pieces (a column that does not
+    start on a beat spans two).
+
+    Ports: ``config`` (:func:`drain_config_layout`, held while busy), ``tiles`` (filled tiles,
+    :func:`tile_layout`: the head is the tile being drained, taken as its last column is read,
+    which frees its half), ``banks`` (a read port per byte bank, the buffer's address: half,
+    row, beat), ``wr`` (pieces, :func:`piece_layout`), ``written_bytes`` (the bytes a cycle's
+    pieces complete), ``busy`` (a column is in flight)."""
+
+    def __init__(self, *, data_width, addr_width, tile_beats):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.tile_beats = tile_beats
+        BB = data_width // 8
+        super().__init__({
+            "config": In(drain_config_layout(addr_width, BB, tile_beats)),
+            "tiles": In(stream.Signature(tile_layout(addr_width, BB, tile_beats))),
+            "banks": In(ReadPort.Signature(addr_width=bank_addr_width(BB, tile_beats),
+                                           shape=8)).array(BB),
+            "wr": Out(stream.Signature(piece_layout(addr_width, data_width))),
+            "written_bytes": Out(35),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        K = self.tile_beats
+        KB = (K - 1).bit_length()
+        aw = self.addr_width
+        cfg = self.config
+        L, lgl, lgp, lgc, pack, g_cols, elog = (cfg.L, cfg.lgl, cfg.lgp, cfg.lgc, cfg.pack,
+                                                 cfg.g_cols, cfg.elog)
+
+        def reg(value, name, shape=None):
+            return registered(m, value, name, shape)
+
+        t = self.tiles.payload
+        t_half, t_dst, t_ncols, t_nrows, t_last = t.half, t.dst, t.ncols, t.nrows, t.last
+        b = Signal(LB + KB + 1)               # column being read
+        col_dst = Signal(aw)
+        s_v = Signal()                        # a column is out of the banks
+        s_rot = Signal(LB)
+        s_dst = Signal(aw)
+        s_bytes = Signal(LB + 1)
+        s_last = Signal()
+        bmod = b & (L - 1)
+        # a second stage, q: the banks' read data is registered before the rotations (a block
+        # RAM's clock-to-out leaves too little of the cycle for them), and so are the strobes
+        # and the two pieces' addresses, worked out from stage s. q puts the column in row
+        # order into a small queue, whose head is sent as one or two pieces.
+        #
+        # Stages s and q never wait: a column is issued only while the queue is sure to have
+        # room for it (a count of the columns issued and not yet sent, against the queue's
+        # depth, as a register). So the decision to issue a column is a register and the
+        # tiles' handshake, and nothing from the pieces' ready reaches the many registers the
+        # issue loads.
+        q_v = Signal()
+        q_raw = Signal(W)
+        q_rot = Signal(LB)
+        q_od = Signal(LB)
+        q_beat = Signal(aw - LB)              # the first piece's beat
+        q_beat_hi = Signal(aw - LB)           # the second's
+        q_strb = Signal(2 * BB)               # the two pieces' strobes
+        q_two = Signal()                      # the column spans two beats
+        q_bytes = Signal(LB + 1)
+        q_last = Signal()
+        col_rot = Signal(W)
+        m.d.comb += col_rot.eq(rotate_right_bytes(q_raw, q_rot, BB))
+        # packed: element a of the column is at f(a) after the rotation. The choice is a
+        # configuration register of its own (zero when not packed, a case of none), beside these
+        # multiplexers, so that the descriptor's elog does not cross the die into the column queue
+        col_out = Signal(W)
+        m.d.comb += col_out.eq(col_rot)
+        pack_sel = reg(Mux(pack, Cat(lgp, cfg.desc_elog), 0), "pack_sel", len(lgp) + 2)
+        with m.Switch(pack_sel):
+            for e in range(4):
+                n_el = BB >> e
+                lg_n = n_el.bit_length() - 1
+                for p_ in range(1, lg_n + 1):
+                    with m.Case(p_ | (e << len(lgp))):
+                        order = []
+                        for a_ in range(n_el):
+                            f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
+                            order += [col_rot.word_select(f_a * (1 << e) + j, 8)
+                                      for j in range(1 << e)]
+                        m.d.comb += col_out.eq(Cat(*order))
+        column = data.StructLayout({"col": W, "od": LB, "beat": aw - LB, "beat_hi": aw - LB,
+                                    "strb": 2 * BB, "two": 1, "bytes": LB + 1, "last": 1})
+        # issue to the head's first piece is about five cycles (s, q, the queue's two):
+        # eight columns in flight keep a column a cycle going
+        COLS_IN_FLIGHT = 8
+        cols = m.submodules.cols = BufferedFIFO(width=column.size, depth=COLS_IN_FLIGHT)
+        queued_col = data.View(column, cols.w_data)
+        m.d.comb += [cols.w_en.eq(q_v), queued_col.col.eq(col_out), queued_col.od.eq(q_od),
+                     queued_col.beat.eq(q_beat), queued_col.beat_hi.eq(q_beat_hi),
+                     queued_col.strb.eq(q_strb), queued_col.two.eq(q_two),
+                     queued_col.bytes.eq(q_bytes), queued_col.last.eq(q_last)]
+        head_col = data.View(column, cols.r_data)
+        p_hi = Signal()                       # sending the second piece of the head's column
+        p_final = p_hi | ~head_col.two        # the piece offered is the column's last
+        # the pieces leave through a register slice: nothing here reaches the mid end's path
+        # select or the engine's write slice in the same cycle
+        out_slice = m.submodules.wr_slice = SkidBuffer(piece_layout(aw, W))
+        wiring.connect(m, out_slice.o, wiring.flipped(self.wr))
+        out = out_slice.i
+        # the column goes to destination bytes od onwards: the first piece holds its low
+        # BB - od bytes, the second the rest, so both carry the column rotated left by od bytes
+        # (the strobes say which bytes count)
+        sent_piece = cols.r_rdy & out.ready
+        p_done = sent_piece & p_final         # the head's column is sent
+        m.d.comb += [out.valid.eq(cols.r_rdy),
+                     out.payload.addr.eq(Cat(Const(0, LB),
+                                             Mux(p_hi, head_col.beat_hi, head_col.beat))),
+                     out.payload.data.eq(rotate_right_bytes(head_col.col,
+                                                            (BB - head_col.od)[:LB], BB)),
+                     out.payload.strb.eq(Mux(p_hi, head_col.strb[BB:], head_col.strb[:BB])),
+                     out.payload.last.eq(head_col.last & p_final),
+                     self.written_bytes.eq(Mux(p_done, head_col.bytes, 0)),
+                     cols.r_en.eq(p_done)]
+        with m.If(sent_piece):
+            m.d.sync += p_hi.eq(~p_final)
+        # columns issued and not yet sent, and whether another may be issued (a register)
+        in_flight = Signal(range(COLS_IN_FLIGHT + 1))
+        room = Signal()
+        issue = Signal()
+        flight_next = Signal(range(COLS_IN_FLIGHT + 2))
+        m.d.comb += flight_next.eq(in_flight + issue - p_done)
+        m.d.sync += [in_flight.eq(flight_next), room.eq(flight_next < COLS_IN_FLIGHT)]
+        m.d.comb += issue.eq(room & self.tiles.valid)
+        strb = low_bytes(m, s_bytes, BB)
+        wide_strb = Signal(2 * BB)
+        m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
+        m.d.sync += [q_v.eq(s_v), q_raw.eq(Cat(*[rp.data for rp in self.banks])),
+                     q_rot.eq(s_rot), q_od.eq(s_dst[:LB]), q_beat.eq(s_dst[LB:]),
+                     q_beat_hi.eq(s_dst[LB:] + 1), q_strb.eq(wide_strb),
+                     q_two.eq(wide_strb[BB:] != 0), q_bytes.eq(s_bytes),
+                     q_last.eq(s_last)]
+        # whether b is the tile's last column, from registers: b == 0 and b + 1 == ncols
+        # (for b > 0) are set as b steps, and a tile of one column says so in its entry
+        b_zero = Signal(init=1)
+        b_end = Signal()
+        col_last = Mux(b_zero, t.one_col, b_end)
+
+        def skews(col):
+            """For column ``col``, each bank's (bank - skew) mod L."""
+            return [((Const(k, LB) >> elog) - (col & (L - 1))) & (L - 1) for k in range(BB)]
+
+        def bank_row(x):
+            """The row a bank reads for its (bank - skew) mod L: that, or packed the row whose
+            f is that."""
+            return Mux(pack, ((x & (cfg.cols_ext - 1)) << lgp) | (x >> lgc), x)[:LB]
+
+        def regs(name, n, width):
+            return [Signal(width, name=f"{name}{k}") for k in range(n)]
+
+        # The banks' read addresses are registers that follow b. Column c reads byte bank k at
+        # row T((k >> elog) - c mod L), T being bank_row (a fixed permutation for the job), so
+        # column c + 1's rows are column c's moved up one element's banks: a rotation by a
+        # fixed amount per element size, with no arithmetic. Column 0's rows are configuration
+        # registers, set while b is 0 and after a tile's last column. Beside them, the beat in
+        # the row for the column after b, also a register. So no address arithmetic lies between
+        # b and the block RAMs or behind the decision to step.
+        rows_r = regs("row", BB, LB)
+        bdiv_r = Signal(max(KB, 1))
+        bdiv_next = Signal(max(KB, 1))
+        rows_0 = regs("row_first", BB, LB)
+        # (column 0's skews, then their rows: two configuration stages, as the skews take
+        # L - 1 and the rows two shifts)
+        skews_0 = regs("skew_first", BB, LB)
+        bdiv_0, bdiv_1 = Signal(max(KB, 1)), Signal(max(KB, 1))
+        m.d.sync += [*(s.eq(x) for s, x in zip(skews_0, skews(Const(0, LB)), strict=True)),
+                     *(r.eq(bank_row(x)) for r, x in zip(rows_0, skews_0, strict=True)),
+                     bdiv_0.eq(0), bdiv_1.eq(Const(1, 2) >> lgl)]
+        rows_step = regs("row_step", BB, LB)
+        with m.Switch(elog):
+            for e in range(4):
+                with m.Case(e):
+                    if (1 << e) < BB:
+                        m.d.comb += [r.eq(rows_r[(k - (1 << e)) % BB])
+                                     for k, r in enumerate(rows_step)]
+        with m.If(issue):
+            m.d.sync += [*(r.eq(Mux(col_last, r0, rn))
+                           for r, r0, rn in zip(rows_r, rows_0, rows_step, strict=True)),
+                         bdiv_r.eq(Mux(col_last, bdiv_0, bdiv_next)),
+                         bdiv_next.eq(Mux(col_last, bdiv_1, (b + 2) >> lgl))]
+        with m.Elif(b_zero):
+            m.d.sync += [*(r.eq(r0) for r, r0 in zip(rows_r, rows_0, strict=True)),
+                         bdiv_r.eq(bdiv_0), bdiv_next.eq(bdiv_1)]
+        for row_k, rp in zip(rows_r, self.banks, strict=True):
+            r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
+            m.d.comb += rp.addr.eq(r_addr)
+        c_mask = reg(cfg.cols_ext - 1, "c_mask", LB + KB)
+        # the next column's destination, both ways (past the grouped columns' wrap or not) summed
+        # apart and chosen by b's test after, so the test does not lie in front of the adder
+        col_base = Mux(b_zero, t_dst, col_dst)
+        col_wraps = g_cols & ((b & c_mask) == c_mask)
+        m.d.sync += s_v.eq(issue)
+        with m.If(issue):
+            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(col_base),
+                         s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
+                         col_dst.eq(Mux(col_wraps, col_base + cfg.col_wrap,
+                                        col_base + cfg.col_stride))]
+            with m.If(col_last):
+                m.d.sync += [b.eq(0), b_zero.eq(1)]
+            with m.Else():
+                m.d.sync += [b.eq(b + 1), b_zero.eq(0), b_end.eq(b + 2 == t_ncols)]
+        # the tile leaves (its half is free) as its last column is issued
+        m.d.comb += [self.tiles.ready.eq(room & col_last),
+                     self.busy.eq((in_flight != 0) | out_slice.o.valid)]
+        return m
+
+
+
 class TileTransposer(wiring.Component):
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
     #: the inputs must be held that long before ``start``
@@ -275,10 +704,7 @@ class TileTransposer(wiring.Component):
         L_a_step = reg(L + a_step, "L_a_step", LB + 3)
 
         # a queued row, and a filled tile handed to the drain
-        row_entry = data.StructLayout({
-            "offset": LB, "aligned": 1, "nbeats": KB + 2, "nout": KB + 2, "one": 1, "a": LB,
-            "has": 1, "tile_last": 1,
-            "job_last": 1, "dst": aw, "ncols": LB + KB + 1, "nrows": LB + 1, "nsrc": LB + 1})
+        row_entry = row_layout(aw, BB, K)
         rows = m.submodules.rows = RegisteredQueue(row_entry, depth=self.row_queue)
         # a row with a source hands its first beat and beat count to the beat generator, so
         # the walker's step does not wait on the read requests' ready
@@ -584,8 +1010,7 @@ class TileTransposer(wiring.Component):
         v_under = Mux(n_under, left_v < left_n, left_v < a_step)
         nsrc = Signal(LB + 1)
         m.d.comb += nsrc.eq(Mux(~row_has, 0, Mux(v_under, left_v, Mux(n_under, left_n, a_step))))
-        tile_entry = data.StructLayout({"half": 1, "dst": aw, "ncols": LB + KB + 1,
-                                        "one_col": 1, "nrows": LB + 1, "last": 1})
+        tile_entry = tile_layout(aw, BB, K)
         m.d.comb += [runs_in.valid.eq(row_take & row_has), runs_in.payload.beat.eq(s_row[LB:]),
                      runs_in.payload.n.eq(nbeats)]
         queued = rows.i.payload
@@ -598,312 +1023,48 @@ class TileTransposer(wiring.Component):
 
         # -- the buffer -------------------------------------------------------------------------
         depth = 2 * BB * K
-        banks = []
+        write_ports, read_ports = [], []
         for k in range(BB):
             # the fill and the drain never use one half at once (the full flags), so a read
             # never meets a write of its address: no_rw_check tells Yosys not to add logic
             # that would forward such a write to the read
             mem = Memory(shape=8, depth=depth, init=[], attrs={"no_rw_check": 1})
             m.submodules[f"bank{k}"] = mem
-            banks.append((mem.write_port(), mem.read_port(domain="sync")))
+            write_ports.append(mem.write_port())
+            read_ports.append(mem.read_port(domain="sync"))
         full = Signal(2)
 
-        # -- fill -------------------------------------------------------------------------------
-        h_fill = Signal()
-        # the row being filled: the queue's head, copied into registers as the row before it
-        # ends, with what the fill derives from it (the packed beat's bytes with a source, the
-        # bytes the row reads, its rotation into the banks and each bank's place in a packed
-        # beat), so none of that arithmetic lies in front of the fill's decisions
-        head = rows.o.payload
-        fields = Signal(row_entry)
-        f_v = Signal()
-        f_keep = Signal(BB)
-        f_read = Signal(LB + KB + 5)
-        f_rot = Signal(LB)                    # the rotation of the row's beats into the banks
-        f_place = [Signal(LB, name=f"f_place{k}") for k in range(BB)]
-        row_done = Signal()
-        load = rows.o.valid & (~f_v | row_done)
-        keep_n = Signal(LB + KB + 5)
-        skew = Signal(LB)                     # the row's skew in the banks
-        m.d.comb += skew.eq(Mux(pack, head.a >> lgp, head.a))
-        m.d.comb += [rows.o.ready.eq(load), keep_n.eq(head.nsrc << lgce)]
-        with m.If(load):
-            m.d.sync += [f_v.eq(1), fields.eq(head), f_keep.eq(low_bytes(m, keep_n, BB)),
-                         f_read.eq(Mux(pack, keep_n, Mux(head.has, head.ncols << elog, 0))),
-                         f_rot.eq((BB - (skew << elog))[:LB])]
-            # packed: each bank's element's place in the beat, before the rotation
-            m.d.sync += [f_place[k].eq(((Const(k, LB) >> elog) - skew) & (L - 1))
-                         for k in range(BB)]
-        with m.Elif(row_done):
-            m.d.sync += f_v.eq(0)
-        # the counters' tests are registers, set as the counters step (the row's first values
-        # from its entry), so the decision to write is a few gates from registers
-        j = Signal(KB + 2)                    # beats of the row taken
-        kb = Signal(KB + 2)                   # beats of the row written
-        kb_zero = Signal(init=1)              # kb == 0
-        kb_end = Signal()                     # kb + 1 == nout (once kb > 0)
-        kb_last = Mux(kb_zero, fields["one"], kb_end)
-        prev = Signal(W)
-        can_fill = f_v & ~full.bit_select(h_fill, 1)
-        # the row's bytes from its offset on; after its last beat, what follows `prev` lies
-        # past the row's end (columns that are never drained)
-        funnel = (Cat(prev, self.rdata.payload) >> (fields["offset"] * 8))[:W]
-        pad_elem = pad_pattern(m, self.pad, elog, BB)
-        fill_data = Signal(W)
-        write = Signal()
-        take_beat = Signal()
-        # what the next fill step does, as registers set as the row loads and as it takes a
-        # beat (so the decision to take and write is a few gates from registers): a row with
-        # a source whose beats land whole (packed or aligned) writes each beat it takes; an
-        # unaligned one takes its first beat without writing, writes on each beat after that
-        # and, after its last beat, writes the funnel's tail without a beat; a row without a
-        # source writes pad
-        whole = Signal()                      # the row's beats land whole (pack or aligned)
-        on_beat = Signal()                    # take a beat and write
-        first_beat = Signal()                 # take a beat, write nothing
-        no_beat = Signal()                    # write without a beat
-        with m.If(can_fill):
-            with m.If(on_beat):
-                m.d.comb += [write.eq(self.rdata.valid), take_beat.eq(self.rdata.valid)]
-            with m.If(first_beat):
-                m.d.comb += take_beat.eq(self.rdata.valid)
-            with m.If(no_beat):
-                m.d.comb += write.eq(1)
-        # rows past a packed beat's last with a source are pad (``keep_bits``, applied as the
-        # beat is registered for the write)
-        m.d.comb += fill_data.eq(Mux(~fields["has"], pad_elem,
-                                     Mux(whole, self.rdata.payload, funnel)))
-        m.d.comb += self.rdata.ready.eq(take_beat)
-        more = Signal()                       # j + 1 < nbeats: a beat follows this one
-        with m.If(take_beat):
-            m.d.sync += [prev.eq(self.rdata.payload), j.eq(j + 1),
-                         on_beat.eq(whole | more), first_beat.eq(0),
-                         no_beat.eq(~whole & ~more), more.eq(j + 2 < fields["nbeats"])]
-        with m.If(load):
-            whole_head = pack | head.aligned
-            m.d.sync += [whole.eq(whole_head), on_beat.eq(head.has & whole_head),
-                         first_beat.eq(head.has & ~whole_head), no_beat.eq(~head.has),
-                         more.eq(head.nbeats > 1)]
-        m.d.comb += row_done.eq(write & kb_last)
-        with m.If(write):
-            m.d.sync += [kb.eq(kb + 1), kb_zero.eq(0), kb_end.eq(kb + 2 == fields["nout"])]
+        # -- fill (TileFill) ---------------------------------------------------------------------
+        fill = m.submodules.fill = TileFill(data_width=W, addr_width=aw, tile_beats=K)
+        fc = fill.config
+        m.d.comb += [fc.L.eq(L), fc.lgp.eq(lgp), fc.lgc.eq(lgc), fc.lgce.eq(lgce),
+                     fc.pack.eq(pack), fc.elog.eq(elog), fc.pad.eq(self.pad), fill.full.eq(full),
+                     self.read_bytes.eq(fill.read_bytes)]
+        for k, wp in enumerate(write_ports):
+            wiring.connect(m, fill.banks[k], wp)
+        wiring.connect(m, rows.o, fill.rows)
+        wiring.connect(m, wiring.flipped(self.rdata), fill.rdata)
         tiles = m.submodules.tiles = SyncFIFO(width=tile_entry.size, depth=2)
-        # a finished tile goes to the drain with its last write (below), a cycle later
-        tile_v = Signal()
-        tile_d = Signal(tile_entry)
-        m.d.sync += [tile_v.eq(row_done & fields["tile_last"]), tile_d.half.eq(h_fill),
-                     tile_d.dst.eq(fields["dst"]), tile_d.ncols.eq(fields["ncols"]),
-                     tile_d.one_col.eq(fields["ncols"] == 1),
-                     tile_d.nrows.eq(fields["nrows"]), tile_d.last.eq(fields["job_last"])]
-        # the bytes a row read, counted a cycle after it is done (the job is busy until its
-        # write has left stage w)
-        read_r = Signal.like(f_read)
-        m.d.sync += read_r.eq(Mux(row_done, f_read, 0))
-        m.d.comb += [tiles.w_en.eq(tile_v), tiles.w_data.eq(tile_d),
-                     self.read_bytes.eq(read_r)]
-        with m.If(row_done):
-            m.d.sync += [j.eq(0), kb.eq(0), kb_zero.eq(1)]
-            with m.If(fields["tile_last"]):
-                m.d.sync += h_fill.eq(~h_fill)
-        # the buffer write, a stage later: the rotation and the banks' write ports are fed
-        # from registers; the row's rotation and each bank's place in a packed beat were
-        # worked out as the row was loaded
-        keep_bits = Mux(pack & fields["has"], byte_bits(f_keep), Const(-1, W))
-        w_valid = Signal()
-        w_data = Signal(W)
-        w_rot = Signal(LB)
-        m.d.sync += [w_valid.eq(write),
-                     w_data.eq((fill_data & keep_bits) | (pad_elem & ~keep_bits)),
-                     w_rot.eq(f_rot)]
-        rotated = rotate_right_bytes(w_data, w_rot, BB)
-        for k, (wp, _) in enumerate(banks):
-            # packed: the bank's element came from row a + (its place in the beat) >> lgc
-            w_row = Signal(LB, name=f"w_row{k}")
-            m.d.comb += w_row.eq(Mux(pack, fields["a"] + (f_place[k] >> lgc), fields["a"]))
-            w_addr = Signal(len(wp.addr), name=f"w_addr{k}")
-            m.d.sync += w_addr.eq(Cat(kb[:KB], w_row, h_fill) if K > 1 else Cat(w_row, h_fill))
-            m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_valid),
-                         wp.data.eq(rotated[8 * k:8 * k + 8])]
+        wiring.connect(m, fill.tiles, tiles.w_stream)
 
-        # -- drain ------------------------------------------------------------------------------
-        t = data.View(tile_entry, tiles.r_data)
-        t_half, t_dst, t_ncols, t_nrows, t_last = t.half, t.dst, t.ncols, t.nrows, t.last
-        b = Signal(LB + KB + 1)               # column being read
-        col_dst = Signal(aw)
-        s_v = Signal()                        # a column is out of the banks
-        s_rot = Signal(LB)
-        s_dst = Signal(aw)
-        s_bytes = Signal(LB + 1)
-        s_last = Signal()
-        bmod = b & (L - 1)
-        # a second stage, q: the banks' read data is registered before the rotations (a block
-        # RAM's clock-to-out leaves too little of the cycle for them), and so are the strobes
-        # and the two pieces' addresses, worked out from stage s. q puts the column in row
-        # order into a small queue, whose head is sent as one or two pieces.
-        #
-        # Stages s and q never wait: a column is issued only while the queue is sure to have
-        # room for it (a count of the columns issued and not yet sent, against the queue's
-        # depth, as a register). So the decision to issue a column is a register and the
-        # tiles' handshake, and nothing from the pieces' ready reaches the many registers the
-        # issue loads.
-        q_v = Signal()
-        q_raw = Signal(W)
-        q_rot = Signal(LB)
-        q_od = Signal(LB)
-        q_beat = Signal(aw - LB)              # the first piece's beat
-        q_beat_hi = Signal(aw - LB)           # the second's
-        q_strb = Signal(2 * BB)               # the two pieces' strobes
-        q_two = Signal()                      # the column spans two beats
-        q_bytes = Signal(LB + 1)
-        q_last = Signal()
-        col_rot = Signal(W)
-        m.d.comb += col_rot.eq(rotate_right_bytes(q_raw, q_rot, BB))
-        # packed: element a of the column is at f(a) after the rotation. The choice is a
-        # configuration register of its own (zero when not packed, a case of none), beside these
-        # multiplexers, so that the descriptor's elog does not cross the die into the column queue
-        col_out = Signal(W)
-        m.d.comb += col_out.eq(col_rot)
-        pack_sel = reg(Mux(pack, Cat(lgp, self.elog), 0), "pack_sel", len(lgp) + 2)
-        with m.Switch(pack_sel):
-            for e in range(4):
-                n_el = BB >> e
-                lg_n = n_el.bit_length() - 1
-                for p_ in range(1, lg_n + 1):
-                    with m.Case(p_ | (e << len(lgp))):
-                        order = []
-                        for a_ in range(n_el):
-                            f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
-                            order += [col_rot.word_select(f_a * (1 << e) + j, 8)
-                                      for j in range(1 << e)]
-                        m.d.comb += col_out.eq(Cat(*order))
-        column = data.StructLayout({"col": W, "od": LB, "beat": aw - LB, "beat_hi": aw - LB,
-                                    "strb": 2 * BB, "two": 1, "bytes": LB + 1, "last": 1})
-        # issue to the head's first piece is about five cycles (s, q, the queue's two):
-        # eight columns in flight keep a column a cycle going
-        COLS_IN_FLIGHT = 8
-        cols = m.submodules.cols = BufferedFIFO(width=column.size, depth=COLS_IN_FLIGHT)
-        queued_col = data.View(column, cols.w_data)
-        m.d.comb += [cols.w_en.eq(q_v), queued_col.col.eq(col_out), queued_col.od.eq(q_od),
-                     queued_col.beat.eq(q_beat), queued_col.beat_hi.eq(q_beat_hi),
-                     queued_col.strb.eq(q_strb), queued_col.two.eq(q_two),
-                     queued_col.bytes.eq(q_bytes), queued_col.last.eq(q_last)]
-        head_col = data.View(column, cols.r_data)
-        p_hi = Signal()                       # sending the second piece of the head's column
-        p_final = p_hi | ~head_col.two        # the piece offered is the column's last
-        # the pieces leave through a register slice: nothing here reaches the mid end's path
-        # select or the engine's write slice in the same cycle
-        out_slice = m.submodules.wr_slice = SkidBuffer(piece_layout(aw, W))
-        wiring.connect(m, out_slice.o, wiring.flipped(self.wr))
-        out = out_slice.i
-        # the column goes to destination bytes od onwards: the first piece holds its low
-        # BB - od bytes, the second the rest, so both carry the column rotated left by od bytes
-        # (the strobes say which bytes count)
-        sent_piece = cols.r_rdy & out.ready
-        p_done = sent_piece & p_final         # the head's column is sent
-        m.d.comb += [out.valid.eq(cols.r_rdy),
-                     out.payload.addr.eq(Cat(Const(0, LB),
-                                             Mux(p_hi, head_col.beat_hi, head_col.beat))),
-                     out.payload.data.eq(rotate_right_bytes(head_col.col,
-                                                            (BB - head_col.od)[:LB], BB)),
-                     out.payload.strb.eq(Mux(p_hi, head_col.strb[BB:], head_col.strb[:BB])),
-                     out.payload.last.eq(head_col.last & p_final),
-                     self.written_bytes.eq(Mux(p_done, head_col.bytes, 0)),
-                     cols.r_en.eq(p_done)]
-        with m.If(sent_piece):
-            m.d.sync += p_hi.eq(~p_final)
-        # columns issued and not yet sent, and whether another may be issued (a register)
-        in_flight = Signal(range(COLS_IN_FLIGHT + 1))
-        room = Signal()
-        issue = Signal()
-        flight_next = Signal(range(COLS_IN_FLIGHT + 2))
-        m.d.comb += flight_next.eq(in_flight + issue - p_done)
-        m.d.sync += [in_flight.eq(flight_next), room.eq(flight_next < COLS_IN_FLIGHT)]
-        m.d.comb += issue.eq(room & tiles.r_rdy)
-        strb = low_bytes(m, s_bytes, BB)
-        wide_strb = Signal(2 * BB)
-        m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
-        m.d.sync += [q_v.eq(s_v), q_raw.eq(Cat(*[rp.data for _, rp in banks])),
-                     q_rot.eq(s_rot), q_od.eq(s_dst[:LB]), q_beat.eq(s_dst[LB:]),
-                     q_beat_hi.eq(s_dst[LB:] + 1), q_strb.eq(wide_strb),
-                     q_two.eq(wide_strb[BB:] != 0), q_bytes.eq(s_bytes),
-                     q_last.eq(s_last)]
-        # whether b is the tile's last column, from registers: b == 0 and b + 1 == ncols
-        # (for b > 0) are set as b steps, and a tile of one column says so in its entry
-        b_zero = Signal(init=1)
-        b_end = Signal()
-        col_last = Mux(b_zero, t.one_col, b_end)
+        # -- drain (TileDrain) -------------------------------------------------------------------
+        drain = m.submodules.drain = TileDrain(data_width=W, addr_width=aw, tile_beats=K)
+        dc = drain.config
+        m.d.comb += [dc.L.eq(L), dc.lgl.eq(lgl), dc.lgp.eq(lgp), dc.lgc.eq(lgc), dc.pack.eq(pack),
+                     dc.g_cols.eq(g_cols), dc.elog.eq(elog), dc.desc_elog.eq(self.elog),
+                     dc.cols_ext.eq(ext[COLS]), dc.col_stride.eq(dstr[COLS]),
+                     dc.col_wrap.eq(col_wrap)]
+        for k, rp in enumerate(read_ports):
+            wiring.connect(m, drain.banks[k], rp)
+        wiring.connect(m, tiles.r_stream, drain.tiles)
+        wiring.connect(m, drain.wr, wiring.flipped(self.wr))
+        m.d.comb += self.written_bytes.eq(drain.written_bytes)
+        with m.If(fill.tiles.valid):
+            m.d.sync += full.bit_select(fill.tiles.payload.half, 1).eq(1)
+        with m.If(drain.tiles.valid & drain.tiles.ready):
+            m.d.sync += full.bit_select(drain.tiles.payload.half, 1).eq(0)
 
-        def skews(col):
-            """For column ``col``, each bank's (bank - skew) mod L."""
-            return [((Const(k, LB) >> elog) - (col & (L - 1))) & (L - 1) for k in range(BB)]
-
-        def bank_row(x):
-            """The row a bank reads for its (bank - skew) mod L: that, or packed the row whose
-            f is that."""
-            return Mux(pack, ((x & (ext[COLS] - 1)) << lgp) | (x >> lgc), x)[:LB]
-
-        def regs(name, n, width):
-            return [Signal(width, name=f"{name}{k}") for k in range(n)]
-
-        # The banks' read addresses are registers that follow b. Column c reads byte bank k at
-        # row T((k >> elog) - c mod L), T being bank_row (a fixed permutation for the job), so
-        # column c + 1's rows are column c's moved up one element's banks: a rotation by a
-        # fixed amount per element size, with no arithmetic. Column 0's rows are configuration
-        # registers, set while b is 0 and after a tile's last column. Beside them, the beat in
-        # the row for the column after b, also a register. So no address arithmetic lies between
-        # b and the block RAMs or behind the decision to step.
-        rows_r = regs("row", BB, LB)
-        bdiv_r = Signal(max(KB, 1))
-        bdiv_next = Signal(max(KB, 1))
-        rows_0 = regs("row_first", BB, LB)
-        # (column 0's skews, then their rows: two configuration stages, as the skews take
-        # L - 1 and the rows two shifts)
-        skews_0 = regs("skew_first", BB, LB)
-        bdiv_0, bdiv_1 = Signal(max(KB, 1)), Signal(max(KB, 1))
-        m.d.sync += [*(s.eq(x) for s, x in zip(skews_0, skews(Const(0, LB)), strict=True)),
-                     *(r.eq(bank_row(x)) for r, x in zip(rows_0, skews_0, strict=True)),
-                     bdiv_0.eq(0), bdiv_1.eq(Const(1, 2) >> lgl)]
-        rows_step = regs("row_step", BB, LB)
-        with m.Switch(elog):
-            for e in range(4):
-                with m.Case(e):
-                    if (1 << e) < BB:
-                        m.d.comb += [r.eq(rows_r[(k - (1 << e)) % BB])
-                                     for k, r in enumerate(rows_step)]
-        with m.If(issue):
-            m.d.sync += [*(r.eq(Mux(col_last, r0, rn))
-                           for r, r0, rn in zip(rows_r, rows_0, rows_step, strict=True)),
-                         bdiv_r.eq(Mux(col_last, bdiv_0, bdiv_next)),
-                         bdiv_next.eq(Mux(col_last, bdiv_1, (b + 2) >> lgl))]
-        with m.Elif(b_zero):
-            m.d.sync += [*(r.eq(r0) for r, r0 in zip(rows_r, rows_0, strict=True)),
-                         bdiv_r.eq(bdiv_0), bdiv_next.eq(bdiv_1)]
-        for row_k, (_, rp) in zip(rows_r, banks, strict=True):
-            r_addr = Cat(bdiv_r[:KB], row_k, t_half) if K > 1 else Cat(row_k, t_half)
-            m.d.comb += rp.addr.eq(r_addr)
-        c_mask = reg(ext[COLS] - 1, "c_mask", LB + KB)
-        # the next column's destination, both ways (past the grouped columns' wrap or not) summed
-        # apart and chosen by b's test after, so the test does not lie in front of the adder
-        col_base = Mux(b_zero, t_dst, col_dst)
-        col_wraps = g_cols & ((b & c_mask) == c_mask)
-        m.d.sync += s_v.eq(issue)
-        with m.If(issue):
-            m.d.sync += [s_rot.eq(bmod << elog), s_dst.eq(col_base),
-                         s_bytes.eq(t_nrows << elog), s_last.eq(t_last & col_last),
-                         col_dst.eq(Mux(col_wraps, col_base + col_wrap, col_base + dstr[COLS]))]
-            with m.If(col_last):
-                m.d.sync += [b.eq(0), b_zero.eq(1)]
-            with m.Else():
-                m.d.sync += [b.eq(b + 1), b_zero.eq(0), b_end.eq(b + 2 == t_ncols)]
-        m.d.comb += tiles.r_en.eq(issue & col_last)
-        with m.If(tiles.w_en):
-            m.d.sync += full.bit_select(tile_d.half, 1).eq(1)
-        with m.If(issue & col_last):
-            m.d.sync += full.bit_select(t_half, 1).eq(0)
-
-        m.d.comb += self.busy.eq(walking | gen_busy |
-                                 rows.nonempty | f_v | w_valid | tile_v |
-                                 (full != 0) | (in_flight != 0) |
-                                 out_slice.o.valid)
+        m.d.comb += self.busy.eq(walking | gen_busy | rows.nonempty | fill.busy | (full != 0) |
+                                 drain.busy)
         return m
 
