@@ -607,111 +607,142 @@ class TileDrain(wiring.Component):
         return m
 
 
+# a walker counter's choice each row: keep, step, or set to its first value
+_KEEP, _STEP, _INIT = 0, 1, 2
 
-class TileTransposer(wiring.Component):
-    #: cycles from the descriptor's inputs to the configuration registers worked out from them;
-    #: the inputs must be held that long before ``start``
-    CONFIG_STAGES = 4
 
-    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
-        if tile_beats not in (1, 2, 4, 8, 16, 32):
-            raise ValueError(f"tile_beats must be a power of two from 1 to 32, not "
-                             f"{tile_beats!r}")
-        if row_queue < 2:
-            raise ValueError(f"row_queue must be at least 2, not {row_queue!r}")
+def walk_counter(m, reg, name, shape, step, init, tests, firsts=None):
+    """The row walker's counters (in module ``m``, its configuration registers made by
+    ``reg``): a counter kept with ``tests`` ({name: (function of a value, shape)}), whose
+    registers are returned with the counter and its choice (``_KEEP``, ``_STEP`` or ``_INIT``), and
+    under ``"next"`` the values they take at the next clock edge. A test
+    given as (function of a value, function of the value *before* a step, shape) takes
+    the second on a step, so no subtract lies in front of its comparison. ``firsts``
+    ({name: register}) gives a test's first value worked out by the caller, whose
+    function of a value is then None; ``"stepped"`` and ``"first"`` hold the tests of
+    the stepped and the first value. A test given as (function of a value, function
+    of the value before a step, function of the value before two steps, shape) keeps
+    its stepped test as a register too, worked out at each step from the value before
+    it (or at the start from ``init``), so that test reaches the walker's choices from
+    a flip-flop and not from a compare."""
+    value = Signal(shape, name=name)
+    choice = Signal(2, init=_KEEP, name=f"{name}_choice")
+    held = {t: Signal(spec[-1], name=f"{name}_{t}") for t, spec in tests.items()}
+    # each test's next value, for registers that follow it; the tests of the first
+    # value are configuration registers (``init`` is held while the job runs), so the
+    # choice selects between registers and the stepped tests: no operator of one test
+    # is shared between the two and put behind the choice
+    nxt = {t: Signal(spec[-1], name=f"{name}_{t}_next") for t, spec in tests.items()}
+    held["stepped"], held["first"] = {}, {}
+    for t, spec in tests.items():
+        stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
+        if len(spec) == 4:
+            ahead = reg(spec[1](init), f"{name}_{t}_stepped_first", spec[-1])
+            with m.If(choice == _STEP):
+                m.d.sync += stepped.eq(spec[2](value))
+            with m.If(choice == _INIT):
+                m.d.sync += stepped.eq(ahead)
+        else:
+            m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
+                                   spec[0](step(value)))
+        if firsts and t in firsts:
+            first = firsts[t]
+        else:
+            first = reg(spec[0](init), f"{name}_{t}_first", spec[-1])
+        held["stepped"][t], held["first"][t] = stepped, first
+        m.d.comb += nxt[t].eq(held[t])
+        with m.If(choice == _STEP):
+            m.d.comb += nxt[t].eq(stepped)
+        with m.If(choice == _INIT):
+            m.d.comb += nxt[t].eq(first)
+        m.d.sync += held[t].eq(nxt[t])
+    held["next"] = nxt
+    with m.If(choice == _STEP):
+        m.d.sync += value.eq(step(value))
+    with m.If(choice == _INIT):
+        m.d.sync += value.eq(init)
+    return value, held, choice
+
+
+def walk_config_layout(addr_width: int, bus_bytes: int, tile_beats: int) -> data.StructLayout:
+    """What the row walker reads of the job's configuration (:class:`TileTransposer`'s
+    registers): elements per beat ``L`` and columns per tile ``T``, log2 of ``L``, of the
+    rows' and of the columns' first dimension, the grouped rows' shift and index mask, the rows
+    and columns in all and the rows with a source, the valid rows of a tile's first dimension,
+    the grouped rows' source wrap, the row step (1, or packed the rows of a beat) and twice
+    it, ``L`` plus it, and the three flags."""
+    LB = (bus_bytes - 1).bit_length()
+    KB = (tile_beats - 1).bit_length()
+    return data.StructLayout({
+        "L": LB + 1, "T": LB + KB + 1, "lgl": range(LB + 1), "lg0": range(LB + 1),
+        "lgc": range(LB + KB + 1), "sh0": range(LB + 1), "lo_mask": LB, "rows_total": 38,
+        "cols_total": 43, "vrem_init": count_width(addr_width), "v_lo": LB + 1,
+        "row_wrap": addr_width, "a_step": LB + 1, "a_step2": LB + 2, "L_a_step": LB + 3,
+        "pack": 1, "g_rows": 1, "g_cols": 1})
+
+
+def run_layout(addr_width: int, bus_bytes: int, count_width: int) -> data.StructLayout:
+    """A run of beats to read: the first beat's address in beats, and how many."""
+    return data.StructLayout({"beat": addr_width - (bus_bytes - 1).bit_length(),
+                              "n": count_width})
+
+
+class RowWalker(wiring.Component):
+    """The transpose path's row walker: steps through the rows of a job (row within tile,
+    column tile, row tile, then the two remaining dimensions) with additions only, and for each
+    row queues its entry for the fill and, if it has a source, its run of beats for the beat
+    generator.
+
+    Parameters: ``data_width``, ``addr_width`` and ``tile_beats`` as the path's;
+    ``room_ahead``: ``rows_room_next`` says the row queue's room a cycle ahead (a queue of 4
+    entries or more has it), else its ``ready`` is used as it is.
+
+    Ports: the descriptor (``src``, ``dst``, ``elog``, ``ext``, ``val``, ``sst``, ``dstr``,
+    held while busy), ``config`` (:func:`walk_config_layout`), ``start``, ``rows``
+    (:func:`row_layout`), ``runs`` (:func:`run_layout`), ``rows_room_next`` and
+    ``runs_room_next`` (the row queue's and the runs' slice's ready in the next cycle),
+    ``busy`` (walking), ``row_step`` (a row taken)."""
+
+    def __init__(self, *, data_width, addr_width, tile_beats, room_ahead):
         self.data_width = data_width
         self.addr_width = addr_width
         self.tile_beats = tile_beats
-        self.row_queue = row_queue
-        aw = addr_width
+        self.room_ahead = room_ahead
+        BB = data_width // 8
+        aw, cw = addr_width, count_width(addr_width)
+        KB = (tile_beats - 1).bit_length()
         super().__init__({
-            **path_ports(data_width=data_width, addr_width=aw, dims=DIMS),
-            "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
-            "row_step": Out(1),
+            "src": In(aw), "dst": In(aw), "elog": In(2),
+            "ext": In(cw).array(DIMS), "val": In(cw).array(DIMS),
+            "sst": In(aw).array(DIMS), "dstr": In(aw).array(DIMS),
+            "config": In(walk_config_layout(aw, BB, tile_beats)),
+            "start": In(1),
+            "rows": Out(stream.Signature(row_layout(aw, BB, tile_beats))),
+            "runs": Out(stream.Signature(run_layout(aw, BB, KB + 2))),
+            "rows_room_next": In(1), "runs_room_next": In(1),
+            "busy": Out(1), "row_step": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        W = self.data_width
-        BB = W // 8
-        LB = (BB - 1).bit_length()            # log2 of the bus bytes
+        BB = self.data_width // 8
+        LB = (BB - 1).bit_length()
         K = self.tile_beats
         KB = (K - 1).bit_length()
         aw = self.addr_width
-        elog = self.elog
+        cw = count_width(aw)
         ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
+        rows = self.rows
+        c = self.config
+        (L, T, lgl, lg0, lgc, sh0, lo_mask, rows_total, cols_total, vrem_init, v_lo, row_wrap,
+         a_step, a_step2, L_a_step, pack, g_rows, g_cols) = (
+            c.L, c.T, c.lgl, c.lg0, c.lgc, c.sh0, c.lo_mask, c.rows_total, c.cols_total,
+            c.vrem_init, c.v_lo, c.row_wrap, c.a_step, c.a_step2, c.L_a_step, c.pack, c.g_rows,
+            c.g_cols)
 
-        # The job's configuration below is worked out in CONFIG_STAGES stages of registers
-        # from the descriptor (held while the job runs; the mid end starts the path once they
-        # have settled), so none of it lies in front of the walker's arithmetic.
         def reg(value, name, shape=None):
             return registered(m, value, name, shape)
 
-        L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
-        T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
-        lgl = reg(LB - elog, "lgl", range(LB + 1))                  # log2 L
-        # the walk's datapath takes the element size from the tile's own register (lgl), not from
-        # the descriptor's elog, which comes from the front end across the die: from there through
-        # the row's byte count into the runs slice is too long a path. The configuration registers
-        # below still take the descriptor's value, a cycle earlier. (A register of elog here would
-        # be the mid end's r_elog: Yosys merges flip-flops with the same input.)
-        elog = Signal(2, name="elog_t")
-        m.d.comb += elog.eq(LB - lgl)
-
-        # grouped rows: dimension 0 (a power of two, less than L) with its next dimension make
-        # the rows; grouped columns likewise. In a tile, row a is (a mod E0, a div E0) and
-        # column b is (b mod E1, b div E1): tiles start at index 0 of both dimensions.
-        g_rows, g_cols = self.group_rows, self.group_cols
-        lg0_c = Signal(range(LB + 1))
-        lgc_c = Signal(range(LB + KB + 1))
-        for i in range(LB + 1):
-            with m.If(ext[ROWS][i]):
-                m.d.comb += lg0_c.eq(i)
-        for i in range(LB + KB + 1):
-            with m.If(ext[COLS][i]):
-                m.d.comb += lgc_c.eq(i)
-        lg0 = reg(lg0_c, "lg0")               # log2 of the rows' first dimension
-        lgc = reg(lgc_c, "lgc")               # log2 of the columns' first dimension
-        # the wide sums and shifts below by copies of their own of both
-        lg0_w = registered_copy(platform, m, lg0_c, "lg0_w")
-        lgc_w = registered_copy(platform, m, lgc_c, "lgc_w")
-        sh0 = reg(Mux(g_rows, lg0, 0), "sh0", range(LB + 1))
-        # row a's index in dimension 0 is a & lo_mask
-        lo_mask = reg(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1), "lo_mask", LB)
-        rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0_w, ext[ROWS]), "rows_total", 38)
-        cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc_w, ext[COLS]), "cols_total", 43)
-        cw = count_width(aw)
-        vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", cw)
-        # (at most L: it is compared with a row's index in dimension 0, which is under L)
-        v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", cw)
-        v_lo = reg(Mux(v_lo_full > L, L, v_lo_full), "v_lo", LB + 1)
-        # source step after the last index of dimension 0 in a grouped row
-        row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0_w) + sst[ROWS], "row_wrap", aw)
-        # destination step after the last index of the columns' first dimension
-        col_wrap = reg(dstr[COLS_HI] - (dstr[COLS] << lgc_w) + dstr[COLS], "col_wrap", aw)
-
-        # packed rows: rows of 2**lgc elements, shorter than a beat, one after the other in the
-        # source from a beat boundary on: a beat holds P = 2**lgp of them and is written to the
-        # buffer in one cycle. Row a then lives in element bank (i + f(a)) mod L, with
-        # f(a) = (a >> lgp) + (a mod P) * 2**lgc, so the P rows of a beat take disjoint banks.
-        pack = self.pack_rows
-        lgp = reg(lgl - lgc, "lgp", range(LB + 1))
-        lgce = reg(lgc + self.elog, "lgce", range(LB + KB + 4))     # log2 of a packed row's bytes
-        # (from lgl and lgc, not lgp: a stage earlier, for the tests on it below)
-        lgp_early = (lgl - lgc)[:len(lgl)]
-        a_step = reg(Mux(pack, Const(1, LB + 1) << lgp_early, 1), "a_step", LB + 1)
-        a_step2 = reg(Mux(pack, Const(2, LB + 2) << lgp_early, 2), "a_step2", LB + 2)
-        L_a_step = reg(L + a_step, "L_a_step", LB + 3)
-
-        # a queued row, and a filled tile handed to the drain
-        row_entry = row_layout(aw, BB, K)
-        rows = m.submodules.rows = RegisteredQueue(row_entry, depth=self.row_queue)
-        # a row with a source hands its first beat and beat count to the beat generator, so
-        # the walker's step does not wait on the read requests' ready
-        runs_in, gen_busy, runs_slice = beat_requests(m, "runs", self.req, bus_bytes=BB,
-                                                      count_width=KB + 2)
-
-        # -- row walker -------------------------------------------------------------------------
         # The walker's counters are registers, each with the tests the walk makes on it: a row
         # keeps a counter, steps it or sets it to its first value, and the tests of the stepped
         # and of the first value are worked out beside the choice, from registers. So the
@@ -728,9 +759,9 @@ class TileTransposer(wiring.Component):
         m.d.sync += walking.eq(walking_next)
         walk_c = register_copies(platform, m, walking_next, len(TAKES), "walking_c")
         # (a queue under 4 entries has no registered room: its ready is used as it is)
-        room_c = ([rows.i.ready] * len(TAKES) if "ahead" not in rows.signature.members else
-                  register_copies(platform, m, rows.ahead.i_ready, len(TAKES), "rows_room_c"))
-        runs_c = register_copies(platform, m, runs_slice.ahead.i_ready, len(TAKES), "runs_rdy_c",
+        room_c = ([rows.ready] * len(TAKES) if not self.room_ahead else
+                  register_copies(platform, m, self.rows_room_next, len(TAKES), "rows_room_c"))
+        runs_c = register_copies(platform, m, self.runs_room_next, len(TAKES), "runs_rdy_c",
                                  reset=1)
         take, init = {}, {}
         for g, w, room, ready in zip(TAKES, walk_c, room_c, runs_c, strict=True):
@@ -738,58 +769,9 @@ class TileTransposer(wiring.Component):
             m.d.comb += [take[g].eq(w & room & ready), init[g].eq(self.start & ~w)]
         row_take, init_all = take["walk"], init["walk"]
         m.d.comb += self.row_step.eq(row_take)
-        KEEP, STEP, INIT = 0, 1, 2
 
-        def counter(name, shape, step, init, tests, firsts=None):
-            """A counter kept with ``tests`` ({name: (function of a value, shape)}), whose
-            registers are returned with the counter and its choice (KEEP, STEP or INIT), and
-            under ``"next"`` the values they take at the next clock edge. A test
-            given as (function of a value, function of the value *before* a step, shape) takes
-            the second on a step, so no subtract lies in front of its comparison. ``firsts``
-            ({name: register}) gives a test's first value worked out by the caller, whose
-            function of a value is then None; ``"stepped"`` and ``"first"`` hold the tests of
-            the stepped and the first value. A test given as (function of a value, function
-            of the value before a step, function of the value before two steps, shape) keeps
-            its stepped test as a register too, worked out at each step from the value before
-            it (or at the start from ``init``), so that test reaches the walker's choices from
-            a flip-flop and not from a compare."""
-            value = Signal(shape, name=name)
-            choice = Signal(2, init=KEEP, name=f"{name}_choice")
-            held = {t: Signal(spec[-1], name=f"{name}_{t}") for t, spec in tests.items()}
-            # each test's next value, for registers that follow it; the tests of the first
-            # value are configuration registers (``init`` is held while the job runs), so the
-            # choice selects between registers and the stepped tests: no operator of one test
-            # is shared between the two and put behind the choice
-            nxt = {t: Signal(spec[-1], name=f"{name}_{t}_next") for t, spec in tests.items()}
-            held["stepped"], held["first"] = {}, {}
-            for t, spec in tests.items():
-                stepped = Signal(spec[-1], name=f"{name}_{t}_stepped")
-                if len(spec) == 4:
-                    ahead = reg(spec[1](init), f"{name}_{t}_stepped_first", spec[-1])
-                    with m.If(choice == STEP):
-                        m.d.sync += stepped.eq(spec[2](value))
-                    with m.If(choice == INIT):
-                        m.d.sync += stepped.eq(ahead)
-                else:
-                    m.d.comb += stepped.eq(spec[1](value) if len(spec) == 3 else
-                                           spec[0](step(value)))
-                if firsts and t in firsts:
-                    first = firsts[t]
-                else:
-                    first = reg(spec[0](init), f"{name}_{t}_first", spec[-1])
-                held["stepped"][t], held["first"][t] = stepped, first
-                m.d.comb += nxt[t].eq(held[t])
-                with m.If(choice == STEP):
-                    m.d.comb += nxt[t].eq(stepped)
-                with m.If(choice == INIT):
-                    m.d.comb += nxt[t].eq(first)
-                m.d.sync += held[t].eq(nxt[t])
-            held["next"] = nxt
-            with m.If(choice == STEP):
-                m.d.sync += value.eq(step(value))
-            with m.If(choice == INIT):
-                m.d.sync += value.eq(init)
-            return value, held, choice
+        def counter(*args, **kwargs):
+            return walk_counter(m, reg, *args, **kwargs)
 
         # A row tile or column tile steps only while more than a tile is left (v > L, v > T),
         # so after the step v - L is positive: v - L <= L is v <= 2L, v - L < L is v < 2L.
@@ -1010,16 +992,144 @@ class TileTransposer(wiring.Component):
         v_under = Mux(n_under, left_v < left_n, left_v < a_step)
         nsrc = Signal(LB + 1)
         m.d.comb += nsrc.eq(Mux(~row_has, 0, Mux(v_under, left_v, Mux(n_under, left_n, a_step))))
-        tile_entry = tile_layout(aw, BB, K)
+        runs_in = self.runs
         m.d.comb += [runs_in.valid.eq(row_take & row_has), runs_in.payload.beat.eq(s_row[LB:]),
                      runs_in.payload.n.eq(nbeats)]
-        queued = rows.i.payload
-        m.d.comb += [rows.i.valid.eq(row_take),
+        queued = rows.payload
+        m.d.comb += [rows.valid.eq(row_take),
                      queued.offset.eq(offset), queued.aligned.eq(offset == 0),
                      queued.nbeats.eq(nbeats), queued.nout.eq(nout), queued.one.eq(nout == 1),
                      queued.a.eq(a), queued.has.eq(row_has), queued.tile_last.eq(wrap_a),
                      queued.job_last.eq(row_last), queued.dst.eq(d1), queued.ncols.eq(ncols),
                      queued.nrows.eq(nrows), queued.nsrc.eq(nsrc)]
+        m.d.comb += self.busy.eq(walking)
+        return m
+
+
+class TileTransposer(wiring.Component):
+    #: cycles from the descriptor's inputs to the configuration registers worked out from them;
+    #: the inputs must be held that long before ``start``
+    CONFIG_STAGES = 4
+
+    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
+        if tile_beats not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"tile_beats must be a power of two from 1 to 32, not "
+                             f"{tile_beats!r}")
+        if row_queue < 2:
+            raise ValueError(f"row_queue must be at least 2, not {row_queue!r}")
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.tile_beats = tile_beats
+        self.row_queue = row_queue
+        aw = addr_width
+        super().__init__({
+            **path_ports(data_width=data_width, addr_width=aw, dims=DIMS),
+            "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
+            "row_step": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()            # log2 of the bus bytes
+        K = self.tile_beats
+        KB = (K - 1).bit_length()
+        aw = self.addr_width
+        elog = self.elog
+        ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
+
+        # The job's configuration below is worked out in CONFIG_STAGES stages of registers
+        # from the descriptor (held while the job runs; the mid end starts the path once they
+        # have settled), so none of it lies in front of the walker's arithmetic.
+        def reg(value, name, shape=None):
+            return registered(m, value, name, shape)
+
+        L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
+        T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
+        lgl = reg(LB - elog, "lgl", range(LB + 1))                  # log2 L
+        # the walk's datapath takes the element size from the tile's own register (lgl), not from
+        # the descriptor's elog, which comes from the front end across the die: from there through
+        # the row's byte count into the runs slice is too long a path. The configuration registers
+        # below still take the descriptor's value, a cycle earlier. (A register of elog here would
+        # be the mid end's r_elog: Yosys merges flip-flops with the same input.)
+        elog = Signal(2, name="elog_t")
+        m.d.comb += elog.eq(LB - lgl)
+
+        # grouped rows: dimension 0 (a power of two, less than L) with its next dimension make
+        # the rows; grouped columns likewise. In a tile, row a is (a mod E0, a div E0) and
+        # column b is (b mod E1, b div E1): tiles start at index 0 of both dimensions.
+        g_rows, g_cols = self.group_rows, self.group_cols
+        lg0_c = Signal(range(LB + 1))
+        lgc_c = Signal(range(LB + KB + 1))
+        for i in range(LB + 1):
+            with m.If(ext[ROWS][i]):
+                m.d.comb += lg0_c.eq(i)
+        for i in range(LB + KB + 1):
+            with m.If(ext[COLS][i]):
+                m.d.comb += lgc_c.eq(i)
+        lg0 = reg(lg0_c, "lg0")               # log2 of the rows' first dimension
+        lgc = reg(lgc_c, "lgc")               # log2 of the columns' first dimension
+        # the wide sums and shifts below by copies of their own of both
+        lg0_w = registered_copy(platform, m, lg0_c, "lg0_w")
+        lgc_w = registered_copy(platform, m, lgc_c, "lgc_w")
+        sh0 = reg(Mux(g_rows, lg0, 0), "sh0", range(LB + 1))
+        # row a's index in dimension 0 is a & lo_mask
+        lo_mask = reg(Mux(g_rows, ext[ROWS] - 1, (1 << LB) - 1), "lo_mask", LB)
+        rows_total = reg(Mux(g_rows, ext[ROWS_HI] << lg0_w, ext[ROWS]), "rows_total", 38)
+        cols_total = reg(Mux(g_cols, ext[COLS_HI] << lgc_w, ext[COLS]), "cols_total", 43)
+        cw = count_width(aw)
+        vrem_init = reg(Mux(g_rows, val[ROWS_HI], val[ROWS]), "vrem_init", cw)
+        # (at most L: it is compared with a row's index in dimension 0, which is under L)
+        v_lo_full = reg(Mux(g_rows, val[ROWS], L), "v_lo_full", cw)
+        v_lo = reg(Mux(v_lo_full > L, L, v_lo_full), "v_lo", LB + 1)
+        # source step after the last index of dimension 0 in a grouped row
+        row_wrap = reg(sst[ROWS_HI] - (sst[ROWS] << lg0_w) + sst[ROWS], "row_wrap", aw)
+        # destination step after the last index of the columns' first dimension
+        col_wrap = reg(dstr[COLS_HI] - (dstr[COLS] << lgc_w) + dstr[COLS], "col_wrap", aw)
+
+        # packed rows: rows of 2**lgc elements, shorter than a beat, one after the other in the
+        # source from a beat boundary on: a beat holds P = 2**lgp of them and is written to the
+        # buffer in one cycle. Row a then lives in element bank (i + f(a)) mod L, with
+        # f(a) = (a >> lgp) + (a mod P) * 2**lgc, so the P rows of a beat take disjoint banks.
+        pack = self.pack_rows
+        lgp = reg(lgl - lgc, "lgp", range(LB + 1))
+        lgce = reg(lgc + self.elog, "lgce", range(LB + KB + 4))     # log2 of a packed row's bytes
+        # (from lgl and lgc, not lgp: a stage earlier, for the tests on it below)
+        lgp_early = (lgl - lgc)[:len(lgl)]
+        a_step = reg(Mux(pack, Const(1, LB + 1) << lgp_early, 1), "a_step", LB + 1)
+        a_step2 = reg(Mux(pack, Const(2, LB + 2) << lgp_early, 2), "a_step2", LB + 2)
+        L_a_step = reg(L + a_step, "L_a_step", LB + 3)
+
+        # a queued row, and a filled tile handed to the drain
+        row_entry = row_layout(aw, BB, K)
+        rows = m.submodules.rows = RegisteredQueue(row_entry, depth=self.row_queue)
+        # a row with a source hands its first beat and beat count to the beat generator, so
+        # the walker's step does not wait on the read requests' ready
+        runs_in, gen_busy, runs_slice = beat_requests(m, "runs", self.req, bus_bytes=BB,
+                                                      count_width=KB + 2)
+
+        # -- row walker (RowWalker) --------------------------------------------------------------
+        walker = m.submodules.walker = RowWalker(data_width=W, addr_width=aw, tile_beats=K,
+                                                 room_ahead="ahead" in rows.signature.members)
+        wc = walker.config
+        m.d.comb += [wc.L.eq(L), wc.T.eq(T), wc.lgl.eq(lgl), wc.lg0.eq(lg0), wc.lgc.eq(lgc),
+                     wc.sh0.eq(sh0), wc.lo_mask.eq(lo_mask), wc.rows_total.eq(rows_total),
+                     wc.cols_total.eq(cols_total), wc.vrem_init.eq(vrem_init), wc.v_lo.eq(v_lo),
+                     wc.row_wrap.eq(row_wrap), wc.a_step.eq(a_step), wc.a_step2.eq(a_step2),
+                     wc.L_a_step.eq(L_a_step), wc.pack.eq(pack), wc.g_rows.eq(g_rows),
+                     wc.g_cols.eq(g_cols),
+                     walker.src.eq(self.src), walker.dst.eq(self.dst), walker.elog.eq(self.elog),
+                     walker.start.eq(self.start), self.row_step.eq(walker.row_step),
+                     walker.runs_room_next.eq(runs_slice.ahead.i_ready)]
+        for k in range(DIMS):
+            m.d.comb += [walker.ext[k].eq(ext[k]), walker.val[k].eq(val[k]),
+                         walker.sst[k].eq(sst[k]), walker.dstr[k].eq(dstr[k])]
+        if walker.room_ahead:
+            m.d.comb += walker.rows_room_next.eq(rows.ahead.i_ready)
+        wiring.connect(m, walker.rows, rows.i)
+        wiring.connect(m, walker.runs, runs_in)
+        tile_entry = tile_layout(aw, BB, K)
 
         # -- the buffer -------------------------------------------------------------------------
         depth = 2 * BB * K
@@ -1064,7 +1174,7 @@ class TileTransposer(wiring.Component):
         with m.If(drain.tiles.valid & drain.tiles.ready):
             m.d.sync += full.bit_select(drain.tiles.payload.half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(walking | gen_busy | rows.nonempty | fill.busy | (full != 0) |
+        m.d.comb += self.busy.eq(walker.busy | gen_busy | rows.nonempty | fill.busy | (full != 0) |
                                  drain.busy)
         return m
 
