@@ -237,9 +237,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want = [f"{n}{k}_ff" for n in ("p_free_r", "q_free_r", "q_done_r", "slots_clear", "slot0_empty",
                                    "slot1_empty", "slot0_en", "slot1_en", "two_c")
             for k in range(groups)]
-    # the decompressor's flush, a copy for each of its three buffers, the gearbox, the reader
-    # and the writer
-    want += [f"flush_c{k}_ff" for k in range(6)]
+    # the decompressor's flush, a copy for the segmenter (its WGS and mask buffers), the
+    # decoder (its byte ring), the gearbox, the reader and the writer
+    want += [f"flush_c{k}_ff" for k in range(5)]
     want += [f"prod_load{k}_ff" for k in range(4)]       # the DMA front end's products
     # ... its checked dimension's number, each of its 3 bits in a copy per field selected
     want += [f"k_chk{b}_f{k}_ff" for b in range(3) for k in range(4)]

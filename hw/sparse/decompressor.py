@@ -4,6 +4,11 @@ optionally, in memory.
 
 Data path
 ---------
+The stages are components on typed streams: :class:`~.segmenter.Segmenter` (with
+:class:`~.stages.SegmentCounter`), :class:`~.decoder.Decoder`, :class:`~.stages.Expander`,
+:class:`~.stages.AtomEmitter`, joined here, where the job's registers, checks, error priority
+and state machine stay.
+
 One AXI4 read port carries three sequential streams (:class:`~.engines.StreamReader`): the WGS
 surface first (it is small and has read priority), then the WMB and the packed weights as their
 buffers drain. WGS words land in a shift buffer (:class:`~.shiftbuf.ShiftBuffer`), the WMB's
@@ -75,11 +80,10 @@ from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import SkidBuffer
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies
+from .decoder import Decoder
 from .engines import StreamReader, StreamWriter, mount
-from .expand import expand_dist_from
 from .gearbox import ELEMENTS_PER_COPY, AtomGearbox
 from .ringbuf import SELECT_BITS as RING_SELECT_BITS
-from .ringbuf import RingBuffer
 from .segmenter import Segmenter, job_layout
 from .stages import AtomEmitter, Expander, atom_layout
 
@@ -220,23 +224,19 @@ class SparseDecompressor(wiring.Component):
         t = self.timing
         DW = self.data_width // 8
         dw_log2 = (DW - 1).bit_length()
-        aw = self.addr_width
 
         regs, reader, writer = mount(m, bank=self._bank, reader=self._reader,
                                      writer=self._writer, s_axil=self.s_axil, m_axi=self.m_axi)
 
         segmenter = m.submodules.segmenter = Segmenter(data_width=DW, atom_elements=A, timing=t)
-        # the byte buffer holds an atom's worth (2A bytes) and two beats more
-        databuf = m.submodules.databuf = RingBuffer(unit=8, in_units=DW, words=2 * A // DW + 2,
-                                                    out_units=2 * A, late_bits=t.byte_late_bits,
-                                                    take_ahead=True, select_bits=t.ring_select_bits)
+        decoder = m.submodules.decoder = Decoder(data_width=DW, atom_elements=A, timing=t)
         gearbox = m.submodules.gearbox = AtomGearbox(atom_elements=A, beat_bytes=DW,
                                                      elements_per_copy=t.elements_per_copy)
         # each stream reaches its buffer through a register slice, so the buffers' readies do not
         # reach the reader's FIFOs
         flush = Signal()
         for s, words in ((WGS_STREAM, segmenter.wgs), (WMB_STREAM, segmenter.mask),
-                         (WEIGHT_STREAM, databuf.i)):
+                         (WEIGHT_STREAM, decoder.bytes)):
             in_slice = m.submodules[f"in{s}_slice"] = SkidBuffer(self.data_width)
             m.d.comb += in_slice.clear.eq(flush)
             wiring.connect(m, reader.o[s], in_slice.i)
@@ -247,17 +247,16 @@ class SparseDecompressor(wiring.Component):
         state_nx = Signal(_State)              # the state in the next cycle
         check_pass = Signal()                  # CHECK passes: RUN is next
         job = Signal(job_layout())
-        weight_bytes, groups, kernels = job.weight_bytes, job.groups, job.kernels
-        kernel_elems, two = job.kernel_elems, job.two
+        two = job.two
         stream_en = Signal()
         write_en = Signal()
         start = regs.ctrl.start.pulse[0] & (state == _State.IDLE)
         with m.If(start):
             m.d.sync += [
-                weight_bytes.eq(regs.weight_bytes.value.data),
+                job.weight_bytes.eq(regs.weight_bytes.value.data),
                 job.wmb_bits.eq(regs.wmb_bytes.value.data << 3),
-                groups.eq(regs.groups.value.data), kernels.eq(regs.kernels.value.data),
-                kernel_elems.eq(Mux(regs.precision.two_byte.data[0],
+                job.groups.eq(regs.groups.value.data), job.kernels.eq(regs.kernels.value.data),
+                job.kernel_elems.eq(Mux(regs.precision.two_byte.data[0],
                                     regs.bytes_per_kernel.value.data >> 1,
                                     regs.bytes_per_kernel.value.data)),
                 two.eq(regs.precision.two_byte.data[0]),
@@ -276,9 +275,10 @@ class SparseDecompressor(wiring.Component):
                      regs.error.group.r_data.eq(error_group)]
         raise_error = Signal(4)            # this cycle's first error (0: none)
 
-        # -- the stages after the segmenter's decision (.stages) ----------------------------------
+        # -- the expansion and the delivery (.stages) ----------------------------------------------
         # they empty at a job's end (FINISH's flush) and as CHECK passes (when nothing flows)
-        expander = m.submodules.expander = Expander(atom_elements=A, byte_ring=databuf, timing=t)
+        expander = m.submodules.expander = Expander(atom_elements=A, byte_ring=decoder.byte_ring,
+                                                    timing=t)
         emitter = m.submodules.emitter = AtomEmitter(atom_elements=A,
                                                      elements_per_copy=t.elements_per_copy)
         stages_clear = flush | check_pass
@@ -287,12 +287,12 @@ class SparseDecompressor(wiring.Component):
         m.d.comb += [expander.new_job.eq(start), emitter.stream_en.eq(stream_en),
                      emitter.write_en.eq(write_en), gearbox.two.eq(two)]
         # finished atoms to the stream and the gearbox; the gearbox's beats to the writer
+        wiring.connect(m, decoder.o, expander.i)
+        wiring.connect(m, expander.ahead, decoder.o_ahead)
         wiring.connect(m, expander.o, emitter.i)
         wiring.connect(m, emitter.o_atoms, wiring.flipped(self.o_atoms))
         wiring.connect(m, emitter.o_write, gearbox.i)
         wiring.connect(m, gearbox.o, writer.i)
-        emitted = Signal(32)                   # dense bytes sent out
-        atom_bytes = Mux(two, 2 * A, A)
 
         # state == RUN, as a register of its own (set from the next state), so the decisions that
         # read it take a flip-flop, not a decode of the state: from ``state`` through four LUTs (the
@@ -300,158 +300,25 @@ class SparseDecompressor(wiring.Component):
         # path
         run = Signal()
         m.d.sync += run.eq(state_nx == _State.RUN)
-        bus_error = reader.error | writer.error | writer.range_error
 
         # -- the segmenter (.segmenter): segments decided and counted from the mask side ---------
         m.d.comb += [segmenter.job.eq(job), segmenter.run.eq(run), segmenter.load.eq(check_pass),
                      segmenter.new_job.eq(start)]
 
-        # -- the decoder's queue: counted segments wait for the decoder ---------------------------
-        # Its head's take is worked out a cycle ahead (``step``, below), and so the head's load
-        # is a register too, one copy per ``load_bits`` of the head on the ECP5 board tops; its
-        # select (second entry or input) in copies, as X's: one flag's net would cross ~240 bits
-        # on the way through the queue's next ``need`` into the byte ring's kept sums
-        segq = m.submodules.segq = SkidBuffer(segmenter.o.payload.shape(), load_bits=t.load_bits,
-                                              select_bits=t.select_bits, ready_ahead=True)
-        wiring.connect(m, segmenter.o, segq.i)
-        head, h_valid, h_take = segq.o.payload, segq.o.valid, segq.o.ready
-        step_nx = Signal()
-        m.d.comb += [segq.clear.eq(flush), segq.ahead.o_ready.eq(step_nx)]
-        # the byte ring takes the head's ``need`` a cycle ahead, from the queue's next output, into
-        # a copy of its own (``take``), which the placer can put beside the ring's pointer, level
-        # and tests: the head's register sits with the rest of the head, across the die from the
-        # ring's room test. With the next value the ring also keeps its level less the take in
-        # registers, and its tests are signs, so no compare of the copy lies on the early step's
-        # path
-        head_next = segq.ahead.o_payload
-        m.d.comb += databuf.take_next.eq(head_next.need)
-
-        # -- the decoder: the queue's head checked against the group's WGS and the bytes held -----
-        grp_bytes = Signal(32)                 # WGS bytes left in the group
-        d_open = Signal()                      # the atom in the slots has had a segment
-        d_all = Signal()                       # the last group's last segment has been decoded
-        group_idx = Signal(24)
-        # the queue's head failed the WGS check a cycle ago: the check registered every cycle (so
-        # the step reaches one register, not the check's logic), and a flag that holds it once seen.
-        # A head fails it whether or not it was stepped: a head with more mask bits than its group's
-        # WGS may want bytes past the end of the weight surface, and waits for them forever
-        chk_r = Signal()
-        mis_seen = Signal()
-        mis_r = Signal()
-        mis_group = Signal.like(group_idx)     # the group of the queue's head a cycle ago
-        m.d.comb += mis_r.eq(chk_r | mis_seen)
-        grp_big = Signal()                     # grp_bytes is beyond any segment's need
-        avail = Signal(32)
-        m.d.comb += avail.eq(Mux(head.first, head.wgs, grp_bytes))
-        # the WGS checks as a flag for the bytes left's high bits and a compare of their low
-        # ones (as wide as a segment's need), not a 32-bit compare
-        nw = len(head.need)
-        avail_big = Mux(head.first, head.wgs_big, grp_big)
-        avail_lo = avail[:nw]
-        marker = h_valid & (head.err != 0)
-        mismatch = h_valid & (head.err == 0) & \
-            ((~avail_big & (head.need > avail_lo)) |
-             (head.ends & (avail_big | (head.need != avail_lo))))
-        # whether the byte buffer holds the head's bytes, from registers, as the segmenter's
-        # have_bits: the buffer's ``deep`` (2A bytes or more, any segment's need), or else the
-        # compare registered a cycle before, trusted if no step has taken bytes or changed the
-        # head since (nor the head arrived since: ``h_valid`` a cycle before)
-        near_bytes = Signal()
-        near_bytes_ok = Signal()
-        have_bytes = databuf.deep | (near_bytes & near_bytes_ok)
-        stalled_in = run & ~d_all & (~h_valid | ~have_bytes)
-        # X, the expander's input (.stages.Expander), takes the stepped segment with the prefix
-        # sums of its clear bits finished into distances, and the byte ring's view of its window
-        x_in, x_push, xs_rdy = expander.i.payload, expander.i.valid, expander.i.ready
-        # The decoder steps when it runs, the queue's head is a segment (not an error marker) whose
-        # bytes the byte buffer holds, X has room, no WGS check has failed and the bus has answered
-        # no error. The WGS check does not hold the step back: a segment that fails it is stepped
-        # like the others, and the failure (registered with its group) is raised in the next cycle,
-        # before anything of that segment reaches the writer (it stops in P), and stops the steps
-        # after it. Every one of those tests is a register, and the step is one too: worked out a
-        # cycle ahead from the values the tests' registers load (``*_nx``), so it equals the tests
-        # of this cycle (``step_ref``, kept for the tests) with no logic between the step and the
-        # hundreds of flip-flops it enables: the queue's head, the byte ring's pointer, the group's
-        # counts.
-        step = Signal()
-        h_valid_nx = ~flush & segq.ahead.o_valid
-        marker_nx = h_valid_nx & (head_next.err != 0)
-        mis_seen_nx = Mux(check_pass, 0, mis_r)
-        near_bytes_nx = databuf.enough
-        near_bytes_ok_nx = h_valid & ~step & ~flush
-        have_bytes_nx = databuf.deep_next | (near_bytes_nx & near_bytes_ok_nx)
-        xs_rdy_nx = flush | expander.ahead.i_ready
-        bus_error_nx = reader.error_next | writer.error_next | writer.range_error_next
-        m.d.comb += step_nx.eq((state_nx == _State.RUN) & h_valid_nx & ~marker_nx &
-                               ~(mismatch | mis_seen_nx) & have_bytes_nx & xs_rdy_nx &
-                               ~bus_error_nx)
-        m.d.sync += [step.eq(step_nx), near_bytes.eq(near_bytes_nx),
-                     near_bytes_ok.eq(near_bytes_ok_nx), chk_r.eq(mismatch),
-                     mis_seen.eq(mis_seen_nx)]
-        step_ref = Signal()
-        m.d.comb += [step_ref.eq(run & h_valid & ~marker & ~mis_r & have_bytes & xs_rdy &
-                                 ~bus_error),
-                     h_take.eq(step), databuf.take_en.eq(step)]
-
-        # the tail: the last partial atom, then zero atoms to a multiple of 128 bytes
-        tail_step = run & d_all & (d_open | (emitted[:7] != 0)) & xs_rdy & ~bus_error
-        finished = run & d_all & ~d_open & (emitted[:7] == 0) & ~expander.busy
-        ends_image = (emitted + atom_bytes)[:7] == 0
-
-        # the expansion's control in two halves: the distances (prefix sums) from the head's
-        # placed bits into X's registers, the move masks from X's registers into P's (there)
-        dist = expand_dist_from(m, [head.sums[i] for i in range(A)], t.sum_levels)
-
-        m.d.sync += mis_group.eq(group_idx)
-        # X's entry, from the head or the tail (as d_all says); the stages after it load their
-        # registers whenever they are free and only their valid bits wait on the stage
-        # before: the step, late in the cycle, reaches a few registers, not the hundreds a
-        # segment's data fills
-        m.d.comb += [x_push.eq(step | tail_step),
-                     *(x_in.dist[q].eq(d) for q, d in enumerate(dist)),
-                     x_in.placed.eq(head.placed & ~d_all.replicate(A)),
-                     x_in.raw.eq(databuf.data), x_in.off.eq(databuf.offset),
-                     x_in.in_seg.eq(head.in_seg & ~d_all.replicate(A)),
-                     x_in.completes.eq(head.completes | d_all),
-                     x_in.last.eq(ends_image & (d_all | (head.ends & head.last_group))),
-                     x_in.bad.eq(mismatch & ~d_all)]
-        with m.If(step):
-            left = avail - head.need
-            m.d.sync += [grp_bytes.eq(left), grp_big.eq(left[nw:] != 0),
-                         d_open.eq(~head.completes)]
-            with m.If(head.completes):
-                m.d.sync += emitted.eq(emitted + atom_bytes)
-            with m.If(head.ends):
-                m.d.sync += group_idx.eq(group_idx + 1)
-                with m.If(head.last_group):
-                    m.d.sync += d_all.eq(1)
-        with m.Elif(tail_step):
-            m.d.sync += [emitted.eq(emitted + atom_bytes), d_open.eq(0)]
+        # -- the decoder (.decoder): segments checked against their WGS and stepped with their bytes
+        wiring.connect(m, segmenter.o, decoder.i)
+        m.d.comb += [decoder.two.eq(two), decoder.run.eq(run),
+                     decoder.run_next.eq(state_nx == _State.RUN), decoder.load.eq(check_pass),
+                     decoder.new_job.eq(start), decoder.drained.eq(~expander.busy),
+                     decoder.bus_error.eq(reader.error | writer.error | writer.range_error),
+                     decoder.bus_error_next.eq(reader.error_next | writer.error_next |
+                                               writer.range_error_next)]
+        finished = decoder.finished
 
         # -- errors, in the order the checks apply -----------------------------------------------
-        check_align = Signal()
-        check_size = Signal()
+        check_wait = Signal()                  # CHECK's first cycle: the checks' flags load
+        align_bad, size_bad = self._start_checks(m, regs, job, write_en)
         r = regs
-        m.d.comb += [
-            check_align.eq((r.weight_addr.value.data[:8] != 0) | (r.wmb_addr.value.data[:8] != 0) |
-                           (r.wgs_addr.value.data[:8] != 0) |
-                           (write_en & (r.dst_addr.value.data[:8] != 0))),
-            check_size.eq((r.weight_bytes.value.data[:7] != 0) |
-                          (r.wmb_bytes.value.data[:7] != 0) | (r.wmb_bytes.value.data == 0) |
-                          (r.wgs_bytes.value.data[:7] != 0) | (r.wgs_bytes.value.data == 0) |
-                          (groups == 0) | (kernels == 0) | (kernel_elems == 0) |
-                          (two & r.bytes_per_kernel.value.data[0]) |
-                          (r.wgs_bytes.value.data < (groups << 2)) |
-                          # a surface that runs past the top of the address space
-                          ((r.weight_addr.value.data + r.weight_bytes.value.data) >> aw != 0) |
-                          ((r.wmb_addr.value.data + r.wmb_bytes.value.data) >> aw != 0) |
-                          ((r.wgs_addr.value.data + r.wgs_bytes.value.data) >> aw != 0)),
-        ]
-        # the checks' adders and compares registered: the verdict is read a cycle into CHECK
-        check_wait = Signal()
-        align_bad = Signal()
-        size_bad = Signal()
-        m.d.sync += [align_bad.eq(check_align), size_bad.eq(check_size)]
         # CHECK's move on tests these flags, not raise_error: through raise_error's priority
         # chain it would wait on RUN's checks too (the decoder's WGS compare), a long path into
         # every register CHECK loads
@@ -467,22 +334,20 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += raise_error.eq(Error.WRITE_ERROR)
             with m.Elif(writer.range_error):
                 m.d.comb += raise_error.eq(Error.DST_RANGE)
-            with m.Elif(mis_r):                      # the head a cycle ago, stepped or not
-                m.d.comb += raise_error.eq(Error.WGS_MISMATCH)
-            with m.Elif(marker):                     # WGS_OVERFLOW or WMB_SHORT
-                m.d.comb += raise_error.eq(head.err)
+            with m.Else():                           # WGS_MISMATCH or a segmenter's marker
+                m.d.comb += raise_error.eq(decoder.error)
 
         # -- counters ----------------------------------------------------------------------------
         cycles = Signal(32)
         stalls = Signal(32)
-        m.d.comb += [regs.dense_bytes.value.r_data.eq(emitted),
+        m.d.comb += [regs.dense_bytes.value.r_data.eq(decoder.emitted),
                      regs.cycles.value.r_data.eq(cycles),
                      regs.stall_cycles.value.r_data.eq(stalls)]
         with m.If(start):
             m.d.sync += [cycles.eq(1), stalls.eq(0)]
         with m.Elif(state != _State.IDLE):
             m.d.sync += cycles.eq(Mux(cycles == 0xFFFF_FFFF, cycles, cycles + 1))
-            with m.If(stalled_in & (stalls != 0xFFFF_FFFF)):
+            with m.If(decoder.stalled & (stalls != 0xFFFF_FFFF)):
                 m.d.sync += stalls.eq(stalls + 1)
 
         # -- job control -------------------------------------------------------------------------
@@ -501,7 +366,7 @@ class SparseDecompressor(wiring.Component):
         # CHECK passes (the reads are stopped in that cycle, above): the state's decode and the
         # checks' flags stay off the enables of the reader's address and length registers
         reader_load = Signal()
-        wgs_beats = ((groups << 2) + (DW - 1)) >> dw_log2
+        wgs_beats = ((job.groups << 2) + (DW - 1)) >> dw_log2
         m.d.sync += reader_load.eq(0)
         m.d.comb += [
             reader.load.eq(reader_load.replicate(3)),
@@ -510,7 +375,7 @@ class SparseDecompressor(wiring.Component):
             reader.addr[WMB_STREAM].eq(r.wmb_addr.value.data),
             reader.beats[WMB_STREAM].eq(r.wmb_bytes.value.data >> dw_log2),
             reader.addr[WEIGHT_STREAM].eq(r.weight_addr.value.data),
-            reader.beats[WEIGHT_STREAM].eq(weight_bytes >> dw_log2),
+            reader.beats[WEIGHT_STREAM].eq(job.weight_bytes >> dw_log2),
         ]
         m.d.comb += [
             reader.stop.eq(reads_stop),
@@ -528,15 +393,15 @@ class SparseDecompressor(wiring.Component):
         # the die
         finishing = state_nx == _State.FINISH
         m.d.sync += flush.eq(finishing)
-        parts = (segmenter, databuf, gearbox, reader, writer)
+        parts = (segmenter, decoder, gearbox, reader, writer)
         for b, copy in zip(parts, register_copies(platform, m, finishing, len(parts), "flush_c"),
                            strict=True):
             m.d.comb += b.flush.eq(copy)
 
         with m.If(raise_error != 0):
             m.d.sync += [error_code.eq(raise_error),
-                         error_group.eq(Mux(raise_error == Error.WGS_MISMATCH, mis_group,
-                                            group_idx))]
+                         error_group.eq(Mux(raise_error == Error.WGS_MISMATCH, decoder.error_group,
+                                            decoder.group))]
 
         # the next state is a signal of its own: the decoder works out its step a cycle ahead
         # from it (above)
@@ -546,8 +411,7 @@ class SparseDecompressor(wiring.Component):
             with m.Case(_State.IDLE):
                 with m.If(start):
                     m.d.comb += state_nx.eq(_State.CHECK)
-                    m.d.sync += [error_code.eq(0), error_group.eq(0),
-                                 emitted.eq(0), check_wait.eq(1)]
+                    m.d.sync += [error_code.eq(0), error_group.eq(0), check_wait.eq(1)]
             with m.Case(_State.CHECK):
                 with m.If(check_wait):
                     m.d.sync += check_wait.eq(0)
@@ -556,8 +420,7 @@ class SparseDecompressor(wiring.Component):
                 with m.Else():
                     m.d.comb += [writer.load.eq(1), writer.addr.eq(r.dst_addr.value.data),
                                  check_pass.eq(1), state_nx.eq(_State.RUN)]
-                    m.d.sync += [reader_load.eq(1), d_open.eq(0), d_all.eq(0),
-                                 group_idx.eq(0)]
+                    m.d.sync += reader_load.eq(1)
             with m.Case(_State.RUN):
                 with m.If(raise_error != 0):
                     m.d.comb += state_nx.eq(_State.ABORT)
@@ -570,3 +433,27 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += [done_set.eq(1), err_set.eq(error_code != 0),
                              state_nx.eq(_State.IDLE)]
         return m
+
+    def _start_checks(self, m, r, job, write_en):
+        """The checks a job's registers pass before anything moves, registered: the adders and
+        compares run in the start's cycle and the verdict is read a cycle into CHECK. Returns
+        the flags (alignment, sizes and counts)."""
+        aw = self.addr_width
+        align = Signal()
+        size = Signal()
+        m.d.sync += [
+            align.eq((r.weight_addr.value.data[:8] != 0) | (r.wmb_addr.value.data[:8] != 0) |
+                     (r.wgs_addr.value.data[:8] != 0) |
+                     (write_en & (r.dst_addr.value.data[:8] != 0))),
+            size.eq((r.weight_bytes.value.data[:7] != 0) |
+                    (r.wmb_bytes.value.data[:7] != 0) | (r.wmb_bytes.value.data == 0) |
+                    (r.wgs_bytes.value.data[:7] != 0) | (r.wgs_bytes.value.data == 0) |
+                    (job.groups == 0) | (job.kernels == 0) | (job.kernel_elems == 0) |
+                    (job.two & r.bytes_per_kernel.value.data[0]) |
+                    (r.wgs_bytes.value.data < (job.groups << 2)) |
+                    # a surface that runs past the top of the address space
+                    ((r.weight_addr.value.data + r.weight_bytes.value.data) >> aw != 0) |
+                    ((r.wmb_addr.value.data + r.wmb_bytes.value.data) >> aw != 0) |
+                    ((r.wgs_addr.value.data + r.wgs_bytes.value.data) >> aw != 0)),
+        ]
+        return align, size

@@ -61,13 +61,13 @@ class TB:
 
     async def watch_step(self):
         """Two decisions are registers worked out a cycle ahead: the decoder's step
-        (hw/sparse/decompressor.py) and X's hand-on, its load (hw/sparse/stages.py, the
-        expander). In every cycle each must equal the same decision made from that cycle's
-        registers (``step_ref``, ``x_done``). Notes the first cycle where one differs, and
-        counts the steps."""
+        (hw/sparse/decoder.py) and X's hand-on, its load (hw/sparse/stages.py, the expander).
+        In every cycle each must equal the same decision made from that cycle's registers
+        (``step_ref``, ``x_done``). Notes the first cycle where one differs, and counts the
+        steps."""
         dut = self.dut
-        x = dut.expander
-        pairs = [("step", dut.step, dut.step_ref), ("X's hand-on", x.x_done_r, x.x_done)]
+        d, x = dut.decoder, dut.expander
+        pairs = [("step", d.step, d.step_ref), ("X's hand-on", x.x_done_r, x.x_done)]
         cycle = 0
         while True:
             await RisingEdge(dut.clk)
@@ -77,7 +77,7 @@ class TB:
                 now, want = int(early.value), int(ref.value)
                 if now != want and self.step_mismatch is None:
                     self.step_mismatch = (cycle, name, now, want)
-            self.steps += int(dut.step.value)
+            self.steps += int(d.step.value)
 
     def stalls(self, on=True, p=0.3):
         set_axil_pauses(self.master, self.rng if on else None)
