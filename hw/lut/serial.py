@@ -89,6 +89,46 @@ def acc_bits(W, FB):
     return max(W + FB + 11, W + 3 + 16 + 16 + 1)
 
 
+class ProductPipe(wiring.Component):
+    """The serial datapath's 16 x 16 signed multiplier, in two register stages: the operands
+    (``pending``: they hold a product to make), then the product, which leaves on ``o`` a cycle
+    later with the tag (``sub``, ``top``, ``keep``: what the accumulator is to do with it) that
+    came in beside its operands. It takes operands every cycle (``i.valid`` says whether they
+    count); nothing waits on it.
+
+    The operand and product registers have no reset, so that Yosys can take them into an
+    iCE40's SB_MAC16 as its input and output registers (it has no synchronous reset); the valid
+    flags say when they count."""
+
+    TAG = {"sub": 1, "top": 1, "keep": 1}
+
+    def __init__(self):
+        super().__init__({
+            "i": In(stream.Signature(data.StructLayout(
+                {"a": signed(16), "b": signed(16), **self.TAG}), always_ready=True)),
+            "o": Out(stream.Signature(data.StructLayout(
+                {"product": signed(32), **self.TAG}), always_ready=True)),
+            "pending": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.i.payload, self.o.payload
+        op_a = Signal(signed(16), reset_less=True)
+        op_b = Signal(signed(16), reset_less=True)
+        prod = Signal(signed(32), reset_less=True)
+        ops_valid = Signal()
+        prod_valid = Signal()
+        ops_tag = Signal(data.StructLayout(self.TAG))
+        prod_tag = Signal.like(ops_tag)
+        m.d.sync += [op_a.eq(i.a), op_b.eq(i.b), ops_valid.eq(self.i.valid),
+                     ops_tag.eq(Cat(i.sub, i.top, i.keep)),
+                     prod.eq(op_a * op_b), prod_valid.eq(ops_valid), prod_tag.eq(ops_tag)]
+        m.d.comb += [self.pending.eq(ops_valid), self.o.valid.eq(prod_valid),
+                     o.product.eq(prod), Cat(o.sub, o.top, o.keep).eq(prod_tag)]
+        return m
+
+
 class SerialDatapath(wiring.Component):
     """The serial datapath as a component of the LUT unit (:class:`hw.lut.unit.LutUnit` with
     ``serial=True``), which owns the registers, tables and counters around it.
@@ -253,20 +293,16 @@ class SerialDatapath(wiring.Component):
         limb = b[BW - LIMB:]
         fold = sdp & hit & phase_b & top      # the SDP hit's y0 << FB, folded into the top limb
         folded = (1 << (FB - LIMB * (LIMBS - 1))) - limb if sdp else 0
-        # without a reset, so that Yosys can take them into an iCE40's SB_MAC16 as its input and
-        # output registers (it has no synchronous reset); ctl's valid says when they count
-        op_a = Signal(signed(16), reset_less=True)
-        op_b = Signal(signed(16), reset_less=True)
-        prod = Signal(signed(32), reset_less=True)
-        m.d.sync += [op_b.eq(Mux(fold, folded, Cat(limb, ~hit & top & limb[-1]).as_signed())),
-                     op_a.eq(Mux(hit, Mux(phase_b, y0_r, y1_r), scale)),
-                     prod.eq(op_a * op_b)]
-        issue = Signal()
-        # what the accumulator does with the product: valid, subtract it, start from zero (the
-        # top limb's first product), add to the accumulator as it is (the hit's second product)
-        ctl = Signal(data.StructLayout({"valid": 1, "sub": 1, "top": 1, "keep": 1}))
-        ctl_m = Signal.like(ctl)              # the product's stage
-        m.d.sync += [ctl.eq(Cat(issue, hit & phase_b & ~fold, top, phase_b)), ctl_m.eq(ctl)]
+        mul = m.submodules.mul = ProductPipe()
+        issue = mul.i.valid
+        # what the accumulator does with the product: subtract it, start from zero (the top
+        # limb's first product), add to the accumulator as it is (the hit's second product)
+        m.d.comb += [mul.i.payload.b.eq(Mux(fold, folded,
+                                            Cat(limb, ~hit & top & limb[-1]).as_signed())),
+                     mul.i.payload.a.eq(Mux(hit, Mux(phase_b, y0_r, y1_r), scale)),
+                     mul.i.payload.sub.eq(hit & phase_b & ~fold), mul.i.payload.top.eq(top),
+                     mul.i.payload.keep.eq(phase_b)]
+        prod, ctl_m = mul.o.payload.product, mul.o.payload
 
         rounding = Signal()                   # step is ROUND: a register, not the step's decode,
         m.d.sync += rounding.eq(0)            # in front of the adder's 70-bit carry chain
@@ -349,7 +385,7 @@ class SerialDatapath(wiring.Component):
 
             with m.Case(Step.DRAIN):
                 # the last product is in the multiplier's stage: the accumulator takes it now
-                with m.If(~ctl.valid):
+                with m.If(~mul.pending):
                     m.d.sync += step.eq(Step.OUT)
                     with m.If(hit):
                         start_shift(FB, 0)
@@ -388,7 +424,7 @@ class SerialDatapath(wiring.Component):
                 with m.Else():
                     m.d.sync += [lane.eq(lane + 1), tsel.eq(0), final.eq(0), step.eq(Step.LOAD)]
 
-        with m.If(ctl_m.valid):
+        with m.If(mul.o.valid):
             m.d.sync += acc.eq(total)
 
         m.d.comb += [self.counted.le.eq(st_le), self.counted.lo.eq(st_lo),
