@@ -456,6 +456,19 @@ def test_transposer_reads_each_row_once():
     assert (got == want).all() and counts["beats"] == 64 * 64 // 8
 
 
+def test_engine_paths_checked(rejected):
+    """A build leaves out the row or tile path, never the element path, which takes every
+    descriptor; unknown names are refused."""
+    from atomcube.hw.dma.engine import DmaEngine
+
+    assert DmaEngine(paths=("elements",)).paths == {"elements"}
+    assert DmaEngine().paths == {"rows", "tile", "elements"}
+    with rejected(ValueError, "paths must include 'elements'"):
+        DmaEngine(paths=("rows", "tile"))
+    with rejected(ValueError, "unknown path 'tiles'"):
+        DmaEngine(paths=("tiles", "elements"))
+
+
 def test_transposer_parameters_rejected(rejected):
     with rejected(ValueError, "tile_beats must be a power of two"):
         TileTransposer(tile_beats=3)

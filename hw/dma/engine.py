@@ -44,7 +44,7 @@ from ..bus.fifo import register_slice
 from ..fabric import global_buffer
 from .backend import BackEnd
 from .frontend import FrontEnd
-from .midend import MidEnd
+from .midend import PATHS, MidEnd, check_paths
 
 
 class DmaEngine(wiring.Component):
@@ -58,12 +58,15 @@ class DmaEngine(wiring.Component):
     ``read_fifo`` beats of read data buffered (bounds the reads in flight); ``tile_beats``
     (beats per row of a transpose tile; default 128 bytes' worth); ``bank_mirror`` (the register
     bank reads the configuration back from a copy in a memory:
-    :class:`~hw.bus.regbank.RegisterBank`).
+    :class:`~hw.bus.regbank.RegisterBank`); ``paths``, the mid end's paths to build (of
+    ``"rows"``, ``"tile"``, ``"elements"``; all by default): a build without the row or tile
+    path moves their descriptors on the element path, an element per cycle, for less area
+    (docs/area.md).
 
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
-                 read_fifo=64, tile_beats=None, bank_mirror=False):
+                 read_fifo=64, tile_beats=None, bank_mirror=False, paths=PATHS):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if not 12 <= addr_width <= 32:
@@ -75,6 +78,7 @@ class DmaEngine(wiring.Component):
             raise ValueError(f"read_fifo {read_fifo} must hold a burst of {max_burst} beats")
         if id_width < 1:
             raise ValueError(f"id_width must be at least 1, not {id_width!r}")
+        paths = check_paths(paths)
         self.data_width = data_width
         self.addr_width = addr_width
         self.id_width = id_width
@@ -89,7 +93,9 @@ class DmaEngine(wiring.Component):
         # requests waiting for their data: every beat the read FIFO can have in flight plus an
         # open burst, or the queue, not the bus, would limit a copy
         self._mid = MidEnd(data_width=data_width, addr_width=addr_width,
-                           tile_beats=self.tile_beats, queue=read_fifo + 2 * max_burst)
+                           tile_beats=self.tile_beats, queue=read_fifo + 2 * max_burst,
+                           paths=paths)
+        self.paths = self._mid.paths
         self._back = BackEnd(data_width=data_width, addr_width=addr_width, id_width=id_width,
                              max_burst=max_burst, read_fifo=read_fifo)
         super().__init__({

@@ -58,19 +58,41 @@ class Path(enum.Enum, shape=2):
     TILES = 2
 
 
+#: the paths a mid end can be built with; the element path takes any descriptor and is always
+#: there
+PATHS = ("rows", "tile", "elements")
+
+
+def check_paths(paths) -> frozenset:
+    """``paths`` as a set, checked: names from :data:`PATHS`, the element path among them."""
+    paths = frozenset(paths)
+    unknown = sorted(paths - set(PATHS))
+    if unknown:
+        raise ValueError(f"paths: unknown path {unknown[0]!r}; the paths are "
+                         f"{', '.join(PATHS)}")
+    if "elements" not in paths:
+        raise ValueError("paths must include 'elements': the element path takes every "
+                         "descriptor the others do not")
+    return paths
+
+
 class MidEnd(wiring.Component):
     """Parameters: ``data_width``, ``addr_width``, ``tile_beats`` (beats per tile row),
     ``queue`` (requests the paths may have waiting for data: at least the beats the back end
-    can have in flight)."""
+    can have in flight), ``paths`` (the paths built, :data:`PATHS`: a descriptor whose path is
+    left out takes the element path, at an element per cycle)."""
 
-    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, queue=96):
+    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, queue=96, paths=PATHS):
         self.data_width = data_width
         self.addr_width = addr_width
+        self.paths = check_paths(paths)
         aw = addr_width
         self._elements = ElementPath(data_width=data_width, addr_width=aw, queue=queue)
-        self._rows = RowCopier(data_width=data_width, addr_width=aw, run_queue=queue)
-        self._tile = TileTransposer(data_width=data_width, addr_width=aw,
-                                    tile_beats=tile_beats, row_queue=queue)
+        self._rows = (RowCopier(data_width=data_width, addr_width=aw, run_queue=queue)
+                      if "rows" in self.paths else None)
+        self._tile = (TileTransposer(data_width=data_width, addr_width=aw,
+                                     tile_beats=tile_beats, row_queue=queue)
+                      if "tile" in self.paths else None)
         super().__init__({
             **path_ports(data_width=data_width, addr_width=aw, dims=MAX_DIMS),
             # as the front end holds them: strides of 32 bits, unused dimensions included
@@ -84,9 +106,11 @@ class MidEnd(wiring.Component):
         LB = (BB - 1).bit_length()
         aw = self.addr_width
         elements = m.submodules.elements = self._elements
-        rows = m.submodules.rows = self._rows
-        tile = m.submodules.tile = self._tile
-        units = {Path.ELEMENTS: elements, Path.ROWS: rows, Path.TILES: tile}
+        units = {Path.ELEMENTS: elements}
+        if self._rows is not None:
+            units[Path.ROWS] = m.submodules.rows = self._rows
+        if self._tile is not None:
+            units[Path.TILES] = m.submodules.tile = self._tile
         # The path and the tile path's configuration are worked out from the descriptor through
         # a pipeline of registers that runs all the time: the descriptor is held while the job
         # runs, so SETTLE cycles after start every stage holds this descriptor's values and the
@@ -114,11 +138,12 @@ class MidEnd(wiring.Component):
         # its start on, SETTLE cycles after the mid end's. One register for all three paths would
         # sit by the front end, and its `elog` would cross the die into the element path's pad and
         # strobes on one net
-        for tag, u in (("e", elements), ("r", rows), ("t", tile)):
+        for p, u in units.items():
+            tag = {Path.ELEMENTS: "e", Path.ROWS: "r", Path.TILES: "t"}[p]
             desc = Cat(u.src, u.dst, u.elog, u.pad)
             m.d.comb += desc.eq(registered_copy(
                 platform, m, Cat(self.src, self.dst, self.elog, self.pad), f"desc_{tag}"))
-        for u in (elements, rows):
+        for u in (u for p, u in units.items() if p != Path.TILES):
             for k in range(MAX_DIMS):
                 m.d.comb += [u.ext[k].eq(n_ext[k]), u.val[k].eq(n_val[k]),
                              u.sst[k].eq(n_sst[k]), u.dstr[k].eq(n_dst[k])]
@@ -134,16 +159,107 @@ class MidEnd(wiring.Component):
         elog = reg(elog, "c_elog")
         src_low = reg(src_low, "c_src_low")
 
+        eb = Signal(4)
+        m.d.comb += eb.eq(1 << elog)
+        row_fits = reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
+        tile_fits = Const(0)
+        if Path.TILES in units:
+            tile_fits = self._tile_setup(m, platform, units[Path.TILES], reg, {
+                "ndims": ndims, "elog": elog, "eb": eb, "src_low": src_low, "ext": n_ext,
+                "val": n_val, "sst": n_sst, "dst": n_dst})
+        if Path.ROWS not in units:
+            row_fits = Const(0)
+        chosen = Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS))
+        path = reg(chosen, "path")
+        m.d.comb += self.path.eq(path)
+        # and a register of its own for each path, saying it is the chosen one: the streams'
+        # valid and ready signals pass a gate on it instead of a decode of `path`, whose fanout
+        # they would share
+        on = {u: reg(chosen == p, f"on_{p.name.lower()}") for p, u in units.items()}
+
+        # the chosen path starts once every stage holds the new descriptor's values
+        settle = Signal(range(SETTLE + 1))
+        go = Signal()
+        with m.If(self.start):
+            m.d.sync += settle.eq(SETTLE)
+        with m.Elif(settle != 0):
+            m.d.sync += settle.eq(settle - 1)
+        # each path's start is a register, set from settle == 2 so that it is high in the cycle
+        # settle is 1 (the path register holds this descriptor's path from ten cycles after
+        # start on, well before)
+        m.d.comb += go.eq(settle == 2)
+        starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}
+        for u in units.values():
+            m.d.sync += starts[u].eq(go & on[u])
+            m.d.comb += u.start.eq(starts[u])
+
+        # the running path has the streams: its handshakes through a gate on its own register, its
+        # payloads through a multiplexer on `path` The read data reaches each path through a
+        # register slice of its own, next to it: a path's decision to take a beat (its ready, from
+        # the beat's valid) then stays within the path, where a slice shared by the three paths,
+        # which the tools place apart, had it cross the die and back
+        rdata_in = {}
+        for p, u in units.items():
+            rdata_in[u] = stream.Signature(self.rdata.payload.shape()).create(
+                path=(f"rdata_{p.name.lower()}",))
+            register_slice(m, f"rdata_{p.name.lower()}", valid=rdata_in[u].valid,
+                           ready=rdata_in[u].ready, payload=self.rdata.payload,
+                           out_valid=u.rdata.valid, out_ready=u.rdata.ready,
+                           out_payload=u.rdata.payload,
+                           global_load="dma_rdata_rows_load" if p == Path.ROWS else None)
+        # the read requests leave through a register slice of the mid end's own, which the placer
+        # can put by the paths: the engine's request slice sits by the back end, and its ready
+        # reached the row path's beat generator across the die
+        req = stream.Signature(aw).create()
+        req_slice = register_slice(m, "req_near", valid=req.valid, ready=req.ready,
+                                   payload=req.payload, out_valid=self.req.valid,
+                                   out_ready=self.req.ready, out_payload=self.req.payload)
+        for u in units.values():
+            m.d.comb += [u.req.ready.eq(req.ready & on[u]),
+                         rdata_in[u].valid.eq(self.rdata.valid & on[u]),
+                         u.wr.ready.eq(self.wr.ready & on[u])]
+
+        def running(signal):
+            return Cat(*(signal(u) & on[u] for u in units.values())).any()
+
+        # the read data's ready is every path's slice ready, not only the running path's: the others
+        # get no beats (their valid is gated), so their slices stay empty and ready, and the path
+        # select is not in front of the engine's read-data slice
+        m.d.comb += [req.valid.eq(running(lambda u: u.req.valid)),
+                     self.rdata.ready.eq(Cat(*(rdata_in[u].ready
+                                               for u in units.values())).all()),
+                     self.wr.valid.eq(running(lambda u: u.wr.valid))]
+        with m.Switch(path):
+            for p, u in units.items():
+                with m.Case(p):
+                    m.d.comb += [req.payload.eq(u.req.payload),
+                                 self.wr.payload.eq(u.wr.payload),
+                                 self.read_bytes.eq(u.read_bytes),
+                                 self.written_bytes.eq(u.written_bytes)]
+        m.d.comb += self.busy.eq((settle != 0) | Cat(u.busy for u in units.values()).any() |
+                                 req_slice.o.valid)
+        return m
+
+    def _tile_setup(self, m, platform, tile, reg, d):
+        """The tile path's configuration, worked out from the descriptor as the paths see it
+        (``d``: ``ndims``, ``elog``, ``eb`` (element bytes), ``src_low``, and each dimension's
+        ``ext``, ``val``, ``sst``, ``dst``) in stages of registers into ``tile``'s ports.
+        Returns whether the descriptor fits the tile path."""
+        BB = self.data_width // 8
+        LB = (BB - 1).bit_length()
+        aw = self.addr_width
+        ndims, elog, src_low = d["ndims"], d["elog"], d["src_low"]
+        n_ext, n_val, n_sst, n_dst = d["ext"], d["val"], d["sst"], d["dst"]
         # the tile path: the column dimension (the lowest of 1 to 3 contiguous in the source
         # with every index valid); grouped rows: dimension 0 a power of two under a beat and
         # dimension 1 continuing it in the destination; grouped columns: the column dimension a
         # power of two under a tile row and another continuing it in the source; at most two
         # other dimensions
-        eb = Signal(4)
+        eb = d["eb"]
         L = Signal(LB + 1)
         T = Signal(LB + 8)
-        m.d.comb += [eb.eq(1 << elog), L.eq(Const(BB, LB + 1) >> elog),
-                     T.eq(Const(self._tile.tile_beats * BB, LB + 8) >> elog)]
+        m.d.comb += [L.eq(Const(BB, LB + 1) >> elog),
+                     T.eq(Const(tile.tile_beats * BB, LB + 8) >> elog)]
 
         # stage 2: each dimension's properties
         col_ok = [reg((k < ndims) & (n_sst[k] == eb) & (n_val[k] == n_ext[k]) & (n_ext[k] > 1),
@@ -156,7 +272,6 @@ class MidEnd(wiring.Component):
         # front of the compare)
         d1_follows = reg(Array(n_dst[1] == (n_ext[0] << e) for e in range(4))[elog],
                          "d1_follows")
-        row_fits = reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
         d0_fits = reg((ndims >= 2) & (n_dst[0] == eb) & (n_ext[0] > 1) & (elog < LB), "d0_fits")
         # each source stride in elements (and whether it is a whole number of them), for the
         # test of stage 4 without a shift in front of its compare
@@ -245,74 +360,4 @@ class MidEnd(wiring.Component):
                             m.d.sync += t[t_k].eq(n[k])
         m.d.sync += [tile.group_rows.eq(g_rows), tile.group_cols.eq(g_cols),
                      tile.pack_rows.eq(pack)]
-        tile_fits = d0_fits & (col != 0) & (n_free <= 2)
-        chosen = Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS))
-        path = reg(chosen, "path")
-        m.d.comb += self.path.eq(path)
-        # and a register of its own for each path, saying it is the chosen one: the streams'
-        # valid and ready signals pass a gate on it instead of a decode of `path`, whose fanout
-        # they would share
-        on = {u: reg(chosen == p, f"on_{p.name.lower()}") for p, u in units.items()}
-
-        # the chosen path starts once every stage holds the new descriptor's values
-        settle = Signal(range(SETTLE + 1))
-        go = Signal()
-        with m.If(self.start):
-            m.d.sync += settle.eq(SETTLE)
-        with m.Elif(settle != 0):
-            m.d.sync += settle.eq(settle - 1)
-        # each path's start is a register, set from settle == 2 so that it is high in the cycle
-        # settle is 1 (the path register holds this descriptor's path from ten cycles after
-        # start on, well before)
-        m.d.comb += go.eq(settle == 2)
-        starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}
-        for u in units.values():
-            m.d.sync += starts[u].eq(go & on[u])
-            m.d.comb += u.start.eq(starts[u])
-
-        # the running path has the streams: its handshakes through a gate on its own register, its
-        # payloads through a multiplexer on `path` The read data reaches each path through a
-        # register slice of its own, next to it: a path's decision to take a beat (its ready, from
-        # the beat's valid) then stays within the path, where a slice shared by the three paths,
-        # which the tools place apart, had it cross the die and back
-        rdata_in = {}
-        for p, u in units.items():
-            rdata_in[u] = stream.Signature(self.rdata.payload.shape()).create(
-                path=(f"rdata_{p.name.lower()}",))
-            register_slice(m, f"rdata_{p.name.lower()}", valid=rdata_in[u].valid,
-                           ready=rdata_in[u].ready, payload=self.rdata.payload,
-                           out_valid=u.rdata.valid, out_ready=u.rdata.ready,
-                           out_payload=u.rdata.payload,
-                           global_load="dma_rdata_rows_load" if p == Path.ROWS else None)
-        # the read requests leave through a register slice of the mid end's own, which the placer
-        # can put by the paths: the engine's request slice sits by the back end, and its ready
-        # reached the row path's beat generator across the die
-        req = stream.Signature(aw).create()
-        req_slice = register_slice(m, "req_near", valid=req.valid, ready=req.ready,
-                                   payload=req.payload, out_valid=self.req.valid,
-                                   out_ready=self.req.ready, out_payload=self.req.payload)
-        for u in units.values():
-            m.d.comb += [u.req.ready.eq(req.ready & on[u]),
-                         rdata_in[u].valid.eq(self.rdata.valid & on[u]),
-                         u.wr.ready.eq(self.wr.ready & on[u])]
-
-        def running(signal):
-            return Cat(*(signal(u) & on[u] for u in units.values())).any()
-
-        # the read data's ready is every path's slice ready, not only the running path's: the others
-        # get no beats (their valid is gated), so their slices stay empty and ready, and the path
-        # select is not in front of the engine's read-data slice
-        m.d.comb += [req.valid.eq(running(lambda u: u.req.valid)),
-                     self.rdata.ready.eq(Cat(*(rdata_in[u].ready
-                                               for u in units.values())).all()),
-                     self.wr.valid.eq(running(lambda u: u.wr.valid))]
-        with m.Switch(path):
-            for p, u in units.items():
-                with m.Case(p):
-                    m.d.comb += [req.payload.eq(u.req.payload),
-                                 self.wr.payload.eq(u.wr.payload),
-                                 self.read_bytes.eq(u.read_bytes),
-                                 self.written_bytes.eq(u.written_bytes)]
-        m.d.comb += self.busy.eq((settle != 0) | elements.busy | rows.busy | tile.busy |
-                                 req_slice.o.valid)
-        return m
+        return d0_fits & (col != 0) & (n_free <= 2)

@@ -231,7 +231,26 @@ def bank_addr_width(bus_bytes: int, tile_beats: int) -> int:
     return (tile_beats - 1).bit_length() + (bus_bytes - 1).bit_length() + 1
 
 
-class TileFill(wiring.Component):
+class TilePart(wiring.Component):
+    """What the tile path and its parts share: ``data_width``, ``addr_width`` and
+    ``tile_beats`` (checked by :class:`TileTransposer`), and :attr:`sizes` from them."""
+
+    def __init__(self, members, *, data_width, addr_width, tile_beats):
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.tile_beats = tile_beats
+        super().__init__(members)
+
+    @property
+    def sizes(self):
+        """(bus bits ``W``, bus bytes ``BB``, log2 of them ``LB``, ``tile_beats`` ``K``, log2
+        of it ``KB``)"""
+        BB = self.data_width // 8
+        K = self.tile_beats
+        return self.data_width, BB, (BB - 1).bit_length(), K, (K - 1).bit_length()
+
+
+class TileFill(TilePart):
     """The transpose path's fill: takes the walked rows and the read beats, realigns each row's
     beats (a funnel shift by its offset in its first beat) or makes pad beats (a row without a
     source), and writes each beat, rotated by the row's skew, into every byte bank of the half
@@ -244,9 +263,6 @@ class TileFill(wiring.Component):
     fill does not read its ready), ``read_bytes`` (the bytes of a finished row), ``busy``."""
 
     def __init__(self, *, data_width, addr_width, tile_beats):
-        self.data_width = data_width
-        self.addr_width = addr_width
-        self.tile_beats = tile_beats
         BB = data_width // 8
         super().__init__({
             "config": In(fill_config_layout(BB, tile_beats)),
@@ -258,15 +274,11 @@ class TileFill(wiring.Component):
             "tiles": Out(stream.Signature(tile_layout(addr_width, BB, tile_beats))),
             "read_bytes": Out(35),
             "busy": Out(1),
-        })
+        }, data_width=data_width, addr_width=addr_width, tile_beats=tile_beats)
 
     def elaborate(self, platform):
         m = Module()
-        W = self.data_width
-        BB = W // 8
-        LB = (BB - 1).bit_length()
-        K = self.tile_beats
-        KB = (K - 1).bit_length()
+        W, BB, LB, K, KB = self.sizes
         cfg = self.config
         L, lgp, lgc, lgce, pack, elog = cfg.L, cfg.lgp, cfg.lgc, cfg.lgce, cfg.pack, cfg.elog
         full = self.full
@@ -390,7 +402,7 @@ class TileFill(wiring.Component):
         return m
 
 
-class TileDrain(wiring.Component):
+class TileDrain(TilePart):
     """The transpose path's drain: reads a filled tile from the skewed banks one column per
     cycle and sends each column to the write side as one or two pieces (a column that does not
     start on a beat spans two).
@@ -402,9 +414,6 @@ class TileDrain(wiring.Component):
     pieces complete), ``busy`` (a column is in flight)."""
 
     def __init__(self, *, data_width, addr_width, tile_beats):
-        self.data_width = data_width
-        self.addr_width = addr_width
-        self.tile_beats = tile_beats
         BB = data_width // 8
         super().__init__({
             "config": In(drain_config_layout(addr_width, BB, tile_beats)),
@@ -414,15 +423,11 @@ class TileDrain(wiring.Component):
             "wr": Out(stream.Signature(piece_layout(addr_width, data_width))),
             "written_bytes": Out(35),
             "busy": Out(1),
-        })
+        }, data_width=data_width, addr_width=addr_width, tile_beats=tile_beats)
 
     def elaborate(self, platform):
         m = Module()
-        W = self.data_width
-        BB = W // 8
-        LB = (BB - 1).bit_length()
-        K = self.tile_beats
-        KB = (K - 1).bit_length()
+        W, BB, LB, K, KB = self.sizes
         aw = self.addr_width
         cfg = self.config
         L, lgl, lgp, lgc, pack, g_cols, elog = (cfg.L, cfg.lgl, cfg.lgp, cfg.lgc, cfg.pack,
@@ -687,7 +692,7 @@ def run_layout(addr_width: int, bus_bytes: int, count_width: int) -> data.Struct
                               "n": count_width})
 
 
-class RowWalker(wiring.Component):
+class RowWalker(TilePart):
     """The transpose path's row walker: steps through the rows of a job (row within tile,
     column tile, row tile, then the two remaining dimensions) with additions only, and for each
     row queues its entry for the fill and, if it has a source, its run of beats for the beat
@@ -704,9 +709,6 @@ class RowWalker(wiring.Component):
     ``busy`` (walking), ``row_step`` (a row taken)."""
 
     def __init__(self, *, data_width, addr_width, tile_beats, room_ahead):
-        self.data_width = data_width
-        self.addr_width = addr_width
-        self.tile_beats = tile_beats
         self.room_ahead = room_ahead
         BB = data_width // 8
         aw, cw = addr_width, count_width(addr_width)
@@ -721,14 +723,11 @@ class RowWalker(wiring.Component):
             "runs": Out(stream.Signature(run_layout(aw, BB, KB + 2))),
             "rows_room_next": In(1), "runs_room_next": In(1),
             "busy": Out(1), "row_step": Out(1),
-        })
+        }, data_width=data_width, addr_width=addr_width, tile_beats=tile_beats)
 
     def elaborate(self, platform):
         m = Module()
-        BB = self.data_width // 8
-        LB = (BB - 1).bit_length()
-        K = self.tile_beats
-        KB = (K - 1).bit_length()
+        _, BB, LB, K, KB = self.sizes
         aw = self.addr_width
         cw = count_width(aw)
         ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
@@ -1006,7 +1005,7 @@ class RowWalker(wiring.Component):
         return m
 
 
-class TileTransposer(wiring.Component):
+class TileTransposer(TilePart):
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
     #: the inputs must be held that long before ``start``
     CONFIG_STAGES = 4
@@ -1017,16 +1016,12 @@ class TileTransposer(wiring.Component):
                              f"{tile_beats!r}")
         if row_queue < 2:
             raise ValueError(f"row_queue must be at least 2, not {row_queue!r}")
-        self.data_width = data_width
-        self.addr_width = addr_width
-        self.tile_beats = tile_beats
         self.row_queue = row_queue
-        aw = addr_width
         super().__init__({
-            **path_ports(data_width=data_width, addr_width=aw, dims=DIMS),
+            **path_ports(data_width=data_width, addr_width=addr_width, dims=DIMS),
             "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
             "row_step": Out(1),
-        })
+        }, data_width=data_width, addr_width=addr_width, tile_beats=tile_beats)
 
     def elaborate(self, platform):
         m = Module()
