@@ -47,6 +47,62 @@ def _shares(steps, bits):
     return shares
 
 
+class _BeatMath:
+    """The row path's beat arithmetic on a bus of ``BB`` bytes (log2 ``LB``), adding its logic
+    to ``m``: byte counts clamped to a beat and the realigner's tests, each without the
+    subtract a direct form would put in front of its compare."""
+
+    def __init__(self, m, BB):
+        self.m = m
+        self.BB = BB
+        self.LB = (BB - 1).bit_length()
+
+    def clamp(self, x):
+        """x (signed, or unsigned when ``x.shape()`` says so) limited to 0..BB: the bytes
+        of a beat below it."""
+        out = Signal(range(self.BB + 1))
+        neg = x[-1] if x.shape().signed else 0
+        top = x[self.LB:-1] if x.shape().signed else x[self.LB:]
+        self.m.d.comb += out.eq(Mux(neg, 0, Mux(top.any(), self.BB, x[:self.LB])))
+        return out
+
+    def magnitude(self, x):
+        """x's sign (0 for an unsigned x) and its other bits."""
+        return (x[-1], x[:-1]) if x.shape().signed else (Const(0, 1), x)
+
+    def clamp_flags(self, under, over, x):
+        """clamp(x - BB) from its two tests (x < BB, x >= 2 BB): the bytes below BB, x's low
+        bits, stay as they are."""
+        return Mux(under, 0, Mux(over, self.BB, x[:self.LB]))
+
+    def clamp_after(self, x):
+        """clamp(x - BB), without the subtract."""
+        out = Signal(range(self.BB + 1))
+        neg, mag = self.magnitude(x)
+        under = neg | (mag[self.LB:] == 0)            # x < BB
+        over = ~neg & (mag[self.LB + 1:] != 0)        # x >= 2 BB
+        self.m.d.comb += out.eq(self.clamp_flags(under, over, x))
+        return out
+
+    def takes_after(self, u, lead):
+        """takes_source(u - 1, lead), without the subtract."""
+        neg, mag = self.magnitude(u)
+        ge1 = ~neg & (mag != 0)
+        ge3 = ~neg & ((mag[2:] != 0) | (mag[:2] == 3))
+        return ge1 & (ge3 | (~u[0] & ~lead))
+
+    def low(self, n):
+        """The bytes of a beat below byte ``n``, as a mask."""
+        return low_bytes(self.m, n, self.BB)
+
+    def takes_source(self, u, lead):
+        """Whether an output beat takes a source beat: ``u`` (source beats from this output
+        beat on, signed or not) is more than ``lead``."""
+        neg = u[-1] if u.shape().signed else 0
+        top = u[1:-1] if u.shape().signed else u[1:]
+        return ~neg & (top.any() | (u[0] & ~lead))
+
+
 class RowCopier(wiring.Component):
     #: flip-flops of the realigner's state that step on one copy of the write slice's ready
     BITS_PER_READY = 64
@@ -76,49 +132,9 @@ class RowCopier(wiring.Component):
         m.d.comb += [walker.src_base.eq(self.src), walker.dst_base.eq(self.dst),
                      walker.start.eq(self.start)]
 
-        def clamp(x):
-            """x (signed, or unsigned when ``x.shape()`` says so) limited to 0..BB: the bytes
-            of a beat below it."""
-            out = Signal(range(BB + 1))
-            neg = x[-1] if x.shape().signed else 0
-            top = x[LB:-1] if x.shape().signed else x[LB:]
-            m.d.comb += out.eq(Mux(neg, 0, Mux(top.any(), BB, x[:LB])))
-            return out
-
-        def magnitude(x):
-            """x's sign (0 for an unsigned x) and its other bits."""
-            return (x[-1], x[:-1]) if x.shape().signed else (Const(0, 1), x)
-
-        def clamp_flags(under, over, x):
-            """clamp(x - BB) from its two tests (x < BB, x >= 2 BB): the bytes below BB, x's
-            low bits, stay as they are."""
-            return Mux(under, 0, Mux(over, BB, x[:LB]))
-
-        def clamp_after(x):
-            """clamp(x - BB), without the subtract."""
-            out = Signal(range(BB + 1))
-            neg, mag = magnitude(x)
-            under = neg | (mag[LB:] == 0)                 # x < BB
-            over = ~neg & (mag[LB + 1:] != 0)             # x >= 2 BB
-            m.d.comb += out.eq(clamp_flags(under, over, x))
-            return out
-
-        def takes_after(u, lead):
-            """takes_source(u - 1, lead), without the subtract."""
-            neg, mag = magnitude(u)
-            ge1 = ~neg & (mag != 0)
-            ge3 = ~neg & ((mag[2:] != 0) | (mag[:2] == 3))
-            return ge1 & (ge3 | (~u[0] & ~lead))
-
-        def low(n):
-            return low_bytes(m, n, BB)
-
-        def takes_source(u, lead):
-            """Whether an output beat takes a source beat: ``u`` (source beats from this output
-            beat on, signed or not) is more than ``lead``."""
-            neg = u[-1] if u.shape().signed else 0
-            top = u[1:-1] if u.shape().signed else u[1:]
-            return ~neg & (top.any() | (u[0] & ~lead))
+        bm = _BeatMath(m, BB)
+        clamp, clamp_flags, clamp_after = bm.clamp, bm.clamp_flags, bm.clamp_after
+        takes_after, takes_source, low = bm.takes_after, bm.takes_source, bm.low
 
         # -- beat generator ---------------------------------------------------------------------
         # the job's run lengths in bytes, constant while it runs (registered: the walker's first
