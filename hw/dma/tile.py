@@ -729,15 +729,12 @@ class RowWalker(TilePart):
         m = Module()
         _, BB, LB, K, KB = self.sizes
         aw = self.addr_width
-        cw = count_width(aw)
-        ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
+        sst, dstr = self.sst, self.dstr
         rows = self.rows
         c = self.config
-        (L, T, lgl, lg0, lgc, sh0, lo_mask, rows_total, cols_total, vrem_init, v_lo, row_wrap,
-         a_step, a_step2, L_a_step, pack, g_rows, g_cols) = (
-            c.L, c.T, c.lgl, c.lg0, c.lgc, c.sh0, c.lo_mask, c.rows_total, c.cols_total,
-            c.vrem_init, c.v_lo, c.row_wrap, c.a_step, c.a_step2, c.L_a_step, c.pack, c.g_rows,
-            c.g_cols)
+        (lgl, lg0, lgc, sh0, lo_mask, v_lo, row_wrap, a_step, a_step2, pack, g_rows, g_cols) = (
+            c.lgl, c.lg0, c.lgc, c.sh0, c.lo_mask, c.v_lo, c.row_wrap, c.a_step, c.a_step2,
+            c.pack, c.g_rows, c.g_cols)
 
         def reg(value, name, shape=None):
             return registered(m, value, name, shape)
@@ -769,95 +766,9 @@ class RowWalker(TilePart):
         row_take, init_all = take["walk"], init["walk"]
         m.d.comb += self.row_step.eq(row_take)
 
-        def counter(*args, **kwargs):
-            return walk_counter(m, reg, *args, **kwargs)
-
-        # A row tile or column tile steps only while more than a tile is left (v > L, v > T),
-        # so after the step v - L is positive: v - L <= L is v <= 2L, v - L < L is v < 2L.
-        L2 = reg(L << 1, "L2", LB + 2)
-        T2 = reg(T << 1, "T2", LB + KB + 2)
-        # grouped rows step vrem0 by Ls = L >> sh0: v - Ls < 0 is v < Ls, v - Ls > L is
-        # v > L + Ls
-        Ls = reg(L >> sh0, "Ls", LB + 1)
-        LpLs = reg(L + (L >> sh0), "LpLs", LB + 2)
-        # and two steps, for the stepped clip kept as a register: v - 2Ls < 0 is v < 2Ls,
-        # v - 2Ls > L is v > L + 2Ls
-        Ls2 = reg((L >> sh0) << 1, "Ls2", LB + 2)
-        LpLs2 = reg(L + ((L >> sh0) << 1), "LpLs2", LB + 3)
-        # rows from this row tile on: rows in it, and whether it is the last
-        # (and whether a row tile's rows fit one step of a: n <= a_step)
-        # the tests of the counters' first values (configuration registers) over two stages:
-        # the wide compares with L or T, then the choices and the short compares
-        def split(v, bound, width, name):
-            """v < bound, v <= bound and v's low bits, as registers (``bound`` < 2^width: a
-            zero test of v's high bits and short compares, so the bound, which reaches far,
-            meets only the short ones)."""
-            small = v[width:] == 0
-            lo = v[:width]
-            return (reg(small & (lo < bound), f"{name}_lt"),
-                    reg(small & (lo <= bound), f"{name}_le"), reg(lo, f"{name}_low", width))
-
-        r0_lt, r0_le, r0_low = split(rows_total, L, LB + 1, "rows_total")
-        r1_lt, r1_le, r1_low = split(cols_total, T, LB + KB + 1, "cols_total")
-        # (v < L + 1 is v <= L)
-        _, vr_lt, vr_low = split(vrem_init, L, LB + 1, "vrem_init")
-        rem0_firsts = {
-            "n": reg(Mux(r0_lt, r0_low, L), "rem0_n_first", LB + 1),
-            "wrap": reg(r0_le, "rem0_wrap_first"),
-            "one_step": reg(Mux(r0_lt, r0_low <= a_step, L <= a_step), "rem0_one_step_first")}
-        rem1_firsts = {"n": reg(Mux(r1_lt, r1_low, T), "rem1_n_first", LB + KB + 1),
-                       "wrap": reg(r1_le, "rem1_wrap_first")}
-        vrem0_firsts = {"clip": reg(Mux(vr_lt, vr_low, L), "vrem0_clip_first", LB + 1)}
-        # The row and column tiles' stepped tests are registers too, worked out a step ahead (on v -
-        # L: v - L < 2L is v < 3L, v - L <= L + a_step is v <= 2L + a_step; columns likewise with
-        # T): as compares of the counts behind the choice they would be the block's longest paths
-        L3 = reg((L << 1) + L, "L3", LB + 3)
-        L2_a_step = reg((L << 1) + a_step, "L2_a_step", LB + 3)
-        T3 = reg((T << 1) + T, "T3", LB + KB + 3)
-        rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, firsts=rem0_firsts,
-                                    tests={
-            "n": (None, lambda v: Mux(v < L2, v - L, L), lambda v: Mux(v < L3, v - L2, L),
-                  LB + 1),
-            "wrap": (None, lambda v: v <= L2, lambda v: v <= L3, 1),
-            "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step),
-                         lambda v: Mux(v < L3, v <= L2_a_step, L <= a_step), 1)})
-        # rows (grouped: groups) with a source from this row tile on, limited to 0..L. The stepped
-        # clip is a register, worked out a step ahead (from the value before two steps): a compare
-        # of the 38-bit count behind the choice would be too long a path. v is signed and the bounds
-        # are not: compared as the sign and unsigned compares of the magnitude bits, each one carry
-        # chain whose only carry out is its last
-        def clip(v, lo, hi):
-            neg, mag = v[-1], v[:-1]
-            return Mux(neg | (mag < lo), 0, Mux(mag > hi, L, mag - lo))
-
-        vrem0, tv, vrem0_do = counter(
-            "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
-                "clip": (None, lambda v: clip(v, Ls, LpLs), lambda v: clip(v, Ls2, LpLs2),
-                         LB + 1)})
-        # columns from this column tile on
-        rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, firsts=rem1_firsts,
-                                    tests={
-            "n": (None, lambda v: Mux(v < T2, v - T, T), lambda v: Mux(v < T3, v - T2, T),
-                  LB + KB + 1),
-            "wrap": (None, lambda v: v <= T2, lambda v: v <= T3, 1)})
-        # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and has a
-        # source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with both bounds
-        # configuration registers, so no add lies in front of the compares (an index steps only
-        # while v + 1 < extent, so extent - 2 does not wrap when it counts; a valid of 0 gives a
-        # bound of 0, which nothing is under) The stepped wrap test is a register as well: after a
-        # step from v it tests v + 1 >= extent - 2, that is v >= extent - 3, a bound kept at 0 for
-        # an extent under 3 (an index of such a dimension steps at most from 0 to 1, and its test
-        # after that is never read).
-        def outer(k):
-            ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", cw)
-            ext_m3 = reg(Mux(ext[k] < 3, 0, ext[k] - 3), f"ext{k}_m3", cw)
-            val_m1 = reg(Mux(val[k] == 0, 0, val[k] - 1), f"val{k}_m1", cw)
-            return counter(f"c{k}", cw, lambda v: v + 1, 0, {
-                "wrap": (lambda v: v + 1 >= ext[k], lambda v: v >= ext_m2,
-                         lambda v: v >= ext_m3, 1),
-                "has": (lambda v: v < val[k], lambda v: v < val_m1, 1)})
-        c2, t2, c2_do = outer(2)
-        c3, t3, c3_do = outer(3)
+        counters = self._counters(m, reg)
+        (t0, rem0_do), (tv, vrem0_do), (t1, rem1_do), (t2, c2_do), (t3, c3_do) = (
+            counters[n] for n in ("rem0", "vrem0", "rem1", "c2", "c3"))
         s_row, s1, s0, s2, s3 = (Signal(aw, name=n) for n in ("s_row", "s1", "s0", "s2", "s3"))
         d1, d0, d2, d3 = (Signal(aw, name=n) for n in ("d1", "d0", "d2", "d3"))
         nrows, ncols, vclip = t0["n"], t1["n"], tv["clip"]
@@ -1004,6 +915,109 @@ class RowWalker(TilePart):
         m.d.comb += self.busy.eq(walking)
         return m
 
+
+    def _counters(self, m, reg):
+        """The walker's five counters (:func:`walk_counter`), with the configuration registers
+        their tests need: rows and columns left from this row and column tile on (``rem0``,
+        ``rem1``), rows with a source from this row tile on (``vrem0``), and the outer
+        dimensions' indices (``c2``, ``c3``). Returns ``{name: (tests, choice)}``."""
+        _, BB, LB, K, KB = self.sizes
+        cw = count_width(self.addr_width)
+        ext, val, c = self.ext, self.val, self.config
+        L, T, sh0, a_step, L_a_step = c.L, c.T, c.sh0, c.a_step, c.L_a_step
+        rows_total, cols_total, vrem_init = c.rows_total, c.cols_total, c.vrem_init
+
+        def counter(*args, **kwargs):
+            return walk_counter(m, reg, *args, **kwargs)
+
+        # A row tile or column tile steps only while more than a tile is left (v > L, v > T),
+        # so after the step v - L is positive: v - L <= L is v <= 2L, v - L < L is v < 2L.
+        L2 = reg(L << 1, "L2", LB + 2)
+        T2 = reg(T << 1, "T2", LB + KB + 2)
+        # grouped rows step vrem0 by Ls = L >> sh0: v - Ls < 0 is v < Ls, v - Ls > L is
+        # v > L + Ls
+        Ls = reg(L >> sh0, "Ls", LB + 1)
+        LpLs = reg(L + (L >> sh0), "LpLs", LB + 2)
+        # and two steps, for the stepped clip kept as a register: v - 2Ls < 0 is v < 2Ls,
+        # v - 2Ls > L is v > L + 2Ls
+        Ls2 = reg((L >> sh0) << 1, "Ls2", LB + 2)
+        LpLs2 = reg(L + ((L >> sh0) << 1), "LpLs2", LB + 3)
+        # rows from this row tile on: rows in it, and whether it is the last
+        # (and whether a row tile's rows fit one step of a: n <= a_step)
+        # the tests of the counters' first values (configuration registers) over two stages:
+        # the wide compares with L or T, then the choices and the short compares
+        def split(v, bound, width, name):
+            """v < bound, v <= bound and v's low bits, as registers (``bound`` < 2^width: a
+            zero test of v's high bits and short compares, so the bound, which reaches far,
+            meets only the short ones)."""
+            small = v[width:] == 0
+            lo = v[:width]
+            return (reg(small & (lo < bound), f"{name}_lt"),
+                    reg(small & (lo <= bound), f"{name}_le"), reg(lo, f"{name}_low", width))
+
+        r0_lt, r0_le, r0_low = split(rows_total, L, LB + 1, "rows_total")
+        r1_lt, r1_le, r1_low = split(cols_total, T, LB + KB + 1, "cols_total")
+        # (v < L + 1 is v <= L)
+        _, vr_lt, vr_low = split(vrem_init, L, LB + 1, "vrem_init")
+        rem0_firsts = {
+            "n": reg(Mux(r0_lt, r0_low, L), "rem0_n_first", LB + 1),
+            "wrap": reg(r0_le, "rem0_wrap_first"),
+            "one_step": reg(Mux(r0_lt, r0_low <= a_step, L <= a_step), "rem0_one_step_first")}
+        rem1_firsts = {"n": reg(Mux(r1_lt, r1_low, T), "rem1_n_first", LB + KB + 1),
+                       "wrap": reg(r1_le, "rem1_wrap_first")}
+        vrem0_firsts = {"clip": reg(Mux(vr_lt, vr_low, L), "vrem0_clip_first", LB + 1)}
+        # The row and column tiles' stepped tests are registers too, worked out a step ahead (on v -
+        # L: v - L < 2L is v < 3L, v - L <= L + a_step is v <= 2L + a_step; columns likewise with
+        # T): as compares of the counts behind the choice they would be the block's longest paths
+        L3 = reg((L << 1) + L, "L3", LB + 3)
+        L2_a_step = reg((L << 1) + a_step, "L2_a_step", LB + 3)
+        T3 = reg((T << 1) + T, "T3", LB + KB + 3)
+        rem0, t0, rem0_do = counter("rem0", 38, lambda v: v - L, rows_total, firsts=rem0_firsts,
+                                    tests={
+            "n": (None, lambda v: Mux(v < L2, v - L, L), lambda v: Mux(v < L3, v - L2, L),
+                  LB + 1),
+            "wrap": (None, lambda v: v <= L2, lambda v: v <= L3, 1),
+            "one_step": (None, lambda v: Mux(v < L2, v <= L_a_step, L <= a_step),
+                         lambda v: Mux(v < L3, v <= L2_a_step, L <= a_step), 1)})
+        # rows (grouped: groups) with a source from this row tile on, limited to 0..L. The stepped
+        # clip is a register, worked out a step ahead (from the value before two steps): a compare
+        # of the 38-bit count behind the choice would be too long a path. v is signed and the bounds
+        # are not: compared as the sign and unsigned compares of the magnitude bits, each one carry
+        # chain whose only carry out is its last
+        def clip(v, lo, hi):
+            neg, mag = v[-1], v[:-1]
+            return Mux(neg | (mag < lo), 0, Mux(mag > hi, L, mag - lo))
+
+        vrem0, tv, vrem0_do = counter(
+            "vrem0", signed(38), lambda v: v - Ls, vrem_init, firsts=vrem0_firsts, tests={
+                "clip": (None, lambda v: clip(v, Ls, LpLs), lambda v: clip(v, Ls2, LpLs2),
+                         LB + 1)})
+        # columns from this column tile on
+        rem1, t1, rem1_do = counter("rem1", 43, lambda v: v - T, cols_total, firsts=rem1_firsts,
+                                    tests={
+            "n": (None, lambda v: Mux(v < T2, v - T, T), lambda v: Mux(v < T3, v - T2, T),
+                  LB + KB + 1),
+            "wrap": (None, lambda v: v <= T2, lambda v: v <= T3, 1)})
+        # the outer dimensions' indices: a stepped index v + 1 wraps when v + 2 >= extent and has a
+        # source when v + 1 < valid, compared as v >= extent - 2 and v < valid - 1 with both bounds
+        # configuration registers, so no add lies in front of the compares (an index steps only
+        # while v + 1 < extent, so extent - 2 does not wrap when it counts; a valid of 0 gives a
+        # bound of 0, which nothing is under) The stepped wrap test is a register as well: after a
+        # step from v it tests v + 1 >= extent - 2, that is v >= extent - 3, a bound kept at 0 for
+        # an extent under 3 (an index of such a dimension steps at most from 0 to 1, and its test
+        # after that is never read).
+        def outer(k):
+            ext_m2 = reg(ext[k] - 2, f"ext{k}_m2", cw)
+            ext_m3 = reg(Mux(ext[k] < 3, 0, ext[k] - 3), f"ext{k}_m3", cw)
+            val_m1 = reg(Mux(val[k] == 0, 0, val[k] - 1), f"val{k}_m1", cw)
+            return counter(f"c{k}", cw, lambda v: v + 1, 0, {
+                "wrap": (lambda v: v + 1 >= ext[k], lambda v: v >= ext_m2,
+                         lambda v: v >= ext_m3, 1),
+                "has": (lambda v: v < val[k], lambda v: v < val_m1, 1)})
+        c2, t2, c2_do = outer(2)
+        c3, t3, c3_do = outer(3)
+        return {"rem0": (t0, rem0_do), "vrem0": (tv, vrem0_do), "rem1": (t1, rem1_do),
+                "c2": (t2, c2_do), "c3": (t3, c3_do)}
 
 class TileTransposer(TilePart):
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
