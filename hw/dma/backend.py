@@ -63,9 +63,7 @@ class BackEnd(wiring.Component):
         m = Module()
         W = self.data_width
         BB = W // 8
-        LB = (BB - 1).bit_length()
         aw = self.addr_width
-        axi = self.m_axi
         # an error response was seen: issue and accept nothing new (set with read_err or
         # write_err; the front end's dp_reset clears all three)
         halt = Signal()
@@ -77,6 +75,22 @@ class BackEnd(wiring.Component):
         # each burst's length - 1, and whether that is 0 (its first beat is its last)
         wlens = m.submodules.wlens = BufferedFIFO(width=10, depth=8)
 
+        reads_idle, reads_quiet = self._read_planner(m, halt, rfifo)
+        writes_idle, writes_quiet = self._write_combiner(m, halt, wfifo, awfifo, wlens)
+        m.d.comb += [self.idle.eq(writes_idle & reads_idle),
+                     self.drained.eq(reads_quiet & writes_quiet)]
+        return m
+
+    def _read_planner(self, m, halt, rfifo):
+        """The reads (see the module's docstring): requests into bursts on AR, R into the read
+        FIFO or, for a descriptor fetch, out on ``fetch_beat``. Returns (no read in flight or
+        waiting, no read in flight)."""
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        aw = self.addr_width
+        axi = self.m_axi
+        mb = self.max_burst
         # -- read planner -----------------------------------------------------------------------
         open_ = Signal()
         b_start = Signal(aw)                  # address of the burst's first beat
@@ -157,7 +171,18 @@ class BackEnd(wiring.Component):
                                    (inflight - r_data)[:len(inflight)]))]
         with m.If(r_data & (axi.rresp != Resp.OKAY)):
             m.d.sync += [self.read_err.eq(1), halt.eq(1)]
+        quiet = (inflight == 0) & ~arvalid
+        return quiet & ~open_ & ~i_valid, quiet
 
+    def _write_combiner(self, m, halt, wfifo, awfifo, wlens):
+        """The writes (see the module's docstring): pieces into beats and bursts, AW and W from
+        their FIFOs, B counted. Returns (no write in flight or waiting, no burst in flight)."""
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        aw = self.addr_width
+        axi = self.m_axi
+        mb = self.max_burst
         # -- write combiner: one open beat, one open burst (its beats go to the W FIFO) -------
         # A piece first waits in the intake register, which knows whether it falls in the same
         # beat as the piece before it; the open beat knows whether it continues the open burst.
@@ -308,13 +333,8 @@ class BackEnd(wiring.Component):
         m.d.sync += pending_b.eq(pending_b + aw_go - b_beat)
         with m.If(b_beat & (axi.bresp != Resp.OKAY)):
             m.d.sync += [self.write_err.eq(1), halt.eq(1)]
-
+        quiet = (issued_bursts == 0) & (pending_b == 0) & ~awvalid
         writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & ~push_r & ~close_r &
-                       ~holds_entries(m, "aw_held", awfifo) &
-                       (issued_bursts == 0) & (pending_b == 0) & ~awvalid &
+                       ~holds_entries(m, "aw_held", awfifo) & quiet &
                        ~holds_entries(m, "w_held", wfifo))
-        reads_idle = (inflight == 0) & ~arvalid & ~open_ & ~i_valid
-        m.d.comb += [self.idle.eq(writes_idle & reads_idle),
-                     self.drained.eq((inflight == 0) & ~arvalid & (issued_bursts == 0) &
-                                     (pending_b == 0) & ~awvalid)]
-        return m
+        return writes_idle, quiet
