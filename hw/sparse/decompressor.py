@@ -337,18 +337,8 @@ class SparseDecompressor(wiring.Component):
             with m.Else():                           # WGS_MISMATCH or a segmenter's marker
                 m.d.comb += raise_error.eq(decoder.error)
 
-        # -- counters ----------------------------------------------------------------------------
-        cycles = Signal(32)
-        stalls = Signal(32)
-        m.d.comb += [regs.dense_bytes.value.r_data.eq(decoder.emitted),
-                     regs.cycles.value.r_data.eq(cycles),
-                     regs.stall_cycles.value.r_data.eq(stalls)]
-        with m.If(start):
-            m.d.sync += [cycles.eq(1), stalls.eq(0)]
-        with m.Elif(state != _State.IDLE):
-            m.d.sync += cycles.eq(Mux(cycles == 0xFFFF_FFFF, cycles, cycles + 1))
-            with m.If(decoder.stalled & (stalls != 0xFFFF_FFFF)):
-                m.d.sync += stalls.eq(stalls + 1)
+        m.d.comb += regs.dense_bytes.value.r_data.eq(decoder.emitted)
+        self._counters(m, regs, start, state != _State.IDLE, decoder.stalled)
 
         # -- job control -------------------------------------------------------------------------
         # the reads stop a cycle after an error or the end (a read issued in that cycle is drained
@@ -433,6 +423,21 @@ class SparseDecompressor(wiring.Component):
                 m.d.comb += [done_set.eq(1), err_set.eq(error_code != 0),
                              state_nx.eq(_State.IDLE)]
         return m
+
+    def _counters(self, m, regs, start, busy, stalled):
+        """The job's cycle and stall counters (registers ``cycles``, ``stall_cycles``): from
+        ``start``, every cycle while ``busy``, and those the decoder was ``stalled`` on its
+        input; each stops at its top value."""
+        cycles = Signal(32)
+        stalls = Signal(32)
+        m.d.comb += [regs.cycles.value.r_data.eq(cycles),
+                     regs.stall_cycles.value.r_data.eq(stalls)]
+        with m.If(start):
+            m.d.sync += [cycles.eq(1), stalls.eq(0)]
+        with m.Elif(busy):
+            m.d.sync += cycles.eq(Mux(cycles == 0xFFFF_FFFF, cycles, cycles + 1))
+            with m.If(stalled & (stalls != 0xFFFF_FFFF)):
+                m.d.sync += stalls.eq(stalls + 1)
 
     def _start_checks(self, m, r, job, write_en):
         """The checks a job's registers pass before anything moves, registered: the adders and

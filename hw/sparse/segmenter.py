@@ -71,7 +71,7 @@ class Segmenter(wiring.Component):
         m = Module()
         A, t = self.atom_elements, self.timing
         job, run, flush, start = self.job, self.run, self.flush, self.new_job
-        groups, kernels, kernel_elems, two = job.groups, job.kernels, job.kernel_elems, job.two
+        kernels, two = job.kernels, job.two
         wgsbuf = m.submodules.wgsbuf = self._wgsbuf
         maskbuf = m.submodules.maskbuf = self._maskbuf
         wiring.connect(m, wiring.flipped(self.wgs), wgsbuf.i)
@@ -114,41 +114,8 @@ class Segmenter(wiring.Component):
         next_elems = Signal(32)                # the next group's elements, from kern_left
         next_ok = Signal()                     # next_elems is up to date
 
-        kpg = Mux(two, 16, 32)
-        # the next group's kernels, then its size: two registers, so the multiplier's input is
-        # a register (its compare in front took the rest of the cycle); next_ok comes two
-        # cycles after the kernels left change
-        kg = Signal(6)
-        kg_part = Signal()                     # the next group is a set's partial one
-        kg_ok = Signal()
-        # the kernels left after the next group and whether it is the job's last, registered
-        # from the same registers (steady by the time next_ok is set), so a group's start
-        # loads registers and its compare and subtract stay off the start's path
-        kl_next = Signal(24)
-        last_next = Signal()
-        # a group's elements take two values in a job: kpg kernels' (a shift), or a set's partial
-        # group's, kernels mod kpg (the only kern_left below kpg). The second's multiply runs
-        # between registers that load every cycle from the job's registers: ke_r and km_r at start +
-        # 2, the two 12-bit halves' products (a multiplier block each) at start + 3, their sum at
-        # start + 4. next_elems follows it every cycle, and the first group's start waits for the
-        # first WGS word, read from memory once RUN has begun (start + 3): start + 7 at the
-        # earliest. (A sum a cycle later still passes the bench, as this predicts; nothing sooner
-        # reads it.)
-        ke_r = Signal.like(kernel_elems)
-        km_r = Signal(5)
-        part_lo = Signal(17)
-        part_hi = Signal(17)
-        part_elems = Signal(32)
-        full_elems = Signal(32)
-        m.d.sync += [ke_r.eq(kernel_elems), km_r.eq(kernels[:5] & Mux(two, 15, 31)),
-                     part_lo.eq(km_r * ke_r[:12]), part_hi.eq(km_r * ke_r[12:]),
-                     part_elems.eq(part_lo + (part_hi << 12)),
-                     full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
-        partial = kern_left < kpg
-        m.d.sync += [kg.eq(Mux(partial, kern_left, kpg)), kg_part.eq(partial), kg_ok.eq(1),
-                     next_elems.eq(Mux(kg_part, part_elems, full_elems)), next_ok.eq(kg_ok),
-                     kl_next.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
-                     last_next.eq(groups_set + 1 == groups)]
+        kg_ok, kl_next, last_next = self._next_group(m, kern_left, groups_set, next_elems,
+                                                     next_ok)
         wgs_word = wgsbuf.data[:32]
         s_run = run & ~s_halt & r1_rdy
         # the WGS total's check against the weight surface, worked out a cycle ahead into a
@@ -282,3 +249,47 @@ class Segmenter(wiring.Component):
                 wmb_plenty.eq(job.wmb_bits >= A),
             ]
         return m
+
+    def _next_group(self, m, kern_left, groups_set, next_elems, next_ok):
+        """The next group's size (into ``next_elems``, valid with ``next_ok``), worked out
+        ahead from the kernels left in the set (``kern_left``) and the groups set up so far.
+        Returns (``kg_ok``, which a group's start and the job's load clear, the kernels left
+        after the next group, whether it is the job's last)."""
+        job = self.job
+        groups, kernels, kernel_elems, two = job.groups, job.kernels, job.kernel_elems, job.two
+        kpg = Mux(two, 16, 32)
+        # the next group's kernels, then its size: two registers, so the multiplier's input is
+        # a register (its compare in front took the rest of the cycle); next_ok comes two
+        # cycles after the kernels left change
+        kg = Signal(6)
+        kg_part = Signal()                     # the next group is a set's partial one
+        kg_ok = Signal()
+        # the kernels left after the next group and whether it is the job's last, registered
+        # from the same registers (steady by the time next_ok is set), so a group's start
+        # loads registers and its compare and subtract stay off the start's path
+        kl_next = Signal(24)
+        last_next = Signal()
+        # a group's elements take two values in a job: kpg kernels' (a shift), or a set's partial
+        # group's, kernels mod kpg (the only kern_left below kpg). The second's multiply runs
+        # between registers that load every cycle from the job's registers: ke_r and km_r at start +
+        # 2, the two 12-bit halves' products (a multiplier block each) at start + 3, their sum at
+        # start + 4. next_elems follows it every cycle, and the first group's start waits for the
+        # first WGS word, read from memory once RUN has begun (start + 3): start + 7 at the
+        # earliest. (A sum a cycle later still passes the bench, as this predicts; nothing sooner
+        # reads it.)
+        ke_r = Signal.like(kernel_elems)
+        km_r = Signal(5)
+        part_lo = Signal(17)
+        part_hi = Signal(17)
+        part_elems = Signal(32)
+        full_elems = Signal(32)
+        m.d.sync += [ke_r.eq(kernel_elems), km_r.eq(kernels[:5] & Mux(two, 15, 31)),
+                     part_lo.eq(km_r * ke_r[:12]), part_hi.eq(km_r * ke_r[12:]),
+                     part_elems.eq(part_lo + (part_hi << 12)),
+                     full_elems.eq(Mux(two, kernel_elems << 4, kernel_elems << 5))]
+        partial = kern_left < kpg
+        m.d.sync += [kg.eq(Mux(partial, kern_left, kpg)), kg_part.eq(partial), kg_ok.eq(1),
+                     next_elems.eq(Mux(kg_part, part_elems, full_elems)), next_ok.eq(kg_ok),
+                     kl_next.eq(Mux(kern_left == kg, kernels, kern_left - kg)),
+                     last_next.eq(groups_set + 1 == groups)]
+        return kg_ok, kl_next, last_next
