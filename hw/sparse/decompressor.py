@@ -257,8 +257,8 @@ class SparseDecompressor(wiring.Component):
                 job.wmb_bits.eq(regs.wmb_bytes.value.data << 3),
                 job.groups.eq(regs.groups.value.data), job.kernels.eq(regs.kernels.value.data),
                 job.kernel_elems.eq(Mux(regs.precision.two_byte.data[0],
-                                    regs.bytes_per_kernel.value.data >> 1,
-                                    regs.bytes_per_kernel.value.data)),
+                                        regs.bytes_per_kernel.value.data >> 1,
+                                        regs.bytes_per_kernel.value.data)),
                 two.eq(regs.precision.two_byte.data[0]),
                 stream_en.eq(regs.ctrl.stream_enable.data[0]),
                 write_en.eq(regs.ctrl.write_enable.data[0]),
@@ -296,8 +296,8 @@ class SparseDecompressor(wiring.Component):
 
         # state == RUN, as a register of its own (set from the next state), so the decisions that
         # read it take a flip-flop, not a decode of the state: from ``state`` through four LUTs (the
-        # decode, the setup decision and its overflow test) into ``kern_left`` would be too long a
-        # path
+        # decode, the setup decision and its overflow test) into the segmenter's ``kern_left``
+        # would be too long a path
         run = Signal()
         m.d.sync += run.eq(state_nx == _State.RUN)
 
