@@ -81,16 +81,17 @@ class BackEnd(wiring.Component):
                      self.drained.eq(reads_quiet & writes_quiet)]
         return m
 
+    def _sizes(self):
+        """(bus bits, bus bytes, log2 of them, address bits, longest burst)"""
+        BB = self.data_width // 8
+        return (self.data_width, BB, (BB - 1).bit_length(), self.addr_width, self.max_burst)
+
     def _read_planner(self, m, halt, rfifo):
         """The reads (see the module's docstring): requests into bursts on AR, R into the read
         FIFO or, for a descriptor fetch, out on ``fetch_beat``. Returns (no read in flight or
         waiting, no read in flight)."""
-        W = self.data_width
-        BB = W // 8
-        LB = (BB - 1).bit_length()
-        aw = self.addr_width
+        W, BB, LB, aw, mb = self._sizes()
         axi = self.m_axi
-        mb = self.max_burst
         # -- read planner -----------------------------------------------------------------------
         open_ = Signal()
         b_start = Signal(aw)                  # address of the burst's first beat
@@ -177,12 +178,8 @@ class BackEnd(wiring.Component):
     def _write_combiner(self, m, halt, wfifo, awfifo, wlens):
         """The writes (see the module's docstring): pieces into beats and bursts, AW and W from
         their FIFOs, B counted. Returns (no write in flight or waiting, no burst in flight)."""
-        W = self.data_width
-        BB = W // 8
-        LB = (BB - 1).bit_length()
-        aw = self.addr_width
+        W, BB, LB, aw, mb = self._sizes()
         axi = self.m_axi
-        mb = self.max_burst
         # -- write combiner: one open beat, one open burst (its beats go to the W FIFO) -------
         # A piece first waits in the intake register, which knows whether it falls in the same
         # beat as the piece before it; the open beat knows whether it continues the open burst.
