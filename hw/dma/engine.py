@@ -44,7 +44,7 @@ from ..bus.fifo import register_slice
 from ..fabric import global_buffer
 from .backend import BackEnd
 from .frontend import FrontEnd
-from .midend import PATHS, MidEnd, check_paths
+from .midend import PATHS, MidEnd
 
 
 class DmaEngine(wiring.Component):
@@ -78,7 +78,6 @@ class DmaEngine(wiring.Component):
             raise ValueError(f"read_fifo {read_fifo} must hold a burst of {max_burst} beats")
         if id_width < 1:
             raise ValueError(f"id_width must be at least 1, not {id_width!r}")
-        paths = check_paths(paths)
         self.data_width = data_width
         self.addr_width = addr_width
         self.id_width = id_width
@@ -88,14 +87,15 @@ class DmaEngine(wiring.Component):
         # to lose little (one beat in K + 1), short enough that a tile fills quickly
         self.tile_beats = tile_beats if tile_beats is not None else 1024 // data_width
         self.regmap = DMA
-        self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
-                               bank_mirror=bank_mirror)
+        # (the mid end first: it checks ``paths`` before anything else is built)
         # requests waiting for their data: every beat the read FIFO can have in flight plus an
         # open burst, or the queue, not the bus, would limit a copy
         self._mid = MidEnd(data_width=data_width, addr_width=addr_width,
                            tile_beats=self.tile_beats, queue=read_fifo + 2 * max_burst,
                            paths=paths)
         self.paths = self._mid.paths
+        self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
+                               bank_mirror=bank_mirror)
         self._back = BackEnd(data_width=data_width, addr_width=addr_width, id_width=id_width,
                              max_burst=max_burst, read_fifo=read_fifo)
         super().__init__({

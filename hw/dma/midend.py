@@ -139,10 +139,10 @@ class MidEnd(wiring.Component):
         # sit by the front end, and its `elog` would cross the die into the element path's pad and
         # strobes on one net
         for p, u in units.items():
-            tag = {Path.ELEMENTS: "e", Path.ROWS: "r", Path.TILES: "t"}[p]
             desc = Cat(u.src, u.dst, u.elog, u.pad)
             m.d.comb += desc.eq(registered_copy(
-                platform, m, Cat(self.src, self.dst, self.elog, self.pad), f"desc_{tag}"))
+                platform, m, Cat(self.src, self.dst, self.elog, self.pad),
+                f"desc_{p.name[0].lower()}"))
         for u in (u for p, u in units.items() if p != Path.TILES):
             for k in range(MAX_DIMS):
                 m.d.comb += [u.ext[k].eq(n_ext[k]), u.val[k].eq(n_val[k]),
@@ -161,14 +161,13 @@ class MidEnd(wiring.Component):
 
         eb = Signal(4)
         m.d.comb += eb.eq(1 << elog)
-        row_fits = reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
-        tile_fits = Const(0)
-        if Path.TILES in units:
-            tile_fits = self._tile_setup(m, platform, units[Path.TILES], reg, {
-                "ndims": ndims, "elog": elog, "eb": eb, "src_low": src_low, "ext": n_ext,
-                "val": n_val, "sst": n_sst, "dst": n_dst})
-        if Path.ROWS not in units:
-            row_fits = Const(0)
+        # (a path left out never fits)
+        row_fits = (reg((n_sst[0] == eb) & (n_dst[0] == eb), "row_fits")
+                    if Path.ROWS in units else Const(0))
+        tile_fits = (self._tile_setup(m, platform, units[Path.TILES], reg, {
+                         "ndims": ndims, "elog": elog, "eb": eb, "src_low": src_low,
+                         "ext": n_ext, "val": n_val, "sst": n_sst, "dst": n_dst})
+                     if Path.TILES in units else Const(0))
         chosen = Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS))
         path = reg(chosen, "path")
         m.d.comb += self.path.eq(path)
