@@ -16,6 +16,8 @@ answers ``busy``, ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go`
 ``fetch_beat``, ``read_err``, ``write_err``, ``idle``, ``drained`` with the back end.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -132,6 +134,9 @@ class FrontEnd(wiring.Component):
         sst = [Signal(32, name=f"sst{k}") for k in range(MAX_DIMS)]
         dstr = [Signal(32, name=f"dstr{k}") for k in range(MAX_DIMS)]
         eb = Signal(4)                        # element bytes, loaded with elog
+        d = SimpleNamespace(src=src, dst=dst, nxt=nxt, pad=pad, elog=elog, ndims=ndims,
+                            last_desc=last_desc, want_irq=want_irq, ext=ext, val=val, sst=sst,
+                            dstr=dstr, eb=eb)
 
         start_regs = regs.ctrl.start.pulse[0] & (state == _State.IDLE)
         start_chain = regs.ctrl.start_chain.pulse[0] & (state == _State.IDLE) & \
@@ -152,7 +157,153 @@ class FrontEnd(wiring.Component):
             m.d.comb += [self.ext[k].eq(ext[k]), self.val[k].eq(val[k]), self.sst[k].eq(sst[k]),
                          self.dstr[k].eq(dstr[k])]
 
-        # -- the checks: one dimension at a time, then the verdict ----------------------------
+        # -- the checks: one dimension at a time, then the verdict (the states CHECK to VERDICT)
+        c = self._check_datapath(m, platform, d, state)
+
+        dp_reset = Signal()
+        # the mid and back end are reset a cycle after the front end decides it, from a
+        # register: a descriptor's checks are not on the path into their reset inputs. The
+        # engine's own reset sets it, so it is their only reset: one flip-flop drives their
+        # reset inputs, with no gate after it to OR in the engine's reset
+        dp_reset_q = Signal(init=1)
+        m.d.sync += dp_reset_q.eq(dp_reset)
+        m.d.comb += self.dp_reset.eq(dp_reset_q)
+
+        bytes_read, bytes_written, cycles, ndone = self._counters(m, regs, state)
+
+        # -- the sequencer --------------------------------------------------------------------
+        # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
+        # their busy flags is not in front of the state register. It still shows the cycle
+        # of start in the first cycle of RUN, so RUN looks at it from its second (`armed`);
+        # DRAIN does the same with the back end's drained flag
+        quiet = Signal()
+        armed = Signal()
+        m.d.sync += quiet.eq(~self.busy & self.idle)
+        drained_q = Signal()
+        m.d.sync += drained_q.eq(self.drained)
+        done_set = Signal()
+        err_set = Signal()
+        irq_set = Signal()
+        fetch_count = Signal(range(fetch_beats + 1))
+        fetch_err = Signal()
+
+        def finish(code):
+            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0)]
+            m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
+
+        # A chain descriptor's beats pass a register, then each writes the fields it holds
+        # straight into the descriptor's registers (the fetch comes only between descriptors,
+        # once the last one is done). A descriptor from the register bank loads in a state of
+        # its own (LOAD), enabled by `load_now` and `load_regs`, set the cycle before: the
+        # decision to load (a start pulse) is not on the path into the ~900 registers' enables
+        load_now = Signal()
+        load_regs = Signal()                  # LOAD takes the register bank's descriptor
+        m.d.sync += load_now.eq(0)
+        # load_now & load_regs at the next clock edge, and fetch_count (below) there: each of
+        # the descriptor's registers loads on copies of its own of the two decisions (bank
+        # load, its beat come in), taken from them
+        bank_next = Signal()
+        fetch_count_next = Signal.like(fetch_count)
+        m.d.comb += fetch_count_next.eq(fetch_count)
+        m.d.sync += fetch_count.eq(fetch_count_next)
+
+        def to_load(from_regs):
+            m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs),
+                         c.sums_clear.eq(1)]
+            m.d.comb += bank_next.eq(from_regs)
+
+        self._load_fields(m, platform, regs, d, c.cur, (load_now, load_regs, bank_next),
+                          (fetch_count, fetch_count_next, fetch_err))
+
+        want_fetch = Signal()
+        go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
+        m.d.sync += self.fetch_go.eq(go)
+        with m.If(go):
+            m.d.sync += want_fetch.eq(0)
+
+        self._sums(m, c, d)
+        with m.Switch(state):
+            with m.Case(_State.IDLE):
+                with m.If(start_regs | start_chain):
+                    m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
+                                 bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
+                                 ndone.eq(0)]
+                    set_fetch_addr(regs.chain_addr.value.data)
+                    with m.If(start_regs):
+                        to_load(1)
+                    with m.Else():
+                        m.d.sync += [state.eq(_State.FETCH), fetch_err.eq(0),
+                                     want_fetch.eq(1)]
+                        m.d.comb += fetch_count_next.eq(0)
+            with m.Case(_State.FETCH):
+                with m.If(fetch_misaligned):
+                    finish(Error.ALIGN)
+                with m.Elif(fetch_over):
+                    finish(Error.RANGE)
+                with m.Else():
+                    with m.If(fetch_count == fetch_beats):
+                        with m.If(fetch_err):
+                            finish(Error.FETCH_ERROR)
+                        with m.Else():
+                            to_load(0)
+            with m.Case(_State.LOAD):
+                # the fields load this cycle (`load_now`); the checks start on them next
+                m.d.sync += [state.eq(_State.CHECK), c.phase.eq(0), c.no_src.eq(0),
+                             c.first_dim_err.eq(0), c.nest_err.eq(0)]
+                m.d.comb += c.k_next.eq(0)
+            self._check_cases(m, c, d, state)
+            with m.Case(_State.VERDICT):
+                with m.If(c.early_code != 0):
+                    finish(c.early_code)
+                with m.Elif(~c.no_src & c.s_over):
+                    finish(Error.RANGE)
+                with m.Elif(c.d_over):
+                    finish(Error.RANGE)
+                with m.Elif(~c.no_src & c.overlap):
+                    finish(Error.OVERLAP)
+                with m.Else():
+                    m.d.comb += self.start.eq(1)
+                    m.d.sync += [state.eq(_State.RUN), armed.eq(0)]
+            with m.Case(_State.RUN):
+                m.d.sync += armed.eq(1)
+                with m.If(self.read_err | self.write_err):
+                    m.d.sync += [state.eq(_State.DRAIN), armed.eq(0)]
+                with m.Elif(armed & quiet):
+                    m.d.sync += state.eq(_State.NEXT)
+            with m.Case(_State.DRAIN):
+                # the back end halted itself as it raised the error, a cycle before RUN saw it:
+                # the issued bursts finish, reads in flight come back (and are dropped).
+                # `drained_q` is the back end's drained flag a cycle ago, so DRAIN looks at it
+                # from its second cycle: by then it was taken two cycles into the halt, and
+                # nothing is issued after that
+                m.d.sync += armed.eq(1)
+                with m.If(armed & drained_q):
+                    finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
+            with m.Case(_State.NEXT):
+                m.d.sync += ndone.eq(ndone + 1)
+                m.d.comb += [dp_reset.eq(1), irq_set.eq(want_irq)]
+                with m.If(~chain | last_desc):
+                    m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
+                    m.d.comb += done_set.eq(1)
+                with m.Else():
+                    m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
+                                 fetch_err.eq(0), want_fetch.eq(1)]
+                    m.d.comb += fetch_count_next.eq(0)
+                    set_fetch_addr(nxt)
+
+        m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
+                     regs.status.desc_irq.set.eq(irq_set),
+                     self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
+                                 (regs.status.error.data[0] & regs.irq_enable.error.data[0]) |
+                                 (regs.status.desc_irq.data[0] &
+                                  regs.irq_enable.desc_irq.data[0]))]
+        return m
+
+    def _check_datapath(self, m, platform, d, state):
+        """The checks' registers and their products, stepped by :meth:`_check_cases`; returns
+        them by name."""
+        src, dst, ndims, eb = d.src, d.dst, d.ndims, d.eb
+        ext, val, sst, dstr = d.ext, d.val, d.sst, d.dstr
         # the addresses for the checks' sums and compares, copies a cycle behind `src` and `dst`
         # (which the mid end reads too, and which the placer may put by it): the descriptor loads at
         # least two cycles before SUMS, and the copies let the overlap compare start from registers
@@ -233,17 +384,87 @@ class FrontEnd(wiring.Component):
         p_dst.run(m, loads[0:2], cur_d, cur_e - 1)
         # (a valid of 0 reads nothing: its product is not used)
         p_src.run(m, loads[2:4], cur_s, Mux(cur_v == 0, 0, cur_v - 1))
+        return SimpleNamespace(**{k: v for k, v in locals().items()
+                                  if k not in ("self", "m", "platform", "d", "state")})
 
-        dp_reset = Signal()
-        # the mid and back end are reset a cycle after the front end decides it, from a
-        # register: a descriptor's checks are not on the path into their reset inputs. The
-        # engine's own reset sets it, so it is their only reset: one flip-flop drives their
-        # reset inputs, with no gate after it to OR in the engine's reset
-        dp_reset_q = Signal(init=1)
-        m.d.sync += dp_reset_q.eq(dp_reset)
-        m.d.comb += self.dp_reset.eq(dp_reset_q)
+    def _sums(self, m, c, d):
+        """The checks' sums, and the registers that follow their sources every cycle."""
+        eb = d.eb
+        # the dimension's extent and valid, and the sums plus the element bytes, follow their
+        # sources in every cycle, with no enable: read in phase 1 (and the sums in SUMS) they hold
+        # what phase 0 saw, as nothing they follow changes between
+        m.d.sync += [c.reg_e.eq(c.cur_e), c.reg_v.eq(c.cur_v), c.span_eb.eq(c.span + eb),
+                     c.src_eb.eq(c.src_top + eb)]
+        m.d.sync += [c.summing.eq(0), c.sums_clear.eq(0)]
+        with m.If(c.sums_clear):
+            m.d.sync += [c.span.eq(0), c.src_top.eq(0)]
+        with m.Else():
+            with m.If(c.summing & c.e_many):
+                m.d.sync += c.span.eq(c.span + c.p_dst.acc)
+            with m.If(c.summing & ~c.v_zero):
+                m.d.sync += c.src_top.eq(c.src_top + c.p_src.acc)
 
-        # counters
+    def _check_cases(self, m, c, d, state):
+        """The sequencer's CHECK, SUMS and COMPARE states (inside its ``m.Switch``)."""
+        ndims, aw = d.ndims, self.addr_width
+        with m.Case(_State.CHECK):
+            # phase 0 loads the dimension's operands whether or not there is one, while
+            # `dim_left` (a register) settles; phase 1 looks at it
+            with m.If(c.phase == 0):                 # the products load (`loads`)
+                m.d.sync += c.phase.eq(1)
+            with m.Elif(c.phase == 1):
+                with m.If(~c.dim_left):
+                    m.d.sync += [c.phase.eq(0), state.eq(_State.SUMS)]
+                with m.Else():
+                    # the dimension's comparisons on its registered extent and valid, and
+                    # the nesting test on the destination stride before its first shift.
+                    # The stride against a 71-bit sum: its high bits decide alone when
+                    # any is set, so the compare is 32 bits wide
+                    m.d.sync += [c.e_zero.eq(c.reg_e == 0), c.v_over.eq(c.reg_v > c.reg_e),
+                                 c.e_many.eq(c.reg_e > 1), c.v_zero.eq(c.reg_v == 0),
+                                 c.nests.eq((c.span_eb[32:] != 0) |
+                                          (c.p_dst.a[:32] < c.span_eb[:32])),
+                                 c.phase.eq(2)]
+                    # the next dimension, now: `cur` follows it a cycle later, before
+                    # the next phase 0 (`dim_left` too, read in the next phase 1)
+                    m.d.comb += c.k_next.eq(c.k_chk + 1)
+            with m.Elif(c.phase == 2):
+                with m.If(c.p_dst.done & c.p_src.done):   # else the products step (`run`)
+                    m.d.sync += [c.phase.eq(3), c.summing.eq(1)]
+            with m.Else():                         # phase 3: into the sums (above)
+                m.d.sync += c.phase.eq(0)
+                with m.If(c.first_dim_err == 0):
+                    with m.If(c.e_zero):
+                        m.d.sync += c.first_dim_err.eq(Error.ZERO_EXTENT)
+                    with m.Elif(c.v_over):
+                        m.d.sync += c.first_dim_err.eq(Error.DIMS)
+                with m.If(c.e_many & c.nests):
+                    m.d.sync += c.nest_err.eq(1)
+                with m.If(c.v_zero):
+                    m.d.sync += c.no_src.eq(1)
+        with m.Case(_State.SUMS):
+            m.d.sync += [c.misaligned.eq(c.mis_parts.any()), c.s_end.eq(c.chk_src + c.src_eb),
+                         c.d_end.eq(c.chk_dst + c.span_eb), state.eq(_State.COMPARE)]
+        with m.Case(_State.COMPARE):
+            top = 1 << aw
+            m.d.sync += [c.s_over.eq(c.s_end > top), c.d_over.eq(c.d_end > top),
+                         c.overlap.eq((c.chk_src < c.d_end) & (c.chk_dst < c.s_end)),
+                         state.eq(_State.VERDICT)]
+            # the verdict's first four rules, whose inputs are ready here, as one code
+            with m.If((ndims == 0) | (ndims > MAX_DIMS)):
+                m.d.sync += c.early_code.eq(Error.DIMS)
+            with m.Elif(c.first_dim_err != 0):
+                m.d.sync += c.early_code.eq(c.first_dim_err)
+            with m.Elif(c.nest_err):
+                m.d.sync += c.early_code.eq(Error.DIMS)
+            with m.Elif(c.misaligned):
+                m.d.sync += c.early_code.eq(Error.ALIGN)
+            with m.Else():
+                m.d.sync += c.early_code.eq(0)
+
+    def _counters(self, m, regs, state):
+        """The job's counters, as the registers show them: bytes read and written, cycles,
+        descriptors done."""
         bytes_read = Signal(32)
         bytes_written = Signal(32)
         cycles = Signal(32)
@@ -261,48 +482,18 @@ class FrontEnd(wiring.Component):
                      regs.bytes_written.value.r_data.eq(bytes_written),
                      regs.cycles.value.r_data.eq(cycles),
                      regs.descriptors.value.r_data.eq(ndone)]
+        return bytes_read, bytes_written, cycles, ndone
 
-        # -- the sequencer --------------------------------------------------------------------
-        # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
-        # their busy flags is not in front of the state register. It still shows the cycle
-        # of start in the first cycle of RUN, so RUN looks at it from its second (`armed`);
-        # DRAIN does the same with the back end's drained flag
-        quiet = Signal()
-        armed = Signal()
-        m.d.sync += quiet.eq(~self.busy & self.idle)
-        drained_q = Signal()
-        m.d.sync += drained_q.eq(self.drained)
-        done_set = Signal()
-        err_set = Signal()
-        irq_set = Signal()
-        fetch_count = Signal(range(fetch_beats + 1))
-        fetch_err = Signal()
-
-        def finish(code):
-            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0)]
-            m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
-
-        # A chain descriptor's beats pass a register, then each writes the fields it holds
-        # straight into the descriptor's registers (the fetch comes only between descriptors,
-        # once the last one is done). A descriptor from the register bank loads in a state of
-        # its own (LOAD), enabled by `load_now` and `load_regs`, set the cycle before: the
-        # decision to load (a start pulse) is not on the path into the ~900 registers' enables
-        load_now = Signal()
-        load_regs = Signal()                  # LOAD takes the register bank's descriptor
-        m.d.sync += load_now.eq(0)
-        # load_now & load_regs at the next clock edge, and fetch_count (below) there: each of
-        # the descriptor's registers loads on copies of its own of the two decisions (bank
-        # load, its beat come in), taken from them
-        bank_next = Signal()
-        fetch_count_next = Signal.like(fetch_count)
-        m.d.comb += fetch_count_next.eq(fetch_count)
-        m.d.sync += fetch_count.eq(fetch_count_next)
-
-        def to_load(from_regs):
-            m.d.sync += [state.eq(_State.LOAD), load_now.eq(1), load_regs.eq(from_regs),
-                         sums_clear.eq(1)]
-            m.d.comb += bank_next.eq(from_regs)
-
+    def _load_fields(self, m, platform, regs, d, cur, load, fetch):
+        """The descriptor's registers load from the register bank, or beat by beat from a
+        fetch: ``load`` is (load_now, load_regs, bank_next), ``fetch`` (fetch_count, its next
+        value, fetch_err)."""
+        W = self.data_width
+        load_now, load_regs, bank_next = load
+        fetch_count, fetch_count_next, fetch_err = fetch
+        src, dst, nxt, pad, elog, eb, ndims = d.src, d.dst, d.nxt, d.pad, d.elog, d.eb, d.ndims
+        last_desc, want_irq = d.last_desc, d.want_irq
+        ext, val, sst, dstr = d.ext, d.val, d.sst, d.dstr
         dims = [(ext[k], val[k], sst[k], dstr[k]) for k in range(MAX_DIMS)]
         # each register with where its bits lie in the descriptor's memory form (bit offset,
         # width) and how its value is made from them
@@ -355,151 +546,3 @@ class FrontEnd(wiring.Component):
         # reset, and only at a good address: `want_fetch` is set as FETCH is entered The back end
         # sees the request a cycle later, from a register that the placer can put beside its AR
         # registers
-        want_fetch = Signal()
-        go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
-        m.d.sync += self.fetch_go.eq(go)
-        with m.If(go):
-            m.d.sync += want_fetch.eq(0)
-
-        # the dimension's extent and valid, and the sums plus the element bytes, follow their
-        # sources in every cycle, with no enable: read in phase 1 (and the sums in SUMS) they hold
-        # what phase 0 saw, as nothing they follow changes between
-        m.d.sync += [reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb),
-                     src_eb.eq(src_top + eb)]
-        m.d.sync += [summing.eq(0), sums_clear.eq(0)]
-        with m.If(sums_clear):
-            m.d.sync += [span.eq(0), src_top.eq(0)]
-        with m.Else():
-            with m.If(summing & e_many):
-                m.d.sync += span.eq(span + p_dst.acc)
-            with m.If(summing & ~v_zero):
-                m.d.sync += src_top.eq(src_top + p_src.acc)
-        with m.Switch(state):
-            with m.Case(_State.IDLE):
-                with m.If(start_regs | start_chain):
-                    m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
-                                 bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
-                                 ndone.eq(0)]
-                    set_fetch_addr(regs.chain_addr.value.data)
-                    with m.If(start_regs):
-                        to_load(1)
-                    with m.Else():
-                        m.d.sync += [state.eq(_State.FETCH), fetch_err.eq(0),
-                                     want_fetch.eq(1)]
-                        m.d.comb += fetch_count_next.eq(0)
-            with m.Case(_State.FETCH):
-                with m.If(fetch_misaligned):
-                    finish(Error.ALIGN)
-                with m.Elif(fetch_over):
-                    finish(Error.RANGE)
-                with m.Else():
-                    with m.If(fetch_count == fetch_beats):
-                        with m.If(fetch_err):
-                            finish(Error.FETCH_ERROR)
-                        with m.Else():
-                            to_load(0)
-            with m.Case(_State.LOAD):
-                # the fields load this cycle (`load_now`); the checks start on them next
-                m.d.sync += [state.eq(_State.CHECK), phase.eq(0), no_src.eq(0),
-                             first_dim_err.eq(0), nest_err.eq(0)]
-                m.d.comb += k_next.eq(0)
-            with m.Case(_State.CHECK):
-                # phase 0 loads the dimension's operands whether or not there is one, while
-                # `dim_left` (a register) settles; phase 1 looks at it
-                with m.If(phase == 0):                 # the products load (`loads`)
-                    m.d.sync += phase.eq(1)
-                with m.Elif(phase == 1):
-                    with m.If(~dim_left):
-                        m.d.sync += [phase.eq(0), state.eq(_State.SUMS)]
-                    with m.Else():
-                        # the dimension's comparisons on its registered extent and valid, and
-                        # the nesting test on the destination stride before its first shift.
-                        # The stride against a 71-bit sum: its high bits decide alone when
-                        # any is set, so the compare is 32 bits wide
-                        m.d.sync += [e_zero.eq(reg_e == 0), v_over.eq(reg_v > reg_e),
-                                     e_many.eq(reg_e > 1), v_zero.eq(reg_v == 0),
-                                     nests.eq((span_eb[32:] != 0) |
-                                              (p_dst.a[:32] < span_eb[:32])),
-                                     phase.eq(2)]
-                        # the next dimension, now: `cur` follows it a cycle later, before
-                        # the next phase 0 (`dim_left` too, read in the next phase 1)
-                        m.d.comb += k_next.eq(k_chk + 1)
-                with m.Elif(phase == 2):
-                    with m.If(p_dst.done & p_src.done):   # else the products step (`run`)
-                        m.d.sync += [phase.eq(3), summing.eq(1)]
-                with m.Else():                         # phase 3: into the sums (above)
-                    m.d.sync += phase.eq(0)
-                    with m.If(first_dim_err == 0):
-                        with m.If(e_zero):
-                            m.d.sync += first_dim_err.eq(Error.ZERO_EXTENT)
-                        with m.Elif(v_over):
-                            m.d.sync += first_dim_err.eq(Error.DIMS)
-                    with m.If(e_many & nests):
-                        m.d.sync += nest_err.eq(1)
-                    with m.If(v_zero):
-                        m.d.sync += no_src.eq(1)
-            with m.Case(_State.SUMS):
-                m.d.sync += [misaligned.eq(mis_parts.any()), s_end.eq(chk_src + src_eb),
-                             d_end.eq(chk_dst + span_eb), state.eq(_State.COMPARE)]
-            with m.Case(_State.COMPARE):
-                top = 1 << aw
-                m.d.sync += [s_over.eq(s_end > top), d_over.eq(d_end > top),
-                             overlap.eq((chk_src < d_end) & (chk_dst < s_end)),
-                             state.eq(_State.VERDICT)]
-                # the verdict's first four rules, whose inputs are ready here, as one code
-                with m.If((ndims == 0) | (ndims > MAX_DIMS)):
-                    m.d.sync += early_code.eq(Error.DIMS)
-                with m.Elif(first_dim_err != 0):
-                    m.d.sync += early_code.eq(first_dim_err)
-                with m.Elif(nest_err):
-                    m.d.sync += early_code.eq(Error.DIMS)
-                with m.Elif(misaligned):
-                    m.d.sync += early_code.eq(Error.ALIGN)
-                with m.Else():
-                    m.d.sync += early_code.eq(0)
-            with m.Case(_State.VERDICT):
-                with m.If(early_code != 0):
-                    finish(early_code)
-                with m.Elif(~no_src & s_over):
-                    finish(Error.RANGE)
-                with m.Elif(d_over):
-                    finish(Error.RANGE)
-                with m.Elif(~no_src & overlap):
-                    finish(Error.OVERLAP)
-                with m.Else():
-                    m.d.comb += self.start.eq(1)
-                    m.d.sync += [state.eq(_State.RUN), armed.eq(0)]
-            with m.Case(_State.RUN):
-                m.d.sync += armed.eq(1)
-                with m.If(self.read_err | self.write_err):
-                    m.d.sync += [state.eq(_State.DRAIN), armed.eq(0)]
-                with m.Elif(armed & quiet):
-                    m.d.sync += state.eq(_State.NEXT)
-            with m.Case(_State.DRAIN):
-                # the back end halted itself as it raised the error, a cycle before RUN saw it:
-                # the issued bursts finish, reads in flight come back (and are dropped).
-                # `drained_q` is the back end's drained flag a cycle ago, so DRAIN looks at it
-                # from its second cycle: by then it was taken two cycles into the halt, and
-                # nothing is issued after that
-                m.d.sync += armed.eq(1)
-                with m.If(armed & drained_q):
-                    finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
-            with m.Case(_State.NEXT):
-                m.d.sync += ndone.eq(ndone + 1)
-                m.d.comb += [dp_reset.eq(1), irq_set.eq(want_irq)]
-                with m.If(~chain | last_desc):
-                    m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
-                    m.d.comb += done_set.eq(1)
-                with m.Else():
-                    m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
-                                 fetch_err.eq(0), want_fetch.eq(1)]
-                    m.d.comb += fetch_count_next.eq(0)
-                    set_fetch_addr(nxt)
-
-        m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
-                     regs.status.desc_irq.set.eq(irq_set),
-                     self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
-                                 (regs.status.error.data[0] & regs.irq_enable.error.data[0]) |
-                                 (regs.status.desc_irq.data[0] &
-                                  regs.irq_enable.desc_irq.data[0]))]
-        return m
