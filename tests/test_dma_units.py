@@ -14,6 +14,7 @@ from atomcube.hw.dma.frontend import FrontEnd
 from atomcube.hw.dma.midend import one_bit_set
 from atomcube.hw.dma.rows import RowCopier
 from atomcube.hw.dma.tile import TileTransposer
+from atomcube.hw.dma.timing import DmaTiming
 from atomcube.hw.dma.walker import Walker
 from atomcube.model.dma.descriptor import MAX_DIMS, Descriptor, Dim, Error
 from atomcube.model.dma.executor import execute
@@ -225,8 +226,9 @@ def check_against_executor(desc, memory, got, counts):
     assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
 
 
-def run_transposer(desc, bb, tile_beats, seed, memory):
-    dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=tile_beats, row_queue=8)
+def run_transposer(desc, bb, tile_beats, seed, memory, timing=DmaTiming()):
+    dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=tile_beats, row_queue=8,
+                         timing=timing)
     return run_mover(dut, desc, bb, seed, memory)
 
 
@@ -467,6 +469,39 @@ def test_engine_paths_checked(rejected):
         DmaEngine(paths=("rows", "tile"))
     with rejected(ValueError, "unknown path 'tiles'"):
         DmaEngine(paths=("tiles", "elements"))
+
+
+def test_timing_choices_move_no_data():
+    """The tile path with three columns in flight (the fewest) and the row path with a ready copy per 16
+    bits move the same bytes as with the defaults (only cycles may differ)."""
+    rng = np.random.default_rng(11)
+    memory = rng.integers(0, 256, 1 << 16, dtype=np.uint8)
+    timing = DmaTiming(bits_per_ready=16, columns_in_flight=3)
+    for _ in range(2):
+        desc = random_transpose(rng, 8)
+        print(desc)
+        got, counts = run_transposer(desc, 8, 2, 11, memory, timing=timing)
+        check_against_executor(desc, memory, got, counts)
+        desc = random_rows(rng, 16)
+        print(desc)
+        got, counts = run_mover(RowCopier(data_width=128, addr_width=16, run_queue=8,
+                                          timing=timing), desc, 16, 11, memory)
+        check_against_executor(desc, memory, got, counts)
+
+
+def test_timing_choices_rejected_and_built(rejected):
+    from amaranth.back import verilog
+
+    with rejected(ValueError, "timing.bits_per_ready must be an integer of at least 1, not 0"):
+        RowCopier(timing=DmaTiming(bits_per_ready=0))
+    with rejected(ValueError, "timing.columns_in_flight must be an integer of at least 3"):
+        TileTransposer(timing=DmaTiming(columns_in_flight=2))
+
+    def emit(timing):
+        return verilog.convert(RowCopier(timing=timing), name="top")
+
+    # a choice is a real one: it changes the netlist
+    assert emit(DmaTiming(bits_per_ready=16)) != emit(DmaTiming())
 
 
 def test_transposer_parameters_rejected(rejected):

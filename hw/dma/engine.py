@@ -45,6 +45,7 @@ from ..fabric import global_buffer
 from .backend import BackEnd
 from .frontend import FrontEnd
 from .midend import PATHS, MidEnd
+from .timing import DmaTiming
 
 
 class DmaEngine(wiring.Component):
@@ -66,7 +67,8 @@ class DmaEngine(wiring.Component):
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
-                 read_fifo=64, tile_beats=None, bank_mirror=False, paths=PATHS):
+                 read_fifo=64, tile_beats=None, bank_mirror=False, paths=PATHS,
+                 timing=DmaTiming()):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if not 12 <= addr_width <= 32:
@@ -78,6 +80,8 @@ class DmaEngine(wiring.Component):
             raise ValueError(f"read_fifo {read_fifo} must hold a burst of {max_burst} beats")
         if id_width < 1:
             raise ValueError(f"id_width must be at least 1, not {id_width!r}")
+        timing.check()
+        self.timing = timing
         self.data_width = data_width
         self.addr_width = addr_width
         self.id_width = id_width
@@ -92,7 +96,7 @@ class DmaEngine(wiring.Component):
         # open burst, or the queue, not the bus, would limit a copy
         self._mid = MidEnd(data_width=data_width, addr_width=addr_width,
                            tile_beats=self.tile_beats, queue=read_fifo + 2 * max_burst,
-                           paths=paths)
+                           paths=paths, timing=timing)
         self.paths = self._mid.paths
         self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
                                bank_mirror=bank_mirror)

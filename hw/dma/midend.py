@@ -33,6 +33,7 @@ from ..fabric import register_copies, registered_copy
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, count_width, path_ports
+from .timing import DmaTiming
 
 # cycles from start until the configuration pipeline below holds the descriptor's values (11),
 # and then the tile path's own configuration registers
@@ -80,18 +81,21 @@ class MidEnd(wiring.Component):
     """Parameters: ``data_width``, ``addr_width``, ``tile_beats`` (beats per tile row),
     ``queue`` (requests the paths may have waiting for data: at least the beats the back end
     can have in flight), ``paths`` (the paths built, :data:`PATHS`: a descriptor whose path is
-    left out takes the element path, at an element per cycle)."""
+    left out takes the element path, at an element per cycle), ``timing``
+    (:class:`~.timing.DmaTiming`)."""
 
-    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, queue=96, paths=PATHS):
+    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, queue=96, paths=PATHS,
+                 timing=DmaTiming()):
         self.data_width = data_width
         self.addr_width = addr_width
         self.paths = check_paths(paths)
         aw = addr_width
         self._elements = ElementPath(data_width=data_width, addr_width=aw, queue=queue)
-        self._rows = (RowCopier(data_width=data_width, addr_width=aw, run_queue=queue)
+        self._rows = (RowCopier(data_width=data_width, addr_width=aw, run_queue=queue,
+                                timing=timing)
                       if "rows" in self.paths else None)
         self._tile = (TileTransposer(data_width=data_width, addr_width=aw,
-                                     tile_beats=tile_beats, row_queue=queue)
+                                     tile_beats=tile_beats, row_queue=queue, timing=timing)
                       if "tile" in self.paths else None)
         super().__init__({
             **path_ports(data_width=data_width, addr_width=aw, dims=MAX_DIMS),

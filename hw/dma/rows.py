@@ -29,6 +29,7 @@ from .tile import (
     path_ports,
     piece_layout,
 )
+from .timing import DmaTiming
 from .walker import Walker
 
 DIMS = 5
@@ -104,12 +105,15 @@ class _BeatMath:
 
 
 class RowCopier(wiring.Component):
-    #: flip-flops of the realigner's state that step on one copy of the write slice's ready
-    BITS_PER_READY = 64
+    """The row path. Parameters: ``data_width``, ``addr_width``, ``run_queue`` (runs waiting
+    for their data, at least 2), ``timing`` (:class:`~.timing.DmaTiming`: its
+    ``bits_per_ready``)."""
 
-    def __init__(self, *, data_width=64, addr_width=32, run_queue=64):
+    def __init__(self, *, data_width=64, addr_width=32, run_queue=64, timing=DmaTiming()):
         if run_queue < 2:
             raise ValueError(f"run_queue must be at least 2, not {run_queue!r}")
+        timing.check()
+        self.timing = timing
         self.data_width = data_width
         self.addr_width = addr_width
         self.run_queue = run_queue
@@ -313,8 +317,8 @@ class RowCopier(wiring.Component):
                  (sr_over, chosen_after(lambda x: x >= 3 * BB, sr_reg)),
                  (er_under, chosen_after(lambda x: x < 2 * BB, er_reg)),
                  (er_over, chosen_after(lambda x: x >= 3 * BB, er_reg))]
-        shares = _shares(steps, self.BITS_PER_READY)
-        prev_shares = range(0, W, self.BITS_PER_READY)
+        shares = _shares(steps, self.timing.bits_per_ready)
+        prev_shares = range(0, W, self.timing.bits_per_ready)
         ready = register_copies(platform, m, wr_slice.ahead.i_ready,
                                 1 + len(shares) + len(prev_shares), "wr_rdy", 1)
         take_beat, send, sent = beat_decisions(ready[0])
@@ -341,7 +345,7 @@ class RowCopier(wiring.Component):
             with m.If(beat_decisions(copy)[2]):
                 m.d.sync += [reg.eq(value) for reg, value in share]
         for lo, copy in zip(prev_shares, ready[1 + len(shares):], strict=True):
-            hi = min(lo + self.BITS_PER_READY, W)
+            hi = min(lo + self.timing.bits_per_ready, W)
             with m.If(beat_decisions(copy)[0]):
                 m.d.sync += prev[lo:hi].eq(self.rdata.payload[lo:hi])
         with m.If(take_beat):

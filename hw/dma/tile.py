@@ -72,6 +72,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import BufferedFIFO, RegisteredQueue, SkidBuffer, registered
 from ..fabric import register_copies, registered_copy
+from .timing import DmaTiming
 
 DIMS = 6
 ROWS, COLS, OUTER1, OUTER2, ROWS_HI, COLS_HI = range(DIMS)
@@ -411,10 +412,12 @@ class TileDrain(TilePart):
     :func:`tile_layout`: the head is the tile being drained, taken as its last column is read,
     which frees its half), ``banks`` (a read port per byte bank, the buffer's address: half,
     row, beat), ``wr`` (pieces, :func:`piece_layout`), ``written_bytes`` (the bytes a cycle's
-    pieces complete), ``busy`` (a column is in flight)."""
+    pieces complete), ``busy`` (a column is in flight). ``columns_in_flight``: columns read and
+    not yet sent, at most (:class:`~.timing.DmaTiming`)."""
 
-    def __init__(self, *, data_width, addr_width, tile_beats):
+    def __init__(self, *, data_width, addr_width, tile_beats, columns_in_flight):
         BB = data_width // 8
+        self.columns_in_flight = columns_in_flight
         super().__init__({
             "config": In(drain_config_layout(addr_width, BB, tile_beats)),
             "tiles": In(stream.Signature(tile_layout(addr_width, BB, tile_beats))),
@@ -488,9 +491,8 @@ class TileDrain(TilePart):
                         m.d.comb += col_out.eq(Cat(*order))
         column = data.StructLayout({"col": W, "od": LB, "beat": aw - LB, "beat_hi": aw - LB,
                                     "strb": 2 * BB, "two": 1, "bytes": LB + 1, "last": 1})
-        # issue to the head's first piece is about five cycles (s, q, the queue's two):
-        # eight columns in flight keep a column a cycle going
-        COLS_IN_FLIGHT = 8
+        # issue to the head's first piece is about five cycles (s, q, the queue's two)
+        COLS_IN_FLIGHT = self.columns_in_flight
         cols = m.submodules.cols = BufferedFIFO(width=column.size, depth=COLS_IN_FLIGHT)
         queued_col = data.View(column, cols.w_data)
         m.d.comb += [cols.w_en.eq(q_v), queued_col.col.eq(col_out), queued_col.od.eq(q_od),
@@ -1019,18 +1021,26 @@ class RowWalker(TilePart):
         return {"rem0": (t0, rem0_do), "vrem0": (tv, vrem0_do), "rem1": (t1, rem1_do),
                 "c2": (t2, c2_do), "c3": (t3, c3_do)}
 
+
 class TileTransposer(TilePart):
+    """The tile path. Parameters: ``data_width``, ``addr_width``, ``tile_beats`` (beats per
+    tile row), ``row_queue`` (rows waiting for their data, at least 2), ``timing``
+    (:class:`~.timing.DmaTiming`: its ``columns_in_flight``)."""
+
     #: cycles from the descriptor's inputs to the configuration registers worked out from them;
     #: the inputs must be held that long before ``start``
     CONFIG_STAGES = 4
 
-    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64):
+    def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64,
+                 timing=DmaTiming()):
         if tile_beats not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"tile_beats must be a power of two from 1 to 32, not "
                              f"{tile_beats!r}")
         if row_queue < 2:
             raise ValueError(f"row_queue must be at least 2, not {row_queue!r}")
+        timing.check()
         self.row_queue = row_queue
+        self.timing = timing
         super().__init__({
             **path_ports(data_width=data_width, addr_width=addr_width, dims=DIMS),
             "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
@@ -1167,7 +1177,9 @@ class TileTransposer(TilePart):
         wiring.connect(m, fill.tiles, tiles.w_stream)
 
         # -- drain (TileDrain) -------------------------------------------------------------------
-        drain = m.submodules.drain = TileDrain(data_width=W, addr_width=aw, tile_beats=K)
+        drain = m.submodules.drain = TileDrain(
+            data_width=W, addr_width=aw, tile_beats=K,
+            columns_in_flight=self.timing.columns_in_flight)
         dc = drain.config
         m.d.comb += [dc.L.eq(L), dc.lgl.eq(lgl), dc.lgp.eq(lgp), dc.lgc.eq(lgc), dc.pack.eq(pack),
                      dc.g_cols.eq(g_cols), dc.elog.eq(elog), dc.desc_elog.eq(self.elog),
