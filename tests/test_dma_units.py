@@ -472,8 +472,8 @@ def test_engine_paths_checked(rejected):
 
 
 def test_timing_choices_move_no_data():
-    """The tile path with three columns in flight (the fewest) and the row path with a ready copy per 16
-    bits move the same bytes as with the defaults (only cycles may differ)."""
+    """The tile path with three columns in flight (the fewest) and the row path with a ready
+    copy per 16 bits move the same bytes as with the defaults (only cycles may differ)."""
     rng = np.random.default_rng(11)
     memory = rng.integers(0, 256, 1 << 16, dtype=np.uint8)
     timing = DmaTiming(bits_per_ready=16, columns_in_flight=3)
