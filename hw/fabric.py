@@ -14,10 +14,12 @@ The cells these requests instantiate on the ECP5 (``DCCA``, ``TRELLIS_FF``, ``MU
 behavioural models in ``sim/models/ecp5.v``, so that a block elaborated with :class:`Ecp5Globals`
 can be simulated as the board builds it (the ``-ecp5`` cases of :mod:`sim.benches`)."""
 
+import operator
+
 from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
 
 __all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies", "registered_copy",
-           "registered_product", "shared_select"]
+           "registered_product", "registered_operation", "shared_select"]
 
 #: the ECP5 multiplier block's operand width (MULT18X18D: 18 x 18 bits, signed or unsigned)
 MULT18 = 18
@@ -143,11 +145,17 @@ def registered_product(platform, m: Module, a, b, enable, name: str, width: int)
     product = getattr(platform, "registered_product", None)
     if product is not None:
         return product(m, a, b, enable, name, width)
+    return registered_operation(m, a, b, enable, name, width, operator.mul)
+
+
+def registered_operation(m: Module, a, b, enable, name: str, width: int, operation):
+    """``operation(a, b)`` in :func:`registered_product`'s registers, in flip-flops: the
+    operands registered, then the result, held while ``enable`` is low."""
     ra = Signal(a.shape(), name=f"{name}_a")
     rb = Signal(b.shape(), name=f"{name}_b")
     p = Signal(signed(width), name=name)
     with m.If(enable):
-        m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
+        m.d.sync += [ra.eq(a), rb.eq(b), p.eq(operation(ra, rb))]
     return p
 
 

@@ -68,7 +68,7 @@ def test_leading_one_tree(width):
     and an odd small one (padding to a power of two must not move the answer)."""
     from amaranth import Module, Signal
 
-    from atomcube.hw.lut.unit import _leading_one
+    from atomcube.hw.lut.pipeline import _leading_one
 
     m = Module()
     v, e = Signal(width), Signal(8)

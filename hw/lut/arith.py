@@ -1,12 +1,15 @@
 """What the LUT unit's pipelined and serial datapaths share: the flavours' widths, the stream
-layouts, the codes of a table lookup's outcome, the choice between the tables' results, and
-signed saturation."""
+layouts, the configuration port (and what it derives from the registers) and the table banks'
+read ports, the codes of a table lookup's
+outcome, the choice between the tables' results, and signed saturation."""
 
-from amaranth import Mux, signed
-from amaranth.lib import data
+from amaranth import Array, Const, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["IN_BITS", "FRAC_BITS", "OUT_BITS", "in_layout", "out_layout", "HIT", "UFLOW",
-           "OFLOW", "choose_lo", "saturate"]
+__all__ = ["IN_BITS", "FRAC_BITS", "OUT_BITS", "in_layout", "out_layout", "config_layout",
+           "config_values", "derive_config", "bank_signatures", "HIT", "UFLOW", "OFLOW",
+           "choose_lo", "saturate"]
 
 #: by flavour: the input's bits, the fraction's bits of a table index, the output's bits
 IN_BITS = {"sdp": 32, "cdp": 38}
@@ -29,6 +32,73 @@ def out_layout(lanes, flavor):
     return data.StructLayout({"data": data.ArrayLayout(signed(OUT_BITS[flavor]), lanes),
                               "chosen": lanes, "state": data.ArrayLayout(2, lanes),
                               "mask": lanes, "last": 1})
+
+
+def config_layout(cfg):
+    """The layout of a datapath's configuration port: ``cfg`` (``{table: {name: value}}``, as
+    the unit works it out from its registers) with its Python constants left out."""
+    return data.StructLayout({t: data.StructLayout({k: v.shape() for k, v in c.items()
+                                                   if not isinstance(v, int)})
+                              for t, c in cfg.items()})
+
+
+def config_values(port, entries):
+    """The configuration port's fields as ``{table: {name: value}}``, with each table's entries
+    less one (``entries``, ``{"le": 64, "lo": 256}``) as ``n``."""
+    return {t: {**{k: getattr(port, t)[k] for k in port.shape()[t].shape.members}, "n": n}
+            for t, n in entries.items()}
+
+
+def derive_config(m, c, t, flavor):
+    """What table ``t``'s configuration ``c`` implies, worked out ahead in one to three steps
+    of registers, once for every lane and for both datapaths: the registers only change while
+    the unit is idle (docs/lut.md), and a sample reaches the stage that uses them at least four
+    cycles after the last register write (the start's own write, the input register, P1), so
+    these copies are always current in a run. Returns ``c`` with them added."""
+    W, FB = IN_BITS[flavor], FRAC_BITS[flavor]
+    def derived(value, label, shape):
+        r = Signal(shape, name=f"{label}_{t}")
+        m.d.sync += r.eq(value)
+        return r
+
+    sel = c["select"]
+    # exponential underflow reference: START + 2^offset for offset >= 0 (RTL rule); offsets
+    # the model rejects (> W - 1) never hit the table, and the bias is then cut to 0. The
+    # bias and the sum are registered in turn (two cycles after a write: a run's start is
+    # always further away than that)
+    bias = derived(Mux(c["exp"] & (c["offset"] >= 0) & (c["offset"] < W),
+                       (Const(1, W + 1) << c["offset"][:6])[:W + 1], 0), "bias", W + 1)
+    sel_neg = derived(sel < 0, "selneg", 1)
+    sel_pos = derived(Mux(sel > W + FB, W + FB, sel[:7].as_unsigned()), "shr",
+                      range(W + FB + 1))
+    shl = derived(Mux(sel < -10, 10, (-sel)[:4]), "shl", 4)
+    # the smallest distance whose linear index passes 511: 512 << shr, or 512 >> shl
+    # rounded up (a distance of W bits never reaches 2^(W + 1)); in three steps of registers
+    sat_exp = derived(Mux(sel_pos + 9 > W + 1, W + 1, sel_pos + 9), "satexp",
+                      range(W + 2))
+    sat_neg = derived(Array(Const(((512 + (1 << s) - 1) >> s) & 1023, 10)
+                            for s in range(1 << len(shl)))[shl], "satneg", 10)
+    sat = derived(Mux(sel_neg, sat_neg, Const(1, W + 2) << sat_exp), "idxsat", W + 2)
+    # the index offset less one, for the even bank's address (index + 1 = e - (offset - 1))
+    offset_m1 = derived(c["offset"] - 1, "offm1", signed(9))
+    return {**c, "sel_neg": sel_neg, "sel_pos": sel_pos, "shl": shl, "idx_sat": sat,
+            "offset_m1": offset_m1,
+            "no_frac": derived(~c["exp"] & (sel < 0), "nofrac", 1),
+            "ref_under": derived(c["start"] + bias.as_signed(), "refu", signed(W + 2))}
+
+
+
+def bank_signatures(entries):
+    """``{"le_even": signature, ...}``: a read port on each table's even and odd bank, from the
+    datapath's side: an address and an enable out, the entry a cycle later in. ``entries`` as
+    for :func:`config_values`."""
+    banks = {}
+    for t, n in entries.items():
+        for parity, bank in ((0, "even"), (1, "odd")):
+            depth = (n + 2 - parity) // 2
+            banks[f"{t}_{bank}"] = wiring.Signature({
+                "addr": Out(range(depth)), "en": Out(1), "data": In(signed(16))})
+    return banks
 
 
 def choose_lo(le_st, lo_st, prio):

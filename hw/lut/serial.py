@@ -55,7 +55,9 @@ from .arith import (
     OFLOW,
     OUT_BITS,
     UFLOW,
+    bank_signatures,
     choose_lo,
+    config_values,
     in_layout,
     out_layout,
     saturate,
@@ -134,8 +136,8 @@ class SerialDatapath(wiring.Component):
     ``serial=True``), which owns the registers, tables and counters around it.
 
     Parameters: ``lanes`` and ``flavor`` as the unit's; ``cfg_layout``, the layout of the
-    configuration the unit works out from its registers (:meth:`config_layout`); ``entries``,
-    each table's entries less one (``{"le": 64, "lo": 256}``).
+    configuration the unit works out from its registers (:func:`~.arith.config_layout`);
+    ``entries``, each table's entries less one (``{"le": 64, "lo": 256}``).
 
     Ports
     -----
@@ -149,29 +151,16 @@ class SerialDatapath(wiring.Component):
     states and the table chosen, for the statistics; ``written``: a lane's result was written.
     """
 
-    @staticmethod
-    def config_layout(cfg):
-        """The layout of ``cfg`` (``{table: {name: value}}``), its constants left out."""
-        return data.StructLayout({t: data.StructLayout({k: v.shape() for k, v in c.items()
-                                                       if not isinstance(v, int)})
-                                  for t, c in cfg.items()})
-
     def __init__(self, *, lanes, flavor, cfg_layout, entries):
         self.lanes = lanes
         self.flavor = flavor
         self.entries = entries
-        banks = {}
-        for t, n in entries.items():
-            for parity, bank in ((0, "even"), (1, "odd")):
-                depth = (n + 2 - parity) // 2
-                banks[f"{t}_{bank}"] = Out(wiring.Signature({
-                    "addr": Out(range(depth)), "en": Out(1), "data": In(signed(16))}))
         super().__init__({
             "i": In(stream.Signature(in_layout(lanes, flavor))),
             "o": Out(stream.Signature(out_layout(lanes, flavor))),
             "run": In(1), "took_last": Out(1),
             "cfg": In(cfg_layout), "prio": In(3),
-            **banks,
+            **{name: Out(sig) for name, sig in bank_signatures(entries).items()},
             "counted": Out(data.StructLayout({"le": 2, "lo": 2, "chosen": 1})),
             "written": Out(1),
         })
@@ -181,8 +170,7 @@ class SerialDatapath(wiring.Component):
         lanes, sdp = self.lanes, self.flavor == "sdp"
         W, FB, OW = IN_BITS[self.flavor], FRAC_BITS[self.flavor], OUT_BITS[self.flavor]
         i, o = self.i, self.o
-        cfg = {t: {**{k: getattr(self.cfg, t)[k] for k in self.cfg.shape()[t].shape.members},
-                   "n": n} for t, n in self.entries.items()}
+        cfg = config_values(self.cfg, self.entries)
         prio = (self.prio[0], self.prio[1], self.prio[2])
         ACC = acc_bits(W, FB)
         BW = LIMB * LIMBS
