@@ -10,21 +10,27 @@ docs/formal.md lists what each proof states, in words.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Mux, Signal, Value
+from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value, signed
 from amaranth.hdl import Assert, Assume, ResetSignal
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
 from atomcube.hw.bus.axi import Resp
 from atomcube.hw.bus.fifo import RegisteredQueue, SkidBuffer
 from atomcube.hw.bus.regbank import RegisterBank
 from atomcube.hw.dma.backend import DATA_ID, FETCH_ID, BackEnd
+from atomcube.hw.fabric import registered_operation
+from atomcube.hw.lut.arith import IN_BITS, config_layout, derive_config
+from atomcube.hw.lut.pipeline import LATENCY, LutPipeline
 from atomcube.hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
 from atomcube.hw.sparse.gearbox import AtomGearbox
 from atomcube.hw.sparse.ringbuf import RingBuffer
 from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
+from atomcube.model.nvdla.lut import LE_ENTRIES, LO_ENTRIES
 from atomcube.model.registers.selftest import SELFTEST
 
 from .props import (
@@ -416,6 +422,142 @@ def _dma_backend_proof():
     return lambda: _harness(body)
 
 
+# -- the LUT unit's pipeline -------------------------------------------------------------------
+
+class _SumsForProducts:
+    """A platform on which each of a design's multiplier blocks (:func:`hw.fabric.
+    registered_product`) is an adder of the same operands in the same registers. A product of
+    two free 17-bit operands is more than the solver can compare between two copies of a
+    pipeline within the proofs' time; which operands meet, and when, is what a stall could get
+    wrong, and an adder shows it as well (the arithmetic is checked against the model in
+    cocotb)."""
+
+    @staticmethod
+    def registered_product(m, a, b, enable, name, width):
+        return registered_operation(m, a, b, enable, name, width, operator.add)
+
+
+class _On(Elaboratable):
+    """``design`` elaborated on ``platform`` (a harness is converted with none)."""
+
+    def __init__(self, design, platform):
+        self.design, self.platform = design, platform
+        design._MustUse__silence = True       # elaborated here, not by Amaranth's walk
+
+    def elaborate(self, platform):
+        return self.design.elaborate(self.platform)
+
+
+def _lut_pipeline_proof(*, flavor="sdp", lanes=1, mutant=None):
+    """The pipeline under backpressure against a copy of itself that is never stalled: its
+    k-th result (data, table, state, mask, last) and the statistics taken with it are the
+    copy's k-th, whatever the stalls. Both run with adders for multipliers
+    (:class:`_SumsForProducts`). The configuration port holds any value from reset on; the
+    tables any,
+    written only while nothing is in flight (the unit's rules). ``mutant="stall"``: the pipeline
+    is not told when its output is held, to prove the checks can fail."""
+    def body(m):
+        k = _chosen(m)
+        W = IN_BITS[flavor]
+        ports = [k]
+        # the configuration port's layout, from the unit's derivation of it (whose registers are
+        # left unused): the port itself is driven with any values, held from reset, a superset
+        # of what the unit's registers can derive
+        raw = {t: dict(start=Signal(signed(W)), end=Signal(signed(W)), select=Signal(signed(8)),
+                       offset=Signal(signed(8)), exp=Signal(), uscale=Signal(signed(16)),
+                       oscale=Signal(signed(16)), ushift=Signal(5), oshift=Signal(5), n=n)
+               for t, n in (("le", LE_ENTRIES - 1), ("lo", LO_ENTRIES - 1))}
+        layout = config_layout({t: derive_config(m, c, t, flavor) for t, c in raw.items()})
+        entries = {t: c["n"] for t, c in raw.items()}
+        cfg = Signal(layout, name="cfg")
+        prio = Signal(3, name="prio")
+        ports += [free_constant(m, cfg.as_value(), "cfg"), free_constant(m, prio, "prio")]
+
+        def pipeline(name):
+            p = LutPipeline(lanes=lanes, flavor=flavor, cfg_layout=layout, entries=entries)
+            m.submodules[name] = _On(p, _SumsForProducts())
+            m.d.comb += [p.prio.eq(prio), p.cfg.eq(cfg)]
+            return p
+
+        dut, ref = pipeline("dut"), pipeline("ref")
+        i_valid, run, o_ready = Signal(name="i_valid"), Signal(name="run"), Signal(name="o_ready")
+        i_payload = Signal(dut.i.payload.shape(), name="i_payload")
+        ports += [i_valid, run, o_ready, i_payload.as_value()]
+        took = dut.i.valid & dut.i.ready
+        m.d.comb += [dut.i.valid.eq(i_valid), dut.i.payload.eq(i_payload), dut.run.eq(run),
+                     # (the mutant: a pipeline told its output is always taken, which then moves
+                     # on under a held output)
+                     dut.o.ready.eq(1 if mutant == "stall" else o_ready),
+                     # the copy takes what the pipeline takes, when it takes it, and is never
+                     # stalled
+                     ref.i.valid.eq(took), ref.i.payload.eq(i_payload), ref.run.eq(run),
+                     ref.o.ready.eq(1)]
+        taken = dut.o.valid & o_ready
+        held_until_ready(m, "i", i_valid, dut.i.ready, i_payload, check=Assume,
+                         reset=ResetSignal())
+
+        counts = {}
+        for name, event in (("dut_out", taken), ("ref_out", ref.o.valid),
+                            ("dut_in", took), ("dut_written", dut.written),
+                            ("ref_written", ref.written)):
+            c = Signal(COUNT_BITS, name=name)
+            with m.If(event):
+                m.d.sync += c.eq(c + 1)
+            m.d.comb += Assume(c < (1 << COUNT_BITS) - 2)
+            counts[name] = c
+        in_flight = counts["dut_in"] != counts["dut_out"]
+
+        # the tables, one memory per bank shared by the two pipelines: written (any entry, any
+        # value) only while nothing is in flight and nothing is taken
+        for t, n in entries.items():
+            for parity, bank in ((0, "even"), (1, "odd")):
+                depth = (n + 2 - parity) // 2
+                mem = m.submodules[f"{t}_{bank}"] = Memory(shape=signed(16), depth=depth, init=[])
+                wp = mem.write_port()
+                w_en, w_addr = Signal(name=f"{t}_{bank}_w_en"), Signal(range(depth),
+                                                                       name=f"{t}_{bank}_w_addr")
+                w_data = Signal(signed(16), name=f"{t}_{bank}_w_data")
+                ports += [w_en, w_addr, w_data]
+                m.d.comb += [wp.en.eq(w_en), wp.addr.eq(w_addr), wp.data.eq(w_data),
+                             Assume(~w_en | ~in_flight & ~i_valid)]
+                for p in (dut, ref):
+                    for port in getattr(p, f"{t}_{bank}"):
+                        rp = mem.read_port(domain="sync")
+                        m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en),
+                                     port.data.eq(rp.data)]
+
+        def same_kth(name, ref_event, ref_n, ref_value, dut_event, dut_n, dut_value):
+            """The pipeline's k-th ``dut_value`` (at ``dut_event``) is the copy's k-th."""
+            ref_value, dut_value = Value.cast(ref_value), Value.cast(dut_value)
+            seen = Signal(name=f"{name}_seen")
+            kept = Signal(len(ref_value), name=f"{name}_kept")
+            now = ref_event & (ref_n == k)
+            with m.If(now):
+                m.d.sync += [seen.eq(1), kept.eq(ref_value)]
+            # (unstalled, the two come out together)
+            m.d.comb += Assert(~(dut_event & (dut_n == k)) |
+                               (seen | now) & (dut_value == Mux(seen, kept, ref_value)),
+                               f"{name}: the k-th is the unstalled copy's k-th")
+
+        same_kth("result", ref.o.valid, counts["ref_out"], ref.o.payload,
+                 taken, counts["dut_out"], dut.o.payload)
+        same_kth("counted", ref.written, counts["ref_written"], Cat(*ref.counted),
+                 dut.written, counts["dut_written"], Cat(*dut.counted))
+        held_until_ready(m, "o", dut.o.valid, o_ready, dut.o.payload, reset=ResetSignal())
+        m.d.comb += [Assert(~took | ref.i.ready, "the copy takes every sample the pipeline takes"),
+                     Assert(counts["dut_out"] <= counts["ref_out"], "no result before the copy's"),
+                     Assert(dut.took_last == (took & i_payload.last), "took_last: a last taken")]
+        # nothing lost: a result in flight reaches the output within the latency once the output
+        # is free to move
+        stall_bound(m, "result_out", in_flight & ~dut.o.valid, LATENCY)
+        stalled = past(m, dut.o.valid & ~o_ready, "o_stalled")
+        cover(m, stalled & taken & (counts["dut_out"] == 0),
+              "the first result taken after a stall")
+        return ports
+
+    return lambda: _harness(body)
+
+
 PROOFS: list[Proof] = [
     Proof("skid", "SkidBuffer: an ideal two-entry queue, look-aheads exact",
           _skid_proof(), depth=16),
@@ -449,6 +591,8 @@ PROOFS: list[Proof] = [
           _stream_writer_proof(beat_writer=True), depth=14),
     Proof("dma_backend", "DMA back end: a legal AXI4 manager for reads, writes and fetches",
           _dma_backend_proof(), depth=14),
+    Proof("lut_pipeline", "LUT pipeline (SDP, one lane): every result as if never stalled",
+          _lut_pipeline_proof(), depth=17),
     Proof("regbank", "RegisterBank as an AXI4-Lite subordinate (write capture)",
           _regbank_proof(), depth=16),
     Proof("regbank_direct", "RegisterBank as an AXI4-Lite subordinate (no capture)",
@@ -464,6 +608,8 @@ MUTANTS: list[Proof] = [
           _queue_proof(depth=2, mutant="drop"), depth=12, modes=("bmc",)),
     Proof("queue_corrupts", "RegisteredQueue seen to alter a word",
           _queue_proof(depth=2, mutant="corrupt"), depth=12, modes=("bmc",)),
+    Proof("lut_pipeline_slips", "LUT pipeline seen to move on under a held output",
+          _lut_pipeline_proof(mutant="stall"), depth=17, modes=("bmc",)),
 ]
 
 
