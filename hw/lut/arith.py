@@ -8,8 +8,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["IN_BITS", "FRAC_BITS", "OUT_BITS", "in_layout", "out_layout", "config_layout",
-           "config_values", "derive_config", "bank_signatures", "HIT", "UFLOW", "OFLOW",
-           "choose_lo", "saturate"]
+           "config_values", "derive_config", "bank_signatures", "counted_layout", "HIT", "UFLOW",
+           "OFLOW", "choose_lo", "saturate"]
 
 #: by flavour: the input's bits, the fraction's bits of a table index, the output's bits
 IN_BITS = {"sdp": 32, "cdp": 38}
@@ -18,6 +18,10 @@ OUT_BITS = {"sdp": 32, "cdp": 16}
 
 #: a lookup's outcome, as both datapaths and the statistics counters code it
 HIT, UFLOW, OFLOW = 0, 1, 2
+
+#: what a datapath hands the statistics counters for a lane it writes: the two tables' states,
+#: the table chosen, and whether the lane holds a sample
+counted_layout = data.StructLayout({"le": 2, "lo": 2, "chosen": 1, "present": 1})
 
 
 def in_layout(lanes, flavor):

@@ -16,7 +16,7 @@ whole pipeline and nothing is dropped. On a platform with global buffers (the EC
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fabric import global_buffer, registered_copy, registered_product
@@ -30,21 +30,19 @@ from .arith import (
     bank_signatures,
     choose_lo,
     config_values,
+    counted_layout,
     in_layout,
     out_layout,
     saturate,
 )
 
-__all__ = ["LutPipeline", "STAGES", "LATENCY", "counted_layout"]
+__all__ = ["LutPipeline", "STAGES", "LATENCY"]
 
 #: pipeline stages between the input register and the output register (P1 to P13)
 STAGES = 13
 #: cycles from a sample's acceptance to its result's leaving, the output not stalled
 LATENCY = STAGES + 2
 
-#: what the statistics counters see of a lane in the output register: the two tables' states,
-#: the table chosen, and whether the lane holds a sample
-counted_layout = data.StructLayout({"le": 2, "lo": 2, "chosen": 1, "present": 1})
 
 
 def _round_shift(v, sh):
@@ -75,7 +73,7 @@ class LutPipeline(wiring.Component):
     that read it at least four cycles after the last register write); ``prio``: the (underflow,
     hybrid, overflow) priority bits. ``le_even``, ``le_odd``, ``lo_even``, ``lo_odd``: per lane,
     a read port on each table bank (address, enable, and the entry a cycle later).
-    ``counted`` (:data:`counted_layout`, per lane) and ``written``: what the output register
+    ``counted`` (:data:`~.arith.counted_layout`, per lane) and ``written``: what the output register
     takes for the statistics, and whether it takes a transfer this cycle.
     """
 

@@ -58,6 +58,7 @@ from .arith import (
     bank_signatures,
     choose_lo,
     config_values,
+    counted_layout,
     in_layout,
     out_layout,
     saturate,
@@ -147,8 +148,9 @@ class SerialDatapath(wiring.Component):
     last). ``took_last``: the run's last transfer is taken this cycle. ``cfg``: the
     configuration, steady while the unit runs; ``prio``: the (underflow, hybrid, overflow)
     priority bits. ``le_even``, ``le_odd``, ``lo_even``, ``lo_odd``: a read port on each table
-    bank (address, enable, and the data a cycle later). ``counted``: the last lane's LE and LO
-    states and the table chosen, for the statistics; ``written``: a lane's result was written.
+    bank (address, enable, and the data a cycle later). ``counted``
+    (:data:`~.arith.counted_layout`): the last lane's LE and LO states and the table chosen, for
+    the statistics; ``written``: a lane's result was written.
     """
 
     def __init__(self, *, lanes, flavor, cfg_layout, entries):
@@ -161,7 +163,7 @@ class SerialDatapath(wiring.Component):
             "run": In(1), "took_last": Out(1),
             "cfg": In(cfg_layout), "prio": In(3),
             **{name: Out(sig) for name, sig in bank_signatures(entries).items()},
-            "counted": Out(data.StructLayout({"le": 2, "lo": 2, "chosen": 1})),
+            "counted": Out(counted_layout),
             "written": Out(1),
         })
 
@@ -416,5 +418,6 @@ class SerialDatapath(wiring.Component):
             m.d.sync += acc.eq(total)
 
         m.d.comb += [self.counted.le.eq(st_le), self.counted.lo.eq(st_lo),
-                     self.counted.chosen.eq(chosen), self.written.eq(written)]
+                     self.counted.chosen.eq(chosen), self.counted.present.eq(1),
+                     self.written.eq(written)]
         return m

@@ -48,7 +48,7 @@ from atomcube.model.registers.lut import lut_regmap
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 from .arith import HIT, OFLOW, UFLOW, config_layout, derive_config, in_layout, out_layout
-from .pipeline import LATENCY, LutPipeline, counted_layout
+from .pipeline import LATENCY, LutPipeline
 from .serial import SerialDatapath
 
 __all__ = ["LutUnit", "LATENCY", "LANES", "in_layout", "out_layout"]
@@ -259,7 +259,7 @@ class LutUnit(wiring.Component):
     def _datapath(self, m, busy, closing, cfg, prio, mems):
         """The datapath (:class:`~.pipeline.LutPipeline`, or with ``serial``
         :class:`~.serial.SerialDatapath`) on the unit's streams, configuration and tables.
-        Returns the counters' inputs (per lane, :data:`~.pipeline.counted_layout`) and when
+        Returns the counters' inputs (per lane, :data:`~.arith.counted_layout`) and when
         they count."""
         entries = {t: c["n"] for t, c in cfg.items()}
         kind = SerialDatapath if self.serial else LutPipeline
@@ -280,10 +280,5 @@ class LutUnit(wiring.Component):
                 m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en), port.data.eq(rp.data)]
         with m.If(dp.took_last):
             m.d.sync += closing.eq(1)
-        if not self.serial:
-            return list(dp.counted), dp.written
-        # the serial datapath counts one lane at a time, the lane it wrote
-        counted = Signal(counted_layout)
-        m.d.comb += [counted.le.eq(dp.counted.le), counted.lo.eq(dp.counted.lo),
-                     counted.chosen.eq(dp.counted.chosen), counted.present.eq(1)]
-        return [counted], dp.written
+        # (the serial datapath counts one lane at a time, the lane it writes)
+        return (list(dp.counted) if not self.serial else [dp.counted]), dp.written
