@@ -137,7 +137,7 @@ class RowCopier(wiring.Component):
                      walker.start.eq(self.start)]
 
         bm = _BeatMath(m, BB)
-        clamp, clamp_flags, clamp_after = bm.clamp, bm.clamp_flags, bm.clamp_after
+        clamp, clamp_after = bm.clamp, bm.clamp_after
         takes_after, takes_source, low = bm.takes_after, bm.takes_source, bm.low
 
         # -- beat generator ---------------------------------------------------------------------
@@ -216,7 +216,22 @@ class RowCopier(wiring.Component):
                      queued.run_end.eq(run.run_end), queued.sourced.eq(run.sourced),
                      queued.last.eq(run.last)]
 
-        # -- realigner --------------------------------------------------------------------------
+        ran, counting, wr_slice = self._realigner(m, platform, bm, runs, vfull, total)
+        m.d.comb += self.busy.eq(walker.busy | sums_slice.o.valid | gen_busy |
+                                 runs.nonempty | ran | counting |
+                                 wr_slice.o.valid)
+        return m
+
+    def _realigner(self, m, platform, bm, runs, vfull, total):
+        """The realigner: source beats in from ``rdata``, destination beats out to ``wr``, a
+        run at a time from the head of ``runs``; a run's byte counts from ``vfull`` and ``total``
+        (:meth:`elaborate`'s run lengths). Returns the registers that keep the job busy after
+        its last beat (``ran``, ``counting``) and the output slice."""
+        W = self.data_width
+        BB = W // 8
+        LB = (BB - 1).bit_length()
+        aw = self.addr_width
+        clamp_flags, low = bm.clamp_flags, bm.low
         # the queue's head (a register: see hw.bus.fifo)
         fields = runs.o.payload
         # per-beat state as counters from the head's values, so that no beat does arithmetic on
@@ -355,7 +370,4 @@ class RowCopier(wiring.Component):
         with m.If(run_done):
             m.d.sync += [first.eq(1), primed.eq(0)]
 
-        m.d.comb += self.busy.eq(walker.busy | sums_slice.o.valid | gen_busy |
-                                 runs.nonempty | ran | counting |
-                                 wr_slice.o.valid)
-        return m
+        return ran, counting, wr_slice
