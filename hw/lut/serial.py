@@ -43,6 +43,8 @@ A sample, per lane whose mask bit is set:
    register fills lane by lane.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.enum import Enum
@@ -204,6 +206,10 @@ class SerialDatapath(wiring.Component):
         shift = Signal(5)
         limb_k = Signal(range(LIMBS))
         phase_b = Signal()                    # hit: the y0 product of this limb
+        # the registers the parts of the datapath below share
+        r = SimpleNamespace(step=step, lane=lane, tsel=tsel, final=final, acc=acc, b=b,
+                            guard=guard, sticky=sticky, ua=ua, e=e, state=state, odd=odd,
+                            scale=scale, limb_k=limb_k, phase_b=phase_b)
 
         # -- input: worked on in place while idle and the output register is empty, and taken once
         # its last lane is done (the stream holds a transfer until it is taken)
@@ -223,49 +229,12 @@ class SerialDatapath(wiring.Component):
         offset = cfg["le"]["offset"]
         n = Mux(tsel, cfg["lo"]["n"], cfg["le"]["n"])
 
-        x = Signal(signed(W))
-        m.d.comb += x.eq(xs.word_select(lane, W).as_signed() if lanes > 1 else xs.as_signed())
+        ix = self._index_unit(m, r, xs=xs, W=W, FB=FB, exp=exp, offset=offset, n=n,
+                              refs=(start, end, ref_under))
+        under, index, st_now, diff, d, held, lead = (
+            ix.under, ix.index, ix.st_now, ix.diff, ix.d, ix.held, ix.lead)
 
-        # one subtractor: x - START while loading, x - (the miss reference) when evaluating (the
-        # reference's choice from the registered underflow flag)
-        acc_top = acc[FB:]
-        idx_exp = Signal(signed(11))
-        m.d.comb += idx_exp.eq(e - offset)
-        # the index and the state, registered every cycle: EVAL reads them a cycle after SHIFT's
-        # last (the cycle it finds no shift left, when acc, e and ua are final), or after the
-        # EVAL before it, which changed none of them
-        under_c = ua | (exp & (idx_exp < 0))
-        over_c = ~under_c & Mux(exp, idx_exp >= n, acc_top >= n)
-        under = Signal()
-        index = Signal(9)
-        st_now = Signal(2)
-        m.d.sync += [under.eq(under_c),
-                     index.eq(Mux(under_c, 0, Mux(over_c, n, Mux(exp, idx_exp[:9], acc_top[:9])))),
-                     st_now.eq(Mux(under_c, UFLOW, Mux(over_c, OFLOW, HIT)))]
-        ref = Mux(step == Step.LOAD, start, Mux(under, ref_under, end))
-        diff = Signal(signed(W + 3))
-        m.d.comb += diff.eq(x - ref)
-
-        # the leading one of x - START, found in PREP from acc (LOAD's register of it)
-        lead = Signal(range(W))
-        d = diff[:W]
-        held = acc[FB:FB + W]
-        for bit in range(W):
-            with m.If(held[bit]):
-                m.d.comb += lead.eq(bit)
-
-        # -- the table read: one port pair per table, addressed from the chosen table's index ------
-        ports = {}
-        for t in ("le", "lo"):
-            ev, od = getattr(self, f"{t}_even"), getattr(self, f"{t}_odd")
-            issue = (step == Step.EVAL) & final & (tsel == (t == "lo"))
-            m.d.comb += [ev.addr.eq((index + 1) >> 1), od.addr.eq(index >> 1),
-                         ev.en.eq(issue), od.en.eq(issue)]
-            ports[t] = (ev, od)
-        ev_d = Mux(tsel, ports["lo"][0].data, ports["le"][0].data)
-        od_d = Mux(tsel, ports["lo"][1].data, ports["le"][1].data)
-        y0 = Mux(odd, od_d, ev_d).as_signed()
-        y1 = Mux(odd, ev_d, od_d).as_signed()
+        y0, y1 = self._table_read(m, r, index)
 
         # the entries, registered a cycle after the read (READ): a block RAM's output arrives late
         # in its cycle
@@ -274,36 +243,8 @@ class SerialDatapath(wiring.Component):
         with m.If(step == Step.READ):
             m.d.sync += [y0_r.eq(y0), y1_r.eq(y1)]
 
-        # -- the multiplier and the accumulator's adder --------------------------------------------
-        # three stages, overlapped: MUL issues a product's operands into registers (with what the
-        # accumulator is to do with it), the multiplier's output is registered, and the
-        # accumulator adds it two cycles after the issue. DRAIN waits for the last two.
-        hit = state == HIT
-        top = limb_k == LIMBS - 1
-        limb = b[BW - LIMB:]
-        fold = sdp & hit & phase_b & top      # the SDP hit's y0 << FB, folded into the top limb
-        folded = (1 << (FB - LIMB * (LIMBS - 1))) - limb if sdp else 0
-        mul = m.submodules.mul = ProductPipe()
-        issue = mul.i.valid
-        # what the accumulator does with the product: subtract it, start from zero (the top
-        # limb's first product), add to the accumulator as it is (the hit's second product)
-        m.d.comb += [mul.i.payload.b.eq(Mux(fold, folded,
-                                            Cat(limb, ~hit & top & limb[-1]).as_signed())),
-                     mul.i.payload.a.eq(Mux(hit, Mux(phase_b, y0_r, y1_r), scale)),
-                     mul.i.payload.sub.eq(hit & phase_b & ~fold), mul.i.payload.top.eq(top),
-                     mul.i.payload.keep.eq(phase_b)]
-        prod, ctl_m = mul.o.payload.product, mul.o.payload
-
-        rounding = Signal()                   # step is ROUND: a register, not the step's decode,
-        m.d.sync += rounding.eq(0)            # in front of the adder's 70-bit carry chain
-        base = Mux(rounding | ctl_m.keep, acc, Mux(ctl_m.top, 0, acc << LIMB)[:ACC])
-        addend = Signal(signed(ACC))          # the product, sign-extended (inverted to subtract)
-        m.d.comb += addend.eq(Mux(rounding, 0, prod ^ Mux(ctl_m.sub, -1, 0)))
-        inc = guard & (~acc[-1] | sticky)
-        carry_in = Mux(rounding, inc, ctl_m.sub)
-        # base + addend + carry_in as one adder: the carry enters below bit 0
-        total = Signal(ACC)
-        m.d.comb += total.eq((Cat(carry_in, base[:ACC]) + Cat(Const(1, 1), addend))[1:ACC + 1])
+        hit, issue, mul, rounding, total = self._accumulator(m, r, y0_r=y0_r, y1_r=y1_r,
+                                                             FB=FB, ACC=ACC, BW=BW)
 
         def start_shift(count, to_left):
             m.d.sync += [cnt.eq(count), left.eq(to_left), guard.eq(0), sticky.eq(0)]
@@ -421,3 +362,101 @@ class SerialDatapath(wiring.Component):
                      self.counted.chosen.eq(chosen), self.counted.present.eq(1),
                      self.written.eq(written)]
         return m
+
+    def _index_unit(self, m, r, *, xs, W, FB, exp, offset, n, refs):
+        """The table index of the lane's sample ``x`` (of the input data ``xs``) in the table
+        being indexed: one subtractor (``x - START`` while loading, ``x`` less the miss
+        reference when evaluating), the index and the state registered every cycle, and the
+        leading one of ``x - START``. ``exp``, ``offset``, ``n`` and ``refs`` (START, END, the
+        underflow reference) are the indexed table's. Returns ``under``, ``index``, ``st_now``,
+        ``diff``, ``d`` (its low W bits), ``held`` (LOAD's register of it) and ``lead``."""
+        start, end, ref_under = refs
+        step, acc, ua, e = r.step, r.acc, r.ua, r.e
+        x = Signal(signed(W))
+        m.d.comb += x.eq(xs.word_select(r.lane, W).as_signed() if self.lanes > 1
+                         else xs.as_signed())
+
+        # one subtractor: x - START while loading, x - (the miss reference) when evaluating (the
+        # reference's choice from the registered underflow flag)
+        acc_top = acc[FB:]
+        idx_exp = Signal(signed(11))
+        m.d.comb += idx_exp.eq(e - offset)
+        # the index and the state, registered every cycle: EVAL reads them a cycle after SHIFT's
+        # last (the cycle it finds no shift left, when acc, e and ua are final), or after the
+        # EVAL before it, which changed none of them
+        under_c = ua | (exp & (idx_exp < 0))
+        over_c = ~under_c & Mux(exp, idx_exp >= n, acc_top >= n)
+        under = Signal()
+        index = Signal(9)
+        st_now = Signal(2)
+        m.d.sync += [under.eq(under_c),
+                     index.eq(Mux(under_c, 0, Mux(over_c, n, Mux(exp, idx_exp[:9], acc_top[:9])))),
+                     st_now.eq(Mux(under_c, UFLOW, Mux(over_c, OFLOW, HIT)))]
+        ref = Mux(step == Step.LOAD, start, Mux(under, ref_under, end))
+        diff = Signal(signed(W + 3))
+        m.d.comb += diff.eq(x - ref)
+
+        # the leading one of x - START, found in PREP from acc (LOAD's register of it)
+        lead = Signal(range(W))
+        d = diff[:W]
+        held = acc[FB:FB + W]
+        for bit in range(W):
+            with m.If(held[bit]):
+                m.d.comb += lead.eq(bit)
+        return SimpleNamespace(under=under, index=index, st_now=st_now, diff=diff, d=d,
+                               held=held, lead=lead)
+
+    def _table_read(self, m, r, index):
+        """One port pair per table, addressed from the chosen table's ``index`` in the chosen
+        table's EVAL. Returns the two entries (``y0``, ``y1``) as they arrive a cycle later."""
+        step, final, tsel, odd = r.step, r.final, r.tsel, r.odd
+        ports = {}
+        for t in ("le", "lo"):
+            ev, od = getattr(self, f"{t}_even"), getattr(self, f"{t}_odd")
+            issue = (step == Step.EVAL) & final & (tsel == (t == "lo"))
+            m.d.comb += [ev.addr.eq((index + 1) >> 1), od.addr.eq(index >> 1),
+                         ev.en.eq(issue), od.en.eq(issue)]
+            ports[t] = (ev, od)
+        ev_d = Mux(tsel, ports["lo"][0].data, ports["le"][0].data)
+        od_d = Mux(tsel, ports["lo"][1].data, ports["le"][1].data)
+        y0 = Mux(odd, od_d, ev_d).as_signed()
+        y1 = Mux(odd, ev_d, od_d).as_signed()
+        return y0, y1
+
+    def _accumulator(self, m, r, *, y0_r, y1_r, FB, ACC, BW):
+        """The multiplier and the accumulator's adder. Returns ``hit`` (the sample hit its
+        table), ``issue`` (MUL issues a product), the multiplier, ``rounding`` and ``total``
+        (the adder's sum)."""
+        sdp = self.flavor == "sdp"
+        state, limb_k, b, phase_b, scale = r.state, r.limb_k, r.b, r.phase_b, r.scale
+        acc, guard, sticky = r.acc, r.guard, r.sticky
+        # three stages, overlapped: MUL issues a product's operands into registers (with what the
+        # accumulator is to do with it), the multiplier's output is registered, and the
+        # accumulator adds it two cycles after the issue. DRAIN waits for the last two.
+        hit = state == HIT
+        top = limb_k == LIMBS - 1
+        limb = b[BW - LIMB:]
+        fold = sdp & hit & phase_b & top      # the SDP hit's y0 << FB, folded into the top limb
+        folded = (1 << (FB - LIMB * (LIMBS - 1))) - limb if sdp else 0
+        mul = m.submodules.mul = ProductPipe()
+        issue = mul.i.valid
+        # what the accumulator does with the product: subtract it, start from zero (the top
+        # limb's first product), add to the accumulator as it is (the hit's second product)
+        m.d.comb += [mul.i.payload.b.eq(Mux(fold, folded,
+                                            Cat(limb, ~hit & top & limb[-1]).as_signed())),
+                     mul.i.payload.a.eq(Mux(hit, Mux(phase_b, y0_r, y1_r), scale)),
+                     mul.i.payload.sub.eq(hit & phase_b & ~fold), mul.i.payload.top.eq(top),
+                     mul.i.payload.keep.eq(phase_b)]
+        prod, ctl_m = mul.o.payload.product, mul.o.payload
+
+        rounding = Signal()                   # step is ROUND: a register, not the step's decode,
+        m.d.sync += rounding.eq(0)            # in front of the adder's 70-bit carry chain
+        base = Mux(rounding | ctl_m.keep, acc, Mux(ctl_m.top, 0, acc << LIMB)[:ACC])
+        addend = Signal(signed(ACC))          # the product, sign-extended (inverted to subtract)
+        m.d.comb += addend.eq(Mux(rounding, 0, prod ^ Mux(ctl_m.sub, -1, 0)))
+        inc = guard & (~acc[-1] | sticky)
+        carry_in = Mux(rounding, inc, ctl_m.sub)
+        # base + addend + carry_in as one adder: the carry enters below bit 0
+        total = Signal(ACC)
+        m.d.comb += total.eq((Cat(carry_in, base[:ACC]) + Cat(Const(1, 1), addend))[1:ACC + 1])
+        return hit, issue, mul, rounding, total
