@@ -21,11 +21,14 @@ from atomcube.model.dma.executor import execute
 from atomcube.model.registers.dma import DMA, program
 
 
-def simulate(dut, bench):
-    """Run the testbench ``bench`` against ``dut`` on a 100 MHz clock until it returns."""
+def simulate(dut, bench, *background):
+    """Run the testbench ``bench`` against ``dut`` on a 100 MHz clock until it returns, with
+    the testbenches ``background`` beside it."""
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
+    for other in background:
+        sim.add_testbench(other, background=True)
     sim.run()
 
 
@@ -256,8 +259,6 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
             ctx.set(dut.val[k], d.valid)
             ctx.set(dut.sst[k], d.src_stride)
             ctx.set(dut.dstr[k], d.dst_stride)
-        for _ in range(getattr(dut, "CONFIG_STAGES", 0)):    # the unit's configuration settles
-            await ctx.tick()
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -654,14 +655,27 @@ def _edge_descriptor(rng, side, over):
     return Descriptor(0, dst, eb, tuple(dims))
 
 
-def run_front_end(descs, seed=0):
-    """Each descriptor through a front end whose mid and back end are always done and idle:
-    the job's error code and cycle count, as software reads them. The register bus sees
-    random idle cycles before each access and random backpressure on B and R."""
+def offered(d, addr_width=32):
+    """``d`` as the front end offers it to the mid end: the addresses, log2 of the element
+    bytes, the pad value, then each dimension in use as (extent, valid, source stride,
+    destination stride)."""
+    mask = (1 << addr_width) - 1
+    return (d.src & mask, d.dst & mask, d.element_bytes.bit_length() - 1, d.pad,
+            *((x.extent, x.valid, x.src_stride % (1 << 32), x.dst_stride % (1 << 32))
+              for x in d.dims))
+
+
+def run_front_end(descs, seed=0, stalls=True):
+    """Each descriptor through a front end whose back end is always idle, and whose mid end
+    takes what it is offered: the job's error code and cycle count, as software reads them,
+    and the descriptors taken (as :func:`offered` gives them). The register bus sees random idle
+    cycles before each access and random backpressure on B and R. With ``stalls`` the mid end
+    takes a descriptor after a random wait and stays busy for a random time after it; checked
+    meanwhile: an offer is held, unchanged, until it is taken."""
     dut = FrontEnd(data_width=64, addr_width=32)
     bus = dut.s_axil
     rng = np.random.default_rng(seed)
-    got = []
+    got, taken = [], []
 
     async def write(ctx, addr, data):
         await axil_write(ctx, bus, rng, addr, data)
@@ -683,8 +697,34 @@ def run_front_end(descs, seed=0):
                 raise AssertionError(f"{d}: the job did not end")
             got.append(((await read(ctx, "error"))["code"], (await read(ctx, "cycles"))["value"]))
 
-    simulate(dut, bench)
-    return got
+    p = dut.desc.payload
+
+    def offer_now(ctx):
+        """The offer, as :func:`offered` gives a descriptor."""
+        dims = range(ctx.get(p.ndims))
+        return (ctx.get(p.src), ctx.get(p.dst), ctx.get(p.elog), ctx.get(p.pad),
+                *((ctx.get(p.ext[k]), ctx.get(p.val[k]), ctx.get(p.sst[k]), ctx.get(p.dstr[k]))
+                  for k in dims))
+
+    async def mid_end(ctx):
+        busy, held = 0, None
+        while True:
+            offer = ctx.get(dut.desc.valid)
+            take = offer and busy == 0 and (not stalls or rng.random() < 0.4)
+            ctx.set(dut.desc.ready, take)
+            ctx.set(dut.busy, busy > 0)
+            now = offer_now(ctx) if offer else None
+            assert held is None or now == held, "the offer changed or went before it was taken"
+            held = None if take or not offer else now
+            if take:                          # busy from the cycle of the take on
+                taken.append(now)
+                ctx.set(dut.busy, 1)
+                busy = 1 + int(rng.integers(0, 12)) if stalls else 1
+            await ctx.tick()
+            busy = max(0, busy - 1)
+
+    simulate(dut, bench, mid_end)
+    return got, taken
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -694,9 +734,12 @@ def test_front_end_checks_match_the_model(seed):
     print(f"seed {seed}")
     rng = np.random.default_rng(4000 + seed)
     descs = [_random_descriptor(rng) for _ in range(40)]
-    for d, (code, _) in zip(descs, run_front_end(descs, seed), strict=True):
+    got, taken = run_front_end(descs, seed)
+    for d, (code, _) in zip(descs, got, strict=True):
         assert code == d.error(32), f"{d}: code {Error(code).name}, the model says " \
                                     f"{d.error(32).name}"
+    # the mid end is offered every descriptor that passes, as it was written, and no other
+    assert taken == [offered(d) for d in descs if d.error(32) == Error.NONE]
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -711,7 +754,7 @@ def test_front_end_products_decide_at_the_edge(seed):
     for (side, over), d in zip(cases, descs, strict=True):
         want = (Error.RANGE if side == "dst" else Error.OVERLAP) if over else Error.NONE
         assert d.error(32) == want, f"{d}: the case is not at the edge ({d.error(32).name})"
-    for d, (code, _) in zip(descs, run_front_end(descs, seed), strict=True):
+    for d, (code, _) in zip(descs, run_front_end(descs, seed)[0], strict=True):
         assert code == d.error(32), f"{d}: code {Error(code).name}, the model says " \
                                     f"{d.error(32).name}"
 
@@ -723,7 +766,7 @@ def test_front_end_products_of_64_bits():
     cases = [Descriptor(0, 0, 1, (Dim(big, 1, (1 << 32) - 1, 0),)),
              Descriptor(0, 0x7FFF_FFFE, 1, (Dim(big, (1 << 32) - 1, 1, big),))]
     assert [d.error(32) for d in cases] == [Error.RANGE] * 2
-    assert [code for code, _ in run_front_end(cases)] == [Error.RANGE] * 2
+    assert [code for code, _ in run_front_end(cases)[0]] == [Error.RANGE] * 2
 
 
 def test_front_end_check_takes_a_step_per_two_bits_of_a_count():
@@ -735,8 +778,9 @@ def test_front_end_check_takes_a_step_per_two_bits_of_a_count():
     cases = [desc(1, 1, 4), desc(4, 4, 4), desc(4, 4, 0x4000_0000), desc(5, 5, 4),
              desc(17, 1, 4), desc(1 << 20, 0, 4), desc((1 << 20) + 1, 0, 4),
              desc(2, 2, 1 << 31)]
-    got = run_front_end(cases)
+    got, taken = run_front_end(cases, stalls=False)
     assert [code for code, _ in got] == [Error.NONE] * len(cases)
+    assert taken == [offered(d) for d in cases]
     base = got[0][1]
     # the larger counts: 0, 3, 3, 4 (3 bits), 16 (5 bits), 2**20 - 1 (20 bits), 2**20
     # (21 bits; a valid of 0 counts as 0), 1

@@ -36,7 +36,7 @@ from amaranth import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSigna
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES, MAX_DIMS
+from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
 from atomcube.model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
@@ -127,13 +127,9 @@ class DmaEngine(wiring.Component):
         wiring.connect(m, back.m_axi, wiring.flipped(self.m_axi))
         m.d.comb += self.irq.eq(front.irq)
         # the descriptor
-        m.d.comb += [mid.src.eq(front.src), mid.dst.eq(front.dst), mid.elog.eq(front.elog),
-                     mid.pad.eq(front.pad), mid.ndims.eq(front.ndims), mid.start.eq(front.start),
-                     front.busy.eq(mid.busy), front.read_bytes.eq(mid.read_bytes),
+        wiring.connect(m, front.desc, mid.desc)
+        m.d.comb += [front.busy.eq(mid.busy), front.read_bytes.eq(mid.read_bytes),
                      front.written_bytes.eq(mid.written_bytes)]
-        for k in range(MAX_DIMS):
-            m.d.comb += [mid.ext[k].eq(front.ext[k]), mid.val[k].eq(front.val[k]),
-                         mid.sst[k].eq(front.sst[k]), mid.dstr[k].eq(front.dstr[k])]
         # the data, through register slices: no combinational path crosses between the mid
         # end and the back end (valid, payload and ready are all registered on each side)
         slices = [register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,

@@ -11,8 +11,9 @@ its results. An error response *halts* the back end (it stops itself: see
 job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and
 back end between descriptors; it is also set while the engine is reset, and is their only reset.
 
-Ports: ``s_axil`` (registers), ``irq``; the descriptor and ``start`` to the mid end, which
-answers ``busy``, ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
+Ports: ``s_axil`` (registers), ``irq``; ``desc``, the checked descriptor offered to the mid end
+(:func:`~hw.dma.midend.request_layout`, held until taken), which answers ``busy``,
+``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
 ``fetch_beat``, ``read_err``, ``write_err``, ``idle``, ``drained`` with the back end.
 """
 
@@ -28,6 +29,7 @@ from atomcube.model.registers.dma import DMA
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 from ..fabric import register_copies
+from .midend import request_layout
 
 
 class _SerialProduct:
@@ -86,11 +88,9 @@ class FrontEnd(wiring.Component):
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
             "irq": Out(1),
-            # the descriptor, to the mid end
-            "src": Out(aw), "dst": Out(aw), "elog": Out(2), "pad": Out(64), "ndims": Out(3),
-            "ext": Out(32).array(MAX_DIMS), "val": Out(32).array(MAX_DIMS),
-            "sst": Out(32).array(MAX_DIMS), "dstr": Out(32).array(MAX_DIMS),
-            "start": Out(1), "busy": In(1), "read_bytes": In(35), "written_bytes": In(35),
+            # the mid end
+            "desc": Out(stream.Signature(request_layout(aw))),
+            "busy": In(1), "read_bytes": In(35), "written_bytes": In(35),
             # the back end
             "fetch_addr": Out(aw), "fetch_go": Out(1),
             "fetch_beat": In(stream.Signature(data_width + 1, always_ready=True)),
@@ -151,11 +151,14 @@ class FrontEnd(wiring.Component):
             m.d.sync += [fetch_addr.eq(value), fetch_misaligned.eq(value[:7] != 0),
                          fetch_over.eq(value[aw:] != 0)]
 
-        m.d.comb += [self.src.eq(src[:aw]), self.dst.eq(dst[:aw]), self.elog.eq(elog),
-                     self.pad.eq(pad), self.ndims.eq(ndims)]
+        # the descriptor offered to the mid end is the one held here: the front end keeps it
+        # until the job ends, so it is still while offered
+        offer = self.desc.payload
+        m.d.comb += [offer.src.eq(src[:aw]), offer.dst.eq(dst[:aw]), offer.elog.eq(elog),
+                     offer.pad.eq(pad), offer.ndims.eq(ndims)]
         for k in range(MAX_DIMS):
-            m.d.comb += [self.ext[k].eq(ext[k]), self.val[k].eq(val[k]), self.sst[k].eq(sst[k]),
-                         self.dstr[k].eq(dstr[k])]
+            m.d.comb += [offer.ext[k].eq(ext[k]), offer.val[k].eq(val[k]),
+                         offer.sst[k].eq(sst[k]), offer.dstr[k].eq(dstr[k])]
 
         # -- the checks: one dimension at a time, then the verdict (the states CHECK to VERDICT)
         c = self._check_datapath(m, platform, d, state)
@@ -174,8 +177,8 @@ class FrontEnd(wiring.Component):
         # -- the sequencer --------------------------------------------------------------------
         # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
         # their busy flags is not in front of the state register. It still shows the cycle
-        # of start in the first cycle of RUN, so RUN looks at it from its second (`armed`);
-        # DRAIN does the same with the back end's drained flag
+        # of the take in the cycle after it, so RUN looks at it from the second cycle after the
+        # take (`armed`); DRAIN does the same with the back end's drained flag
         quiet = Signal()
         armed = Signal()
         m.d.sync += quiet.eq(~self.busy & self.idle)
@@ -262,10 +265,11 @@ class FrontEnd(wiring.Component):
                 with m.Elif(~c.no_src & c.overlap):
                     finish(Error.OVERLAP)
                 with m.Else():
-                    m.d.comb += self.start.eq(1)
-                    m.d.sync += [state.eq(_State.RUN), armed.eq(0)]
+                    m.d.sync += [self.desc.valid.eq(1), state.eq(_State.RUN), armed.eq(0)]
             with m.Case(_State.RUN):
-                m.d.sync += armed.eq(1)
+                # offered until the mid end takes it; the mid end is busy from the take on
+                with m.If(self.desc.ready):
+                    m.d.sync += [self.desc.valid.eq(0), armed.eq(1)]
                 with m.If(self.read_err | self.write_err):
                     m.d.sync += [state.eq(_State.DRAIN), armed.eq(0)]
                 with m.Elif(armed & quiet):

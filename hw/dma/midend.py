@@ -14,16 +14,19 @@ out, through whichever of three paths suits the descriptor's shape.
 
 Ports
 -----
-The descriptor (hold while ``busy``): ``src``, ``dst``, ``elog``, ``pad``, ``ndims`` and five
-dimensions ``ext``, ``val``, ``sst``, ``dstr`` as the front end checked them. ``start`` picks
-the path and begins; ``path`` tells which one runs (0 elements, 1 rows, 2 tiles). Streams
-``req`` (beat addresses to read), ``rdata`` (those beats, in order) and ``wr`` (pieces:
-``addr``, ``data``, ``strb``, ``last``) go to the back end; ``read_bytes`` and
-``written_bytes`` feed the job's counters.
+``desc``: a stream of checked descriptors (:func:`request_layout`: the N-D transfer as the front
+end holds it). The mid end takes one when it has nothing left of the one before (``busy`` low),
+in two cycles: in the first it sees the descriptor offered and decodes the dimensions it uses,
+in the second it takes it (``ready``) and loads its own copy, from which its configuration
+pipeline works out the path and the tile path's shape. The chosen path starts once that
+pipeline has settled; ``busy`` stays high from the take until the path is done. ``path`` tells
+which path runs (0 elements, 1 rows, 2 tiles). Streams ``req`` (beat addresses to read),
+``rdata`` (those beats, in order) and ``wr`` (pieces: ``addr``, ``data``, ``strb``, ``last``)
+go to the back end; ``read_bytes`` and ``written_bytes`` feed the job's counters.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import enum, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomcube.model.dma.descriptor import MAX_DIMS
@@ -35,9 +38,23 @@ from .rows import RowCopier
 from .tile import TileTransposer, count_width, path_ports
 from .timing import DmaTiming
 
-# cycles from start until the configuration pipeline below holds the descriptor's values (11),
-# and then the tile path's own configuration registers
-SETTLE = 11 + TileTransposer.CONFIG_STAGES
+# cycles from the descriptor's take until the configuration pipeline below holds its values;
+# a path's own configuration registers, if it has any, are the path's to wait for
+SETTLE = 11
+
+#: the ports of a path that carry the descriptor (the mid end takes it as one struct instead)
+DESCRIPTOR_PORTS = ("src", "dst", "elog", "pad", "ext", "val", "sst", "dstr", "start")
+
+
+def request_layout(addr_width):
+    """An N-D transfer request, the descriptor as the front end checked it: base addresses of
+    ``addr_width`` bits, the element size (log2 of its bytes), the pad value, the dimensions in
+    use and five dimensions of 32-bit extent, valid count, source and destination stride
+    (unused dimensions included, as the front end holds them)."""
+    dims = data.ArrayLayout(32, MAX_DIMS)
+    return data.StructLayout({"src": addr_width, "dst": addr_width, "elog": 2, "pad": 64,
+                              "ndims": 3, "ext": dims, "val": dims, "sst": dims,
+                              "dstr": dims})
 
 
 def one_bit_set(v):
@@ -98,10 +115,11 @@ class MidEnd(wiring.Component):
                                      tile_beats=tile_beats, row_queue=queue, timing=timing)
                       if "tile" in self.paths else None)
         super().__init__({
-            **path_ports(data_width=data_width, addr_width=aw, dims=MAX_DIMS),
-            # as the front end holds them: strides of 32 bits, unused dimensions included
-            "sst": In(32).array(MAX_DIMS), "dstr": In(32).array(MAX_DIMS),
-            "ndims": In(3), "path": Out(Path),
+            "desc": In(stream.Signature(request_layout(aw))),
+            **{name: port for name, port in
+               path_ports(data_width=data_width, addr_width=aw, dims=MAX_DIMS).items()
+               if name not in DESCRIPTOR_PORTS},
+            "path": Out(Path),
         })
 
     def elaborate(self, platform):
@@ -115,38 +133,57 @@ class MidEnd(wiring.Component):
             units[Path.ROWS] = m.submodules.rows = self._rows
         if self._tile is not None:
             units[Path.TILES] = m.submodules.tile = self._tile
-        # The path and the tile path's configuration are worked out from the descriptor through
-        # a pipeline of registers that runs all the time: the descriptor is held while the job
-        # runs, so SETTLE cycles after start every stage holds this descriptor's values and the
-        # path starts. None of this logic lies on the data path's timing.
+        # The descriptor is offered on `desc` and taken in the cycle after the mid end sees it
+        # (when nothing of the job before is left): `taking`, a register, is its ready, and its
+        # copies load the mid end's copy of the descriptor (stage 1 below), so the decision to
+        # take is not on the path into those ~1,000 flip-flops' enables. The path and the tile
+        # path's configuration are worked out from that copy through a pipeline of registers
+        # that runs all the time: SETTLE cycles after the take every stage holds this
+        # descriptor's values and the path starts. None of this logic lies on the data path's
+        # timing.
+        desc = self.desc.payload
+        takes = register_copies(platform, m, self.desc.valid & ~self.desc.ready & ~self.busy,
+                                6 + len(units), "take")
+        taking = takes[0]
+        m.d.comb += self.desc.ready.eq(taking)
+
         def reg(value, name):
             return registered(m, value, name)
 
-        # stage 0: whether each dimension is used, in registered copies (one per field): the front
-        # end's ndims decoded straight into stage 1's ~600 flip-flops (their LSR) would be two long
-        # nets across the die
-        used = [register_copies(platform, m, k < self.ndims, 4, f"dim{k}_used")
+        def held(value, name, take):
+            """A register of the mid end's copy of the descriptor: loads as it is taken."""
+            r = Signal.like(value, name=name, reset_less=True)
+            with m.If(take):
+                m.d.sync += r.eq(value)
+            return r
+
+        # stage 0: whether each dimension is used, in registered copies (one per field): the
+        # offered ndims decoded straight into stage 1's ~600 flip-flops (their LSR) would be two
+        # long nets across the die. They are registers of the descriptor as it is offered, which
+        # holds still until it is taken, so they hold its values in the cycle it is
+        used = [register_copies(platform, m, k < desc.ndims, 4, f"dim{k}_used")
                 for k in range(MAX_DIMS)]
         # stage 1: the descriptor as the paths see it (unused dimensions count once)
-        ndims = reg(self.ndims, "r_ndims")
-        elog = reg(self.elog, "r_elog")
-        src_low = reg(self.src[:LB], "r_src_low")
-        n_ext = [reg(Mux(used[k][0], self.ext[k], 1), f"n_ext{k}") for k in range(MAX_DIMS)]
-        n_val = [reg(Mux(used[k][1], self.val[k], 1), f"n_val{k}") for k in range(MAX_DIMS)]
-        n_sst = [reg(Mux(used[k][2], self.sst[k][:aw], 0), f"n_sst{k}")
+        ndims = held(desc.ndims, "r_ndims", takes[1])
+        elog = held(desc.elog, "r_elog", takes[1])
+        src_low = held(desc.src[:LB], "r_src_low", takes[1])
+        n_ext = [held(Mux(used[k][0], desc.ext[k], 1), f"n_ext{k}", takes[2])
                  for k in range(MAX_DIMS)]
-        n_dst = [reg(Mux(used[k][3], self.dstr[k][:aw], 0), f"n_dst{k}")
+        n_val = [held(Mux(used[k][1], desc.val[k], 1), f"n_val{k}", takes[3])
                  for k in range(MAX_DIMS)]
-        # each path's own copy of the descriptor's addresses, element size and pad value (kept apart
-        # on the ECP5 board tops), a cycle behind the front end's registers: a path reads them from
-        # its start on, SETTLE cycles after the mid end's. One register for all three paths would
-        # sit by the front end, and its `elog` would cross the die into the element path's pad and
-        # strobes on one net
-        for p, u in units.items():
-            desc = Cat(u.src, u.dst, u.elog, u.pad)
-            m.d.comb += desc.eq(registered_copy(
-                platform, m, Cat(self.src, self.dst, self.elog, self.pad),
-                f"desc_{p.name[0].lower()}"))
+        n_sst = [held(Mux(used[k][2], desc.sst[k][:aw], 0), f"n_sst{k}", takes[4])
+                 for k in range(MAX_DIMS)]
+        n_dst = [held(Mux(used[k][3], desc.dstr[k][:aw], 0), f"n_dst{k}", takes[5])
+                 for k in range(MAX_DIMS)]
+        # each path's own copy of the descriptor's addresses, element size and pad value (kept
+        # apart on the ECP5 board tops), loaded with the mid end's copy. One register for all
+        # three paths would sit by the front end, and its `elog` would cross the die into the
+        # element path's pad and strobes on one net
+        for (p, u), take in zip(units.items(), takes[6:], strict=True):
+            u_desc = Cat(u.src, u.dst, u.elog, u.pad)
+            m.d.comb += u_desc.eq(registered_copy(
+                platform, m, Cat(desc.src, desc.dst, desc.elog, desc.pad),
+                f"desc_{p.name[0].lower()}", enable=take))
         for u in (u for p, u in units.items() if p != Path.TILES):
             for k in range(MAX_DIMS):
                 m.d.comb += [u.ext[k].eq(n_ext[k]), u.val[k].eq(n_val[k]),
@@ -183,13 +220,13 @@ class MidEnd(wiring.Component):
         # the chosen path starts once every stage holds the new descriptor's values
         settle = Signal(range(SETTLE + 1))
         go = Signal()
-        with m.If(self.start):
+        with m.If(taking):
             m.d.sync += settle.eq(SETTLE)
         with m.Elif(settle != 0):
             m.d.sync += settle.eq(settle - 1)
         # each path's start is a register, set from settle == 2 so that it is high in the cycle
-        # settle is 1 (the path register holds this descriptor's path from ten cycles after
-        # start on, well before)
+        # settle is 1 (the path register holds this descriptor's path from nine cycles after
+        # the take on, a cycle before)
         m.d.comb += go.eq(settle == 2)
         starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}
         for u in units.values():
@@ -239,8 +276,8 @@ class MidEnd(wiring.Component):
                                  self.wr.payload.eq(u.wr.payload),
                                  self.read_bytes.eq(u.read_bytes),
                                  self.written_bytes.eq(u.written_bytes)]
-        m.d.comb += self.busy.eq((settle != 0) | Cat(u.busy for u in units.values()).any() |
-                                 req_slice.o.valid)
+        m.d.comb += self.busy.eq(taking | (settle != 0) |
+                                 Cat(u.busy for u in units.values()).any() | req_slice.o.valid)
         return m
 
     def _tile_setup(self, m, platform, tile, reg, d):

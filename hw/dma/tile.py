@@ -1027,8 +1027,8 @@ class TileTransposer(TilePart):
     tile row), ``row_queue`` (rows waiting for their data, at least 2), ``timing``
     (:class:`~.timing.DmaTiming`: its ``columns_in_flight``)."""
 
-    #: cycles from the descriptor's inputs to the configuration registers worked out from them;
-    #: the inputs must be held that long before ``start``
+    #: cycles from the descriptor's inputs to the configuration registers worked out from them:
+    #: the walk begins that long after ``start`` (the inputs are held from ``start`` on)
     CONFIG_STAGES = 4
 
     def __init__(self, *, data_width=64, addr_width=32, tile_beats=8, row_queue=64,
@@ -1059,10 +1059,14 @@ class TileTransposer(TilePart):
         ext, val, sst, dstr = self.ext, self.val, self.sst, self.dstr
 
         # The job's configuration below is worked out in CONFIG_STAGES stages of registers
-        # from the descriptor (held while the job runs; the mid end starts the path once they
-        # have settled), so none of it lies in front of the walker's arithmetic.
+        # from the descriptor (held from start until the job is done), so none of it lies in
+        # front of the walker's arithmetic; the walk begins once they have settled, with start
+        # passed down a register per stage.
         def reg(value, name, shape=None):
             return registered(m, value, name, shape)
+
+        starting = Signal(self.CONFIG_STAGES)
+        m.d.sync += starting.eq(Cat(self.start, starting[:-1]))
 
         L = reg(Const(BB, LB + 1) >> elog, "L", LB + 1)            # elements per beat: rows
         T = reg(Const(K * BB, LB + KB + 1) >> elog, "T", LB + KB + 1)  # columns per tile
@@ -1139,7 +1143,7 @@ class TileTransposer(TilePart):
                      wc.L_a_step.eq(L_a_step), wc.pack.eq(pack), wc.g_rows.eq(g_rows),
                      wc.g_cols.eq(g_cols),
                      walker.src.eq(self.src), walker.dst.eq(self.dst), walker.elog.eq(self.elog),
-                     walker.start.eq(self.start), self.row_step.eq(walker.row_step),
+                     walker.start.eq(starting[-1]), self.row_step.eq(walker.row_step),
                      walker.runs_room_next.eq(runs_slice.ahead.i_ready)]
         for k in range(DIMS):
             m.d.comb += [walker.ext[k].eq(ext[k]), walker.val[k].eq(val[k]),
@@ -1195,7 +1199,7 @@ class TileTransposer(TilePart):
         with m.If(drain.tiles.valid & drain.tiles.ready):
             m.d.sync += full.bit_select(drain.tiles.payload.half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(walker.busy | gen_busy | rows.nonempty | fill.busy | (full != 0) |
-                                 drain.busy)
+        m.d.comb += self.busy.eq(starting.any() | walker.busy | gen_busy | rows.nonempty |
+                                 fill.busy | (full != 0) | drain.busy)
         return m
 
