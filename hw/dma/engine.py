@@ -40,7 +40,7 @@ from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
 from atomcube.model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
-from ..bus.fifo import register_slice
+from ..bus.fifo import stream_slice
 from ..fabric import global_buffer
 from .backend import BackEnd
 from .frontend import FrontEnd
@@ -132,12 +132,10 @@ class DmaEngine(wiring.Component):
                      front.written_bytes.eq(mid.written_bytes)]
         # the data, through register slices: no combinational path crosses between the mid
         # end and the back end (valid, payload and ready are all registered on each side)
-        slices = [register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
-                                 out_valid=dst.valid, out_ready=dst.ready,
-                                 out_payload=dst.payload, domain="dp")
-                  for name, src, dst in (("req", mid.req, back.req),
-                                         ("rdata", back.rdata, mid.rdata),
-                                         ("wr", mid.wr, back.wr))]
+        slices = [stream_slice(m, name, source, sink, domain="dp")
+                  for name, source, sink in (("req", mid.req, back.req),
+                                             ("rdata", back.rdata, mid.rdata),
+                                             ("wr", mid.wr, back.wr))]
         # the job is over when the slices are empty too (a write may still sit in one)
         empty = [f.level == 0 for f in slices]
         # the job

@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from atomcube.model.dma.descriptor import MAX_DIMS
 
-from ..bus.fifo import register_slice, registered
+from ..bus.fifo import registered, stream_slice
 from ..fabric import register_copies, registered_copy
 from .elements import ElementPath
 from .rows import RowCopier
@@ -242,18 +242,14 @@ class MidEnd(wiring.Component):
         for p, u in units.items():
             rdata_in[u] = stream.Signature(self.rdata.payload.shape()).create(
                 path=(f"rdata_{p.name.lower()}",))
-            register_slice(m, f"rdata_{p.name.lower()}", valid=rdata_in[u].valid,
-                           ready=rdata_in[u].ready, payload=self.rdata.payload,
-                           out_valid=u.rdata.valid, out_ready=u.rdata.ready,
-                           out_payload=u.rdata.payload,
-                           global_load="dma_rdata_rows_load" if p == Path.ROWS else None)
+            m.d.comb += rdata_in[u].payload.eq(self.rdata.payload)
+            stream_slice(m, f"rdata_{p.name.lower()}", rdata_in[u], u.rdata,
+                         global_load="dma_rdata_rows_load" if p == Path.ROWS else None)
         # the read requests leave through a register slice of the mid end's own, which the placer
         # can put by the paths: the engine's request slice sits by the back end, and its ready
         # reached the row path's beat generator across the die
         req = stream.Signature(aw).create()
-        req_slice = register_slice(m, "req_near", valid=req.valid, ready=req.ready,
-                                   payload=req.payload, out_valid=self.req.valid,
-                                   out_ready=self.req.ready, out_payload=self.req.payload)
+        req_slice = stream_slice(m, "req_near", req, wiring.flipped(self.req))
         for u in units.values():
             m.d.comb += [u.req.ready.eq(req.ready & on[u]),
                          rdata_in[u].valid.eq(self.rdata.valid & on[u]),

@@ -25,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 from atomcube.model.registers.soc import IRQ_BITS, SOC_ID, SOC_MAP, SYSCTL
 
 from ..bus.axi import connect_members
-from ..bus.fifo import register_slice
+from ..bus.fifo import stream_slice
 from ..bus.regbank import RegisterBank
 from .bridge import UartBridge
 from .interconnect import AxiArbiter, LiteDecoder, LiteToAxi
@@ -156,11 +156,9 @@ class Soc(wiring.Component):
             connect_members(m, dec.lut_port, port.s_axil)
             # register slices both ways: the port's reader and the unit's pipeline control would
             # otherwise make one combinational path
-            for name, src, dst in (("samples", port.o_samples, lut.i_stream),
-                                   ("results", lut.o_stream, port.i_results)):
-                register_slice(m, name, valid=src.valid, ready=src.ready, payload=src.payload,
-                               out_valid=dst.valid, out_ready=dst.ready, out_payload=dst.payload,
-                               bypass=not c.slices)
+            for name, source, sink in (("samples", port.o_samples, lut.i_stream),
+                                       ("results", lut.o_stream, port.i_results)):
+                stream_slice(m, name, source, sink, bypass=not c.slices)
             m.d.comb += port.lut_busy.eq(lut.busy)
             managers.append(port.m_axi)
             irqs["lut"], irqs["lut_port"] = lut.irq, port.irq
