@@ -10,16 +10,35 @@ Three requests: :func:`global_buffer` (a signal of large fan-out on a global net
 :func:`registered_product` (a multiply with its operand and product registers inside the
 multiplier block); and :func:`shared_select`, a wide multiplexer whose select comes in such copies.
 
+One more question a block asks its platform: whether to check its look-ahead inputs
+(:func:`look_ahead`). The unit tests elaborate under :class:`Checked`, which says yes; every
+build for the tools says no, so no assertion reaches their Verilog.
+
 The cells these requests instantiate on the ECP5 (``DCCA``, ``TRELLIS_FF``, ``MULT18X18D``) have
 behavioural models in ``sim/models/ecp5.v``, so that a block elaborated with :class:`Ecp5Globals`
 can be simulated as the board builds it (the ``-ecp5`` cases of :mod:`sim.benches`)."""
 
 import operator
 
-from amaranth import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
+from amaranth import (
+    Cat,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Fragment,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    Value,
+    signed,
+)
+from amaranth.hdl import Assert
 
-__all__ = ["Ecp5Copies", "Ecp5Globals", "global_buffer", "register_copies", "registered_copy",
-           "registered_product", "registered_operation", "shared_select"]
+__all__ = ["Checked", "Ecp5Copies", "Ecp5Globals", "global_buffer", "look_ahead",
+           "register_copies", "registered_copy", "registered_product", "registered_operation",
+           "shared_select"]
 
 #: the ECP5 multiplier block's operand width (MULT18X18D: 18 x 18 bits, signed or unsigned)
 MULT18 = 18
@@ -174,3 +193,39 @@ def shared_select(selects, when_set, when_clear):
     (:func:`shares`), so that no one net reaches every multiplexer."""
     return Cat(*(Mux(s, when_set[part], when_clear[part])
                  for s, part in shares(len(when_set), selects)))
+
+
+class Checked(Elaboratable):
+    """``design`` elaborated with its look-ahead checks (:func:`look_ahead`): the platform every
+    part of it sees is this object, whose ``checks`` is true and which offers none of the
+    requests above, so the design is otherwise the one simulation elaborates with no
+    platform. For the Amaranth simulator: ``Simulator(Checked(dut))``."""
+
+    checks = True
+
+    def __init__(self, design):
+        self.design = design
+
+    def elaborate(self, platform):
+        return Fragment.get(self.design, self)
+
+
+def look_ahead(platform, m: Module, name: str, ahead, value, *, when=1):
+    """``ahead``, a look-ahead a component takes from a neighbour: what ``value`` (the
+    signal it stands for, usually a handshake) will be in the next cycle. Returns ``ahead``,
+    for the registers the component works out from it a cycle early.
+
+    On a platform that asks for checks (:class:`Checked`) it also adds the check that the
+    neighbour keeps its word: in every cycle ``when`` holds, ``value`` equals ``ahead`` as it
+    was a cycle before, except in the first cycle after a reset of the component's domain
+    (which may break a promise made before it). A broken promise stops the simulation with
+    an ``AssertionError`` naming ``name``. Elsewhere it adds nothing."""
+    if getattr(platform, "checks", False):
+        was = Signal.like(ahead, name=f"{name}_ahead_was")
+        fresh = Signal(init=1, name=f"{name}_ahead_fresh")
+        # checked at the clock edge, on the cycle's settled values (a testbench sets its
+        # inputs some time after the edge that updated `was`)
+        m.d.sync += [was.eq(ahead), fresh.eq(0),
+                     Assert(fresh | ~Value.cast(when).bool() | (value == was),
+                            f"{name}: the look-ahead of the cycle before is not kept")]
+    return ahead

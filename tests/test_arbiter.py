@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from atomcube.hw.fabric import Checked
 from atomcube.hw.top.interconnect import AxiArbiter
 
 ID_BITS = 4
@@ -130,7 +131,7 @@ def run_arbiter(n, seed, *, per=10, stall=0.3, active=None, limit=6000, near=Fal
             done = all(len(got["r"][i]) == sum(ln + 1 for _, ln, _ in ar[i]) and
                        len(got["b"][i]) == len(aw[i]) for i in range(n))
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()

@@ -12,6 +12,7 @@ from amaranth.sim import Simulator
 
 from atomcube.hw.bus.axi import AXI4LiteSignature, AXI4Signature, Burst, Resp
 from atomcube.hw.bus.regbank import RegisterBank
+from atomcube.hw.fabric import Checked
 from atomcube.hw.top.memory import AxiRam
 from atomcube.model.registers import SELFTEST
 from atomcube.model.regmap import Field, reg, regmap
@@ -127,7 +128,7 @@ def _bank_run(dut, writes, reads):
             seen[addr] = (ctx.get(bus.rdata), ctx.get(bus.rresp))
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -211,7 +212,7 @@ def _fifo_order_rate_and_level(q, seed):
                 i += 1
             await ctx.tick()
 
-    sim = Simulator(q)
+    sim = Simulator(Checked(q))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -260,7 +261,7 @@ def test_registered_queue_latency(depth, cycles):
             n += 1
         took.append((n, ctx.get(q.o.payload)))
 
-    sim = Simulator(q)
+    sim = Simulator(Checked(q))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -284,7 +285,20 @@ def test_skid_buffer_loads_from_a_ready_worked_out_ahead(form):
     cycle) the output entry loads on registers, one, one per share (``load_bits``) or through
     the global network's stand-in, under random ``clear``s: the words come out in order. Told
     the handshake of the same cycle instead (``late``), it loads a cycle late and gives wrong
-    words (so the loads do come from ``ahead.o_ready``)."""
+    words (so the loads do come from ``ahead.o_ready``), and under :class:`Checked` its
+    look-ahead check stops the run at the first broken promise."""
+
+    if form == "late":
+        with pytest.raises(AssertionError, match="o_ready: the look-ahead"):
+            _skid_buffer_ahead(form, checked=True)
+    seen = _skid_buffer_ahead(form, checked=form != "late")
+    assert seen["out"] > 800 and seen["flushes"] > 30, seen
+    assert (seen["wrong"] == 0) == (form != "late"), seen
+
+
+def _skid_buffer_ahead(form, *, checked):
+    """The run of :func:`test_skid_buffer_loads_from_a_ready_worked_out_ahead` for ``form``:
+    words out, words wrong, clears."""
     from atomcube.hw.bus.fifo import SkidBuffer
 
     rng = random.Random(7)
@@ -318,12 +332,11 @@ def test_skid_buffer_loads_from_a_ready_worked_out_ahead(form):
                 seen["flushes"] += 1
             await ctx.tick()
 
-    sim = Simulator(m)
+    sim = Simulator(Checked(m) if checked else m)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert seen["out"] > 800 and seen["flushes"] > 30, seen
-    assert (seen["wrong"] == 0) == (form != "late"), seen
+    return seen
 
 
 class _CopiesApart:
@@ -467,7 +480,7 @@ def test_axi_ram_burst_check(size):
         a = rng.choice([rng.randrange(1 << 32), rng.randrange(size),
                         size - span, size - span + 1, size, (1 << 32) - span])
         cases.append((a % (1 << 32), n, s, b))
-    sim = Simulator(m)
+    sim = Simulator(Checked(m))
 
     async def bench(ctx):
         for a, n, s, b in cases:
@@ -613,7 +626,7 @@ def test_axi_ram_reads_what_was_written(slices, stalls, seed):
             for ch in ("awvalid", "arvalid", "wvalid"):
                 ctx.set(getattr(a, ch), 0)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -705,7 +718,7 @@ def test_axi_ram_reads_a_beat_every_cycle(slices):
                 assert cycles < 2000, "the memory hangs"
             seen[name] = (got, cycles)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from atomcube.hw.fabric import Checked
 from atomcube.hw.top.interconnect import LiteDecoder
 
 WINDOWS = [("regs", 0x0000, 0x40), ("lut", 0x1000, 0x1000), ("mem", 0x100000, 0x10000)]
@@ -136,7 +137,7 @@ def run_decoder(seed, *, local_copies, n=60, stall=0.4, limit=20000):
                     q["b"].append(OKAY)
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()

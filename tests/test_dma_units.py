@@ -16,6 +16,7 @@ from atomcube.hw.dma.rows import RowCopier
 from atomcube.hw.dma.tile import TileTransposer
 from atomcube.hw.dma.timing import DmaTiming
 from atomcube.hw.dma.walker import Walker
+from atomcube.hw.fabric import Checked
 from atomcube.model.dma.descriptor import MAX_DIMS, Descriptor, Dim, Error
 from atomcube.model.dma.executor import execute
 from atomcube.model.registers.dma import DMA, program
@@ -24,7 +25,7 @@ from atomcube.model.registers.dma import DMA, program
 def simulate(dut, bench, *background):
     """Run the testbench ``bench`` against ``dut`` on a 100 MHz clock until it returns, with
     the testbenches ``background`` beside it."""
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     for other in background:
@@ -168,7 +169,7 @@ def test_one_bit_set_is_a_power_of_two_test(width):
             if ctx.get(out) != (x != 0 and x & (x - 1) == 0):
                 bad.append(x)
 
-    sim = Simulator(m)
+    sim = Simulator(Checked(m))
     sim.add_testbench(bench)
     sim.run()
     assert not bad, f"wrong for {bad[:5]}"

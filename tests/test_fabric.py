@@ -10,7 +10,7 @@ from amaranth import Elaboratable, Module, Signal, signed
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from atomcube.hw.fabric import Ecp5Copies, Ecp5Globals, registered_copy, registered_product
+from atomcube.hw.fabric import Checked, Ecp5Copies, Ecp5Globals, registered_copy, registered_product
 
 
 class Product(Elaboratable):
@@ -61,7 +61,7 @@ def test_plain_product_is_two_cycles_late_and_holds_while_disabled(a_shape, b_sh
             want = taken[-2] if len(taken) >= 2 else 0
             assert ctx.get(dut.p) == want, (seed, a, b)
 
-    sim = Simulator(m)
+    sim = Simulator(Checked(m))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -127,7 +127,7 @@ def test_registered_copy_is_the_value_a_cycle_late():
             seen.append(ctx.get(dut.q))       # still the value before
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -158,7 +158,7 @@ def test_registered_copy_with_an_enable_holds_while_it_is_low():
     for v, en in steps:
         want.append(held)
         held = v if en else held
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()

@@ -41,6 +41,15 @@ def test_mutant_fails(proof, tmp_path):
     assert any("Assert failed" in line for line in outcome.problems), outcome.problems
 
 
+@needs_tools
+def test_broken_look_ahead_caught_by_the_design(tmp_path):
+    """A reader that breaks its ready_next promise fails the SkidBuffer's own look-ahead check
+    (hw.fabric.look_ahead), before any of the harness's queue checks."""
+    outcome = _run(proofs.find("skid_promise_broken"), "bmc", tmp_path)
+    failed = [line for line in outcome.problems if "Assert failed" in line]
+    assert failed and all("hw/fabric.py" in line for line in failed), outcome.problems
+
+
 def test_every_proof_covers():
     """Each proof checks its covers too, so no assumption hides what its assertions speak of."""
     for p in proofs.PROOFS:

@@ -10,6 +10,7 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 from axil_sim import axil_read, axil_write
 
+from atomcube.hw.fabric import Checked
 from atomcube.hw.lut.unit import LutUnit, in_layout, out_layout
 from atomcube.model.nvdla.lut import COUNTERS, LutConfig, evaluate
 from atomcube.model.registers.lut import lut_regmap, program
@@ -83,7 +84,7 @@ def test_leading_one_tree(width):
             ctx.set(v, x)
             assert ctx.get(e) == max(x.bit_length() - 1, 0), hex(x)
 
-    sim = Simulator(m)
+    sim = Simulator(Checked(m))
     sim.add_testbench(bench)
     sim.run()
 
@@ -163,7 +164,7 @@ def test_counters_are_complete_when_done_rises(flavor, lanes, serial):
                                         for c in COUNTERS[flavor]})
             was = done
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(sink, background=True)
@@ -240,7 +241,7 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
             was_busy = busy
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(source)

@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from atomcube.hw.bus.fifo import RegisteredQueue
+from atomcube.hw.fabric import Checked
 from atomcube.hw.sparse.decompressor import SparseDecompressor, SparseTiming, atom_layout
 from atomcube.hw.sparse.engines import (
     BeatReader,
@@ -145,7 +146,7 @@ def run_writer(start, beats, seed, *, data_width=512, max_burst=16, cycles=4000,
             await ctx.tick()
         out["data"] = data
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -220,7 +221,7 @@ def _reader_bursts(dut, start, beats, cycles=40):
                 bursts.append((ctx.get(dut.axi.araddr), ctx.get(dut.axi.arlen) + 1))
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -246,7 +247,7 @@ def test_page_room_over_every_page_offset(max_burst, beat_log2):
                 ctx.set(addr, a)
                 got.append((a, ctx.get(room)))
 
-    sim = Simulator(m)
+    sim = Simulator(Checked(m))
     sim.add_testbench(bench)
     sim.run()
     want = [(a, min(max_burst, (4096 - (a & 0xFFF)) >> beat_log2)) for a, _ in got]
@@ -303,7 +304,7 @@ def run_gearbox(atom_elements, beat_bytes, two, atoms, seed, *, p_in=None, p_out
             await ctx.tick()
         assert ctx.get(dut.empty)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -369,7 +370,7 @@ def test_gearbox_flush_drops_what_it_holds(atom_elements, beat_bytes, two):
         got.clear()
         assert await push(ctx, new, 1) == len(new)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -419,7 +420,7 @@ def test_expand_spreads_lanes_over_the_set_bits(n):
                 if mk >> q & 1:
                     assert ctx.get(outs[q]) == next(want), (hex(mk), q)
 
-    sim = Simulator(m)
+    sim = Simulator(Checked(m))
     sim.add_testbench(bench)
     sim.run()
 
@@ -497,7 +498,7 @@ def test_reader_streams_under_random_stalls(seed, depth):
                 break
         assert ctx.get(dut.idle)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -566,7 +567,7 @@ def test_reader_flush_restores_the_credit_exactly(depth):
         await run(ctx, 100, 0, pending)
         assert first <= counts["in"] <= held, f"{counts['in']} beats in flight after the flush"
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -626,7 +627,7 @@ def test_beat_reader_under_random_stalls(seed):
         ctx.set(dut.flush, 0)
         assert ctx.get(dut.error) == 0
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -686,7 +687,7 @@ def test_beat_writer_under_random_stalls(seed):
                 break
         assert ctx.get(dut.done) and ctx.get(dut.error) == any(errors)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -744,7 +745,7 @@ def run_shiftbuf(unit, in_units, capacity, seed, *, cycles=600):
             await _buffer_cycle(ctx, dut, held, counts, en=en, take=take, word=units[:n],
                                 in_units=in_units, capacity=capacity)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -843,7 +844,7 @@ def run_ringbuf(unit, in_units, words, out_units, seed, *, late_bits=0, take_ahe
                                 in_units=in_units, capacity=in_units * words)
         counts["wrapped"] = counts["in"] // (in_units * words)
 
-    sim = Simulator(dut)
+    sim = Simulator(Checked(dut))
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()

@@ -16,7 +16,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ..fabric import global_buffer, register_copies, shared_select, shares
+from ..fabric import global_buffer, look_ahead, register_copies, shared_select, shares
 
 __all__ = ["registered", "register_slice", "block_ram_output", "BufferedFIFO", "LookAheadSignature",
            "RegisteredQueue", "SkidBuffer"]
@@ -255,8 +255,8 @@ class SkidBuffer(wiring.Component):
         empty_nx = ~r_rdy_nx | clear
         if "o_ready" in ahead.signature.members:
             # the loads as registers: the entry is empty or read in the next cycle
-            loads = register_copies(platform, m, empty_nx | ahead.o_ready, n_loads,
-                                    "load_c", 1)
+            o_ready_next = look_ahead(platform, m, "o_ready", ahead.o_ready, o.ready)
+            loads = register_copies(platform, m, empty_nx | o_ready_next, n_loads, "load_c", 1)
         elif self.load_bits is None:
             empty = Signal(init=1, name="out_empty")
             m.d.sync += empty.eq(~r_rdy_nx)

@@ -71,7 +71,7 @@ from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import BufferedFIFO, RegisteredQueue, SkidBuffer, registered
-from ..fabric import register_copies, registered_copy
+from ..fabric import look_ahead, register_copies, registered_copy
 from .timing import DmaTiming
 
 DIMS = 6
@@ -758,9 +758,14 @@ class RowWalker(TilePart):
         walk_c = register_copies(platform, m, walking_next, len(TAKES), "walking_c")
         # (a queue under 4 entries has no registered room: its ready is used as it is)
         room_c = ([rows.ready] * len(TAKES) if not self.room_ahead else
-                  register_copies(platform, m, self.rows_room_next, len(TAKES), "rows_room_c"))
-        runs_c = register_copies(platform, m, self.runs_room_next, len(TAKES), "runs_rdy_c",
-                                 reset=1)
+                  register_copies(platform, m,
+                                  look_ahead(platform, m, "rows_room", self.rows_room_next,
+                                             rows.ready),
+                                  len(TAKES), "rows_room_c"))
+        runs_c = register_copies(platform, m,
+                                 look_ahead(platform, m, "runs_room", self.runs_room_next,
+                                            self.runs.ready),
+                                 len(TAKES), "runs_rdy_c", reset=1)
         take, init = {}, {}
         for g, w, room, ready in zip(TAKES, walk_c, room_c, runs_c, strict=True):
             take[g], init[g] = Signal(name=f"row_take_{g}"), Signal(name=f"init_all_{g}")

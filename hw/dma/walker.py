@@ -31,7 +31,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..fabric import register_copies
+from ..fabric import look_ahead, register_copies
 
 
 def step_layout(addr_width: int) -> data.StructLayout:
@@ -95,7 +95,10 @@ class Walker(wiring.Component):
             def per_level(value, name):
                 flat = register_copies(platform, m, value, n * G, name)
                 return [flat[j * G:(j + 1) * G] for j in range(n)]
-            ready_c = per_level(self.ready_next, "o_ready_c")
+            # (the promise counts while a step is offered: the walker takes no step without)
+            ready_c = per_level(look_ahead(platform, m, "o_ready", self.ready_next, self.o.ready,
+                                           when=self.o.valid),
+                                "o_ready_c")
             busy_c = per_level(busy_next, "busy_c")
             prime_c = per_level(prime_next, "prime_c")
         else:

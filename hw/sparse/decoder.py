@@ -16,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 from atomcube.model.registers.sparse import Error
 
 from ..bus.fifo import LookAheadSignature, SkidBuffer
+from ..fabric import look_ahead
 from .expand import expand_dist_from
 from .ringbuf import RingBuffer
 from .stages import queued_layout, window_layout
@@ -151,9 +152,12 @@ class Decoder(wiring.Component):
         near_bytes_ok_nx = h_valid & ~step & ~flush
         have_bytes_nx = databuf.deep_next | (near_bytes_nx & near_bytes_ok_nx)
         xs_rdy_nx = flush | self.o_ahead.i_ready
-        m.d.comb += step_nx.eq(self.run_next & h_valid_nx & ~marker_nx &
+        run_next = look_ahead(platform, m, "run", self.run_next, self.run)
+        bus_error_next = look_ahead(platform, m, "bus_error", self.bus_error_next,
+                                    self.bus_error)
+        m.d.comb += step_nx.eq(run_next & h_valid_nx & ~marker_nx &
                                ~(mismatch | mis_seen_nx) & have_bytes_nx & xs_rdy_nx &
-                               ~self.bus_error_next)
+                               ~bus_error_next)
         m.d.sync += [step.eq(step_nx), near_bytes.eq(near_bytes_nx),
                      near_bytes_ok.eq(near_bytes_ok_nx), chk_r.eq(mismatch),
                      mis_seen.eq(mis_seen_nx)]

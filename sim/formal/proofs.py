@@ -23,7 +23,7 @@ from atomcube.hw.bus.axi import Resp
 from atomcube.hw.bus.fifo import RegisteredQueue, SkidBuffer
 from atomcube.hw.bus.regbank import RegisterBank
 from atomcube.hw.dma.backend import DATA_ID, FETCH_ID, BackEnd
-from atomcube.hw.fabric import registered_operation
+from atomcube.hw.fabric import Checked, registered_operation
 from atomcube.hw.lut.arith import IN_BITS, config_layout, derive_config
 from atomcube.hw.lut.pipeline import LATENCY, LutPipeline
 from atomcube.hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
@@ -123,15 +123,21 @@ def _skid_proof(width=3, clear=False, **options):
         flush = Signal(name="flush") if clear else None
         if flush is not None:
             ports.append(flush)
-        if kwargs.pop("announced", False):
-            # the reader's contract with ready_next: r_en is, each cycle, what it announced
+        announced = kwargs.pop("announced", False)
+        if announced:
+            # the reader's contract with ready_next: r_en is, each cycle, what it announced (or,
+            # for the mutant "broken", the opposite)
             ann = Signal(name="ready_next")
             ports.append(ann)
             kwargs["ready_ahead"] = True
-            m.d.comb += r_en.eq(past(m, ann, "r_en_was_announced"))
+            was = past(m, ann, "r_en_was_announced")
+            m.d.comb += r_en.eq(~was if announced == "broken" else was)
         else:
             ports.append(r_en)
-        buf = m.submodules.dut = SkidBuffer(width, **kwargs)
+        buf = SkidBuffer(width, **kwargs)
+        # with the look-ahead taken from the reader, the buffer's own check of it
+        # (hw.fabric.look_ahead) is one more assertion to prove
+        m.submodules.dut = Checked(buf) if kwargs.get("ready_ahead") else buf
         if kwargs.get("ready_ahead"):
             m.d.comb += buf.ahead.o_ready.eq(ann)
         if flush is not None:
@@ -610,6 +616,8 @@ MUTANTS: list[Proof] = [
           _queue_proof(depth=2, mutant="corrupt"), depth=12, modes=("bmc",)),
     Proof("lut_pipeline_slips", "LUT pipeline seen to move on under a held output",
           _lut_pipeline_proof(mutant="stall"), depth=17, modes=("bmc",)),
+    Proof("skid_promise_broken", "SkidBuffer told a ready_next its reader does not keep",
+          _skid_proof(announced="broken", load_bits=2), depth=8, modes=("bmc",)),
 ]
 
 
