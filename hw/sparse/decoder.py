@@ -151,7 +151,7 @@ class Decoder(wiring.Component):
         near_bytes_nx = databuf.enough
         near_bytes_ok_nx = h_valid & ~step & ~flush
         have_bytes_nx = databuf.deep_next | (near_bytes_nx & near_bytes_ok_nx)
-        xs_rdy_nx = flush | self.o_ahead.i_ready
+        xs_rdy_nx = flush | look_ahead(platform, m, "x_ready", self.o_ahead.i_ready, xs_rdy)
         run_next = look_ahead(platform, m, "run", self.run_next, self.run)
         bus_error_next = look_ahead(platform, m, "bus_error", self.bus_error_next,
                                     self.bus_error)
