@@ -213,7 +213,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     its one-byte packing's choice (one per four elements), its X slice's select and its rings' read
     pointers, the DMA check products' load flag (two per product), the number of the
     dimension the DMA checks (a copy per field it selects), the DMA descriptor's
-    loads (one of each per register), the DMA row path's
+    loads (one of each per register), the mid end's take of a request (one per group of
+    its copy's registers), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per group of a level's registers), the LUT unit's input register (one per
     table) and the tile path's row take (one per group of its walker's
@@ -250,6 +251,9 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert sum(n.startswith("desc_beat") for n in names) == 29, names
     want += [n for n in names if re.fullmatch(r"desc_(bank\d+|beat\d+_\d+)_ff", n)]
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
+    # ... its take of a request: the ready, the stage-1 loads (five groups) and each path's
+    # copy's load
+    want += [f"take{k}_ff" for k in range(1 + 5 + 3)]
     # ... and each of its three paths' copy of the descriptor's addresses, element size and
     # pad value (32 + 32 + 2 + 64 bits)
     aw = b.soc.dma_addr_width
