@@ -36,7 +36,8 @@ from amaranth import (
 )
 from amaranth.hdl import Assert
 
-__all__ = ["Checked", "Ecp5Copies", "Ecp5Globals", "global_buffer", "look_ahead",
+__all__ = ["Checked", "Ecp5Copies", "Ecp5Globals", "check_look_ahead", "global_buffer",
+           "look_ahead",
            "register_copies", "registered_copy", "registered_product", "registered_operation",
            "shared_select"]
 
@@ -216,16 +217,23 @@ def look_ahead(platform, m: Module, name: str, ahead, value, *, when=1):
     for the registers the component works out from it a cycle early.
 
     On a platform that asks for checks (:class:`Checked`) it also adds the check that the
-    neighbour keeps its word: in every cycle ``when`` holds, ``value`` equals ``ahead`` as it
-    was a cycle before, except in the first cycle after a reset of the component's domain
-    (which may break a promise made before it). A broken promise stops the simulation with
-    an ``AssertionError`` naming ``name``. Elsewhere it adds nothing."""
+    neighbour keeps its word (:func:`check_look_ahead`): a broken promise stops the
+    simulation with an ``AssertionError`` naming ``name``. Elsewhere it adds nothing."""
     if getattr(platform, "checks", False):
-        was = Signal.like(ahead, name=f"{name}_ahead_was")
-        fresh = Signal(init=1, name=f"{name}_ahead_fresh")
-        # checked at the clock edge, on the cycle's settled values (a testbench sets its
-        # inputs some time after the edge that updated `was`)
-        m.d.sync += [was.eq(ahead), fresh.eq(0),
-                     Assert(fresh | ~Value.cast(when).bool() | (value == was),
-                            f"{name}: the look-ahead of the cycle before is not kept")]
+        check_look_ahead(m, name, ahead, value, when=when)
     return ahead
+
+
+def check_look_ahead(m: Module, name: str, ahead, value, *, when=1, unless=None,
+                     src_loc_at=0):
+    """The assertion that ``value`` equals ``ahead`` as it was a cycle before, in every cycle
+    ``when`` holds, except in the first cycle after a reset of ``m``'s domain or after a cycle
+    in which ``unless`` held (either may break a promise made before it). Checked at the clock
+    edge, on the cycle's settled values (a testbench sets its inputs some time after the edge
+    that updated the past value). ``src_loc_at`` as for Amaranth's ``Assert``."""
+    was = Signal.like(ahead, name=f"{name}_ahead_was")
+    fresh = Signal(init=1, name=f"{name}_ahead_fresh")
+    m.d.sync += [was.eq(ahead), fresh.eq(0 if unless is None else unless),
+                 Assert(fresh | ~Value.cast(when).bool() | (value == was),
+                        f"{name}: the look-ahead of the cycle before is not kept",
+                        src_loc_at=src_loc_at)]

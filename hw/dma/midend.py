@@ -42,7 +42,7 @@ from .timing import DmaTiming
 # a path's own configuration registers, if it has any, are the path's to wait for
 SETTLE = 11
 
-#: the ports of a path that carry the descriptor (the mid end takes it as one struct instead)
+#: the ports of a path that carry the descriptor and its start (the mid end takes a request instead)
 DESCRIPTOR_PORTS = ("src", "dst", "elog", "pad", "ext", "val", "sst", "dstr", "start")
 
 

@@ -23,7 +23,7 @@ from atomcube.hw.bus.axi import Resp
 from atomcube.hw.bus.fifo import RegisteredQueue, SkidBuffer
 from atomcube.hw.bus.regbank import RegisterBank
 from atomcube.hw.dma.backend import DATA_ID, FETCH_ID, BackEnd
-from atomcube.hw.fabric import Checked, registered_operation
+from atomcube.hw.fabric import Checked, check_look_ahead, registered_operation
 from atomcube.hw.lut.arith import IN_BITS, config_layout, derive_config
 from atomcube.hw.lut.pipeline import LATENCY, LutPipeline
 from atomcube.hw.sparse.engines import BeatReader, BeatWriter, StreamReader, StreamWriter
@@ -82,13 +82,7 @@ def _chosen(m: Module) -> Signal:
 def _lookahead(m: Module, name: str, ahead, value, *, unless=None):
     """``ahead`` (a design's look-ahead output) equals, in every cycle, what ``value`` is in the
     next (a reset, or ``unless``, in between aside)."""
-    skip = ResetSignal()
-    if unless is not None:
-        skip = skip | unless
-    was = past(m, ahead, f"{name}_ahead")
-    skipped = past(m, skip, f"{name}_skipped", init=1)
-    m.d.comb += Assert(skipped | (was == value), f"{name}: the look-ahead equals the next value",
-                       src_loc_at=1)
+    check_look_ahead(m, name, ahead, value, unless=unless, src_loc_at=2)
 
 
 # -- stream primitives -------------------------------------------------------------------------
