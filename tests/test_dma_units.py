@@ -17,9 +17,16 @@ from atomcube.hw.dma.tile import TileTransposer
 from atomcube.hw.dma.timing import DmaTiming
 from atomcube.hw.dma.walker import Walker
 from atomcube.hw.fabric import Checked
-from atomcube.model.dma.descriptor import MAX_DIMS, Descriptor, Dim, Error
+from atomcube.model.dma.descriptor import (
+    DESCRIPTOR_BYTES,
+    MAX_DIMS,
+    Descriptor,
+    Dim,
+    Error,
+    Program,
+)
 from atomcube.model.dma.executor import execute
-from atomcube.model.registers.dma import DMA, program
+from atomcube.model.registers.dma import DMA, program, program_chain
 
 
 def simulate(dut, bench, *background):
@@ -741,6 +748,131 @@ def test_front_end_checks_match_the_model(seed):
                                     f"{d.error(32).name}"
     # the mid end is offered every descriptor that passes, as it was written, and no other
     assert taken == [offered(d) for d in descs if d.error(32) == Error.NONE]
+
+
+def run_front_end_chain(descs, bad_fetches=(), seed=0, base=0x1000):
+    """``descs`` as a chain in memory at ``base``, through a front end whose back end answers
+    each descriptor fetch after a random latency, its beats with random gaps (an error response
+    on the fetches of the descriptors listed in ``bad_fetches``), and whose mid end takes each
+    offer after a random wait and stays busy for 30 to 60 cycles (the back end then busy for up
+    to 10 more: the job's last writes). Returns the job's error code and descriptor index, the
+    descriptors done, the descriptors taken (as :func:`offered` gives them) and, for each
+    fetch, whether a descriptor was running when it was asked for. Checked meanwhile: nothing
+    is offered while a descriptor runs, and the back end is never reset under a fetch."""
+    dut = FrontEnd(data_width=64, addr_width=32)
+    bus = dut.s_axil
+    rng = np.random.default_rng(seed)
+    raw = Program(list(descs)).chain(base)
+    beats_per = DESCRIPTOR_BYTES // 8
+    taken, fetches, result = [], [], {}
+    state = {"running": False, "fetch_left": 0}
+
+    async def bench(ctx):
+        for name, values in program_chain(base):
+            await axil_write(ctx, bus, rng, DMA[name].offset, DMA[name].encode(values))
+        for _ in range(200):
+            status = DMA["status"].decode(await axil_read(ctx, bus, rng, DMA["status"].offset))
+            if status["done"]:
+                break
+        else:
+            raise AssertionError("the chain did not end")
+        for name in ("error", "descriptors"):
+            result[name] = DMA[name].decode(await axil_read(ctx, bus, rng, DMA[name].offset))
+
+    async def back_end(ctx):
+        pending = []                          # (cycle it comes, data, error) per fetch beat
+        cycle = 0
+        while True:
+            assert not (ctx.get(dut.dp_reset) and state["fetch_left"]), \
+                "the back end is reset while a fetch is in flight"
+            if ctx.get(dut.fetch_go):
+                addr = ctx.get(dut.fetch_addr)
+                i = (addr - base) // DESCRIPTOR_BYTES
+                fetches.append(state["running"])
+                at = cycle + int(rng.integers(3, 21))
+                for b in range(beats_per):
+                    at += int(rng.integers(1, 4))
+                    word = int.from_bytes(raw[addr - base + 8 * b:addr - base + 8 * b + 8],
+                                          "little")
+                    pending.append((at, word, int(i in bad_fetches)))
+                state["fetch_left"] += beats_per
+            due = pending and pending[0][0] <= cycle
+            ctx.set(dut.fetch_beat.valid, bool(due))
+            if due:
+                _, word, err = pending.pop(0)
+                ctx.set(dut.fetch_beat.payload, word | err << 64)
+                state["fetch_left"] -= 1
+            await ctx.tick()
+            cycle += 1
+
+    p = dut.desc.payload
+
+    async def mid_end(ctx):
+        busy, tail = 0, 0
+        ctx.set(dut.drained, 1)
+        while True:
+            if busy == 0 and tail == 0 and ctx.get(dut.dp_reset):
+                state["running"] = False          # ended: the front end resets the paths
+            offer = ctx.get(dut.desc.valid)
+            assert not (offer and state["running"]), "an offer while a descriptor runs"
+            take = offer and rng.random() < 0.4
+            ctx.set(dut.desc.ready, take)
+            ctx.set(dut.busy, busy > 0 or take)
+            ctx.set(dut.idle, busy == 0 and tail == 0)
+            if take:
+                dims = range(ctx.get(p.ndims))
+                taken.append((ctx.get(p.src), ctx.get(p.dst), ctx.get(p.elog), ctx.get(p.pad),
+                               *((ctx.get(p.ext[k]), ctx.get(p.val[k]), ctx.get(p.sst[k]),
+                                  ctx.get(p.dstr[k])) for k in dims)))
+                busy, tail = int(rng.integers(30, 61)), int(rng.integers(0, 11))
+                state["running"] = True
+            await ctx.tick()
+            if busy:
+                busy -= 1
+            elif tail:
+                tail -= 1
+
+    simulate(dut, bench, back_end, mid_end)
+    return result["error"], result["descriptors"]["value"], taken, fetches
+
+
+def _chain_expected(descs, bad_fetches):
+    """The first descriptor of a chain that fails (its fetch, or its checks) with its code, or
+    (NONE, the chain's length)."""
+    for i, d in enumerate(descs):
+        if i in bad_fetches:
+            return Error.FETCH_ERROR, i
+        if d.error(32) != Error.NONE:
+            return d.error(32), i
+    return Error.NONE, len(descs)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_front_end_fetches_the_next_descriptor_while_one_runs(seed):
+    """Chains of good descriptors with, now and then, one that breaks a rule or whose fetch
+    is answered with an error: each descriptor after the first is fetched while the one before
+    it runs, the mid end is offered the good ones in order and nothing after a failure, and the
+    job ends with the first failure's code and index once every descriptor before it is done."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(7000 + seed)
+    bad = [d for d in (_random_descriptor(rng) for _ in range(40)) if d.error(32) != Error.NONE]
+    for case in range(6):
+        n = int(rng.integers(2, 6))
+        descs = [_edge_descriptor(rng, str(rng.choice(["dst", "src"])), False) for _ in range(n)]
+        bad_fetches = ()
+        if case % 3 == 1:
+            descs[int(rng.integers(1, n))] = bad[int(rng.integers(len(bad)))]
+        elif case % 3 == 2:
+            bad_fetches = (int(rng.integers(1, n)),)
+        code, index = _chain_expected(descs, bad_fetches)
+        error, done, taken, fetches = run_front_end_chain(descs, bad_fetches, seed * 10 + case)
+        what = f"case {case}: {n} descriptors, {code.name} at {index}"
+        assert (error["code"], done) == (code, index), f"{what}: got {error}, {done} done"
+        if code != Error.NONE:
+            assert error["index"] == index, f"{what}: index {error['index']}"
+        assert taken == [offered(d) for d in descs[:index]], what
+        fetched = min(index + 1, n)
+        assert fetches == [False] + [True] * (fetched - 1), f"{what}: fetches {fetches}"
 
 
 @pytest.mark.parametrize("seed", range(3))

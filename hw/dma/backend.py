@@ -7,7 +7,9 @@ Reads
     open burst and opens the next. The open burst also goes when no request comes. A burst is
     issued only when the read FIFO has room for all its beats (a credit count), so several
     reads are in flight and R never waits. A descriptor fetch (``fetch_go``) is one burst of
-    128 bytes with its own ID; its beats leave on ``fetch_beat`` instead of the read FIFO.
+    128 bytes with its own ID, issued in the first cycle AR has free, between data bursts;
+    its beats leave on ``fetch_beat`` instead of the read FIFO. ``fetch_addr`` holds still
+    until they are in, and the next ``fetch_go`` comes after them.
 Writes
     The *write combiner* merges pieces that fall in the open beat (byte strobes OR'ed) and
     collects consecutive beats into a burst (up to ``max_burst``, never across 4 KiB). A
@@ -147,12 +149,19 @@ class BackEnd(wiring.Component):
                      axi.arcache.eq(0b0011), axi.rready.eq(1)]
         with m.If(axi.arvalid & axi.arready):
             m.d.sync += arvalid.eq(0)
+        # a descriptor fetch waits for a cycle in which AR is free and no data burst goes out
+        # (data reads come first: a burst goes out at most once per beat it holds, so the
+        # fetch is never kept waiting long). It is not stopped by a halt: the front end waits
+        # for its beats, and a reset never comes while it is in flight
+        fetch_wait = Signal()
+        with m.If(self.fetch_go):
+            m.d.sync += fetch_wait.eq(1)
         with m.If(issue):
             m.d.sync += [arvalid.eq(1), axi.arid.eq(DATA_ID), axi.araddr.eq(b_start),
                          axi.arlen.eq(b_len - 1)]
-        with m.Elif(self.fetch_go):
+        with m.Elif(fetch_wait & ar_free):
             m.d.sync += [arvalid.eq(1), axi.arid.eq(FETCH_ID), axi.araddr.eq(self.fetch_addr),
-                         axi.arlen.eq(fetch_beats - 1)]
+                         axi.arlen.eq(fetch_beats - 1), fetch_wait.eq(0)]
         r_beat = axi.rvalid & axi.rready
         r_data = r_beat & (axi.rid == DATA_ID)
         m.d.comb += [rfifo.w_en.eq(r_data & ~halt), rfifo.w_data.eq(axi.rdata),

@@ -6,7 +6,8 @@ A job runs the descriptor held in the registers (``ctrl.start``) or a chain in m
 Each descriptor is checked against the model's rules (:class:`model.dma.descriptor.Error`, in
 the same order, one dimension at a time) before the mid end starts on it. A descriptor ends
 when the mid end is done and the back end idle (its last write answered), so the next one sees
-its results. An error response *halts* the back end (it stops itself: see
+its results; a chain's next descriptor is fetched and checked meanwhile, and offered at that
+end (an error in it is reported then). An error response *halts* the back end (it stops itself: see
 :mod:`hw.dma.backend`): the front end waits until what was issued has drained, then ends the
 job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and
 back end between descriptors; it is also set while the engine is reset, and is their only reset.
@@ -65,13 +66,16 @@ class _SerialProduct:
 
 
 class _State(enum.Enum, shape=4):
-    IDLE = 0
+    """Where the descriptor being prepared is (the job that runs meanwhile is followed apart:
+    ``running``, ``draining``)."""
+    IDLE = 0         # no job
     FETCH = 1        # reading a chain descriptor
     CHECK = 2        # one dimension at a time
     VERDICT = 3
-    RUN = 4
-    DRAIN = 5        # stopped by an error: wait for what was issued to finish
-    NEXT = 6
+    OFFER = 4        # checked: offered to the mid end once no job runs, until taken
+    WAIT = 5         # the job's last descriptor is taken: nothing more to prepare
+    FAILED = 6       # a descriptor broke a rule, or its fetch failed: the error ends the job
+    #                  once the descriptor before it has ended
     SUMS = 7         # the checks' sums, registered for the verdict
     COMPARE = 8      # the verdict's range and overlap tests, registered
     LOAD = 9         # the descriptor's fields load (from the registers; a chain one's
@@ -175,28 +179,57 @@ class FrontEnd(wiring.Component):
         bytes_read, bytes_written, cycles, ndone = self._counters(m, regs, state)
 
         # -- the sequencer --------------------------------------------------------------------
+        # Two things go on at once: the descriptor that runs (taken by the mid end, until its
+        # last write is answered: `running`) and the preparation of the next one (`state`:
+        # fetched, checked, then offered). A chain's next descriptor is fetched and checked
+        # while the one before it runs, and offered once that one has ended, so it still sees
+        # the results before it. An error found in it ends the job only then: descriptors end,
+        # raise their interrupts and report errors in chain order.
+        #
         # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
-        # their busy flags is not in front of the state register. It still shows the cycle
-        # of the take in the cycle after it, so RUN looks at it from the second cycle after the
-        # take (`armed`); DRAIN does the same with the back end's drained flag
+        # their busy flags is not in front of the sequencer's registers. It still shows the
+        # cycle of the take in the cycle after it, so the end is looked for from the second
+        # cycle after the take (`armed`); draining does the same with the back end's drained flag
         quiet = Signal()
         armed = Signal()
         m.d.sync += quiet.eq(~self.busy & self.idle)
         drained_q = Signal()
         m.d.sync += drained_q.eq(self.drained)
+        running = Signal()                    # a taken descriptor has not ended
+        draining = Signal()                   # ... and stopped at an error response
+        run_last = Signal()                   # the running descriptor is the job's last
+        run_irq = Signal()                    # ... and raises the interrupt as it ends
+        fail_code = Signal(4)                 # the error of the descriptor in FAILED
         done_set = Signal()
         err_set = Signal()
         irq_set = Signal()
         fetch_count = Signal(range(fetch_beats + 1))
         fetch_err = Signal()
+        # a fetch may be in flight: the back end is not reset under it, so a descriptor ends
+        # only once the fetch of the next one is in
+        fetching = state == _State.FETCH
 
         def finish(code):
-            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0)]
+            m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0),
+                         running.eq(0), draining.eq(0)]
             m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
 
+        def fail(code):
+            """The descriptor being prepared breaks a rule: the job ends with ``code`` once the
+            descriptor that runs (if one does) has ended."""
+            with m.If(running):
+                m.d.sync += [state.eq(_State.FAILED), fail_code.eq(code)]
+            with m.Else():
+                finish(code)
+
+        def fetch(addr):
+            m.d.sync += [state.eq(_State.FETCH), fetch_err.eq(0), want_fetch.eq(1)]
+            m.d.comb += fetch_count_next.eq(0)
+            set_fetch_addr(addr)
+
         # A chain descriptor's beats pass a register, then each writes the fields it holds
-        # straight into the descriptor's registers (the fetch comes only between descriptors,
-        # once the last one is done). A descriptor from the register bank loads in a state of
+        # straight into the descriptor's registers (the mid end has its own copy of the one
+        # that runs). A descriptor from the register bank loads in a state of
         # its own (LOAD), enabled by `load_now` and `load_regs`, set the cycle before: the
         # decision to load (a start pulse) is not on the path into the ~900 registers' enables
         load_now = Signal()
@@ -224,6 +257,9 @@ class FrontEnd(wiring.Component):
         with m.If(go):
             m.d.sync += want_fetch.eq(0)
 
+        # offered while checked and no descriptor runs; held until taken, as neither changes
+        # before the take
+        m.d.comb += self.desc.valid.eq((state == _State.OFFER) & ~running)
         self._sums(m, c, d)
         with m.Switch(state):
             with m.Case(_State.IDLE):
@@ -231,22 +267,19 @@ class FrontEnd(wiring.Component):
                     m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
                                  bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
                                  ndone.eq(0)]
-                    set_fetch_addr(regs.chain_addr.value.data)
                     with m.If(start_regs):
                         to_load(1)
                     with m.Else():
-                        m.d.sync += [state.eq(_State.FETCH), fetch_err.eq(0),
-                                     want_fetch.eq(1)]
-                        m.d.comb += fetch_count_next.eq(0)
+                        fetch(regs.chain_addr.value.data)
             with m.Case(_State.FETCH):
                 with m.If(fetch_misaligned):
-                    finish(Error.ALIGN)
+                    fail(Error.ALIGN)
                 with m.Elif(fetch_over):
-                    finish(Error.RANGE)
+                    fail(Error.RANGE)
                 with m.Else():
                     with m.If(fetch_count == fetch_beats):
                         with m.If(fetch_err):
-                            finish(Error.FETCH_ERROR)
+                            fail(Error.FETCH_ERROR)
                         with m.Else():
                             to_load(0)
             with m.Case(_State.LOAD):
@@ -257,43 +290,50 @@ class FrontEnd(wiring.Component):
             self._check_cases(m, c, d, state)
             with m.Case(_State.VERDICT):
                 with m.If(c.early_code != 0):
-                    finish(c.early_code)
+                    fail(c.early_code)
                 with m.Elif(~c.no_src & c.s_over):
-                    finish(Error.RANGE)
+                    fail(Error.RANGE)
                 with m.Elif(c.d_over):
-                    finish(Error.RANGE)
+                    fail(Error.RANGE)
                 with m.Elif(~c.no_src & c.overlap):
-                    finish(Error.OVERLAP)
+                    fail(Error.OVERLAP)
                 with m.Else():
-                    m.d.sync += [self.desc.valid.eq(1), state.eq(_State.RUN), armed.eq(0)]
-            with m.Case(_State.RUN):
-                # offered until the mid end takes it; the mid end is busy from the take on
-                with m.If(self.desc.ready):
-                    m.d.sync += [self.desc.valid.eq(0), armed.eq(1)]
-                with m.If(self.read_err | self.write_err):
-                    m.d.sync += [state.eq(_State.DRAIN), armed.eq(0)]
-                with m.Elif(armed & quiet):
-                    m.d.sync += state.eq(_State.NEXT)
-            with m.Case(_State.DRAIN):
-                # the back end halted itself as it raised the error, a cycle before RUN saw it:
-                # the issued bursts finish, reads in flight come back (and are dropped).
-                # `drained_q` is the back end's drained flag a cycle ago, so DRAIN looks at it
-                # from its second cycle: by then it was taken two cycles into the halt, and
-                # nothing is issued after that
-                m.d.sync += armed.eq(1)
-                with m.If(armed & drained_q):
-                    finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
-            with m.Case(_State.NEXT):
-                m.d.sync += ndone.eq(ndone + 1)
-                m.d.comb += [dp_reset.eq(1), irq_set.eq(want_irq)]
-                with m.If(~chain | last_desc):
-                    m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
-                    m.d.comb += done_set.eq(1)
-                with m.Else():
-                    m.d.sync += [index.eq(index + 1), state.eq(_State.FETCH),
-                                 fetch_err.eq(0), want_fetch.eq(1)]
-                    m.d.comb += fetch_count_next.eq(0)
-                    set_fetch_addr(nxt)
+                    m.d.sync += state.eq(_State.OFFER)
+            with m.Case(_State.OFFER):
+                # taken: it runs from its own copy in the mid end, and the next descriptor of
+                # a chain is fetched now
+                with m.If(self.desc.valid & self.desc.ready):
+                    m.d.sync += [running.eq(1), armed.eq(1), run_last.eq(last_desc),
+                                 run_irq.eq(want_irq)]
+                    with m.If(chain & ~last_desc):
+                        fetch(nxt)
+                    with m.Else():
+                        m.d.sync += state.eq(_State.WAIT)
+            with m.Case(_State.FAILED):
+                with m.If(~running):
+                    finish(fail_code)
+
+        # the running descriptor's end (after the preparation's cases: an end by an error
+        # response stops the preparation too)
+        with m.If(draining):
+            # the back end halted itself as it raised the error, a cycle before it was seen
+            # here: the issued bursts finish, reads in flight come back (and are dropped).
+            # `drained_q` is the back end's drained flag a cycle ago, so it is looked at from
+            # the second cycle of draining: by then it was taken two cycles into the halt, and
+            # nothing is issued after that
+            m.d.sync += armed.eq(1)
+            with m.If(armed & drained_q & ~fetching):
+                finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
+        with m.Elif(running & (self.read_err | self.write_err)):
+            m.d.sync += [draining.eq(1), armed.eq(0)]
+        with m.Elif(running & armed & quiet & ~fetching):
+            m.d.sync += [running.eq(0), armed.eq(0), ndone.eq(ndone + 1)]
+            m.d.comb += [dp_reset.eq(1), irq_set.eq(run_irq)]
+            with m.If(~chain | run_last):
+                m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
+                m.d.comb += done_set.eq(1)
+            with m.Else():
+                m.d.sync += index.eq(index + 1)
 
         m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
                      regs.status.desc_irq.set.eq(irq_set),

@@ -2,8 +2,10 @@
 
 Each conversion runs as a chain from memory with a read latency of 20 cycles and no stalls, at
 three tensor sizes (64 KiB, 256 KiB, 1 MiB; only the first with ``BENCH_QUICK=1``, which
-``python -m atomcube.sim.bench --quick`` sets). ``cycles`` is the engine's own count from start to
-done (descriptor fetches included). Utilisation on each side is useful bytes over bus bytes per
+``python -m atomcube.sim.bench --quick`` sets), and as four jobs of 64 KiB in one chain (four
+tensors, each converted to a place of its own: a chain's next descriptor is fetched and checked
+while the one before it runs). ``cycles`` is the engine's own count from start to done
+(descriptor fetches included). Utilisation on each side is useful bytes over bus bytes per
 cycle times cycles: bytes read / (bus bytes x cycles), bytes written likewise. Goals (issue 8):
 a plain copy at least 98 %, every layout conversion at least 90 % on the busier side. Every
 result is also checked against the model. The rows go to ``bench.json``.
@@ -35,19 +37,27 @@ from .test_dma import CHAIN, TB
 LATENCY = 20
 SIZE = 1 << 23
 DENSE, IMAGE, CHAIN_AT = 0x10000, 0x300000, CHAIN + 0x600000
-SIZES = {"64 KiB": 32, "256 KiB": 64, "1 MiB": 128}     # H = W for C = 64 int8 channels
+#: label: (H = W for C = 64 int8 channels, jobs in the chain)
+SIZES = {"64 KiB": (32, 1), "256 KiB": (64, 1), "1 MiB": (128, 1), "4 x 64 KiB": (32, 4)}
 if os.environ.get("BENCH_QUICK", "0") not in ("", "0"):
-    SIZES = {"64 KiB": 32}
+    SIZES = {"64 KiB": (32, 1)}
+#: the distance between two jobs' tensors, on either side
+JOB_STEP = 0x40000
 
 
 def conversions(hw):
-    """(name, program, source bytes at its source address, source address, is it a copy)."""
+    """(name, program at (dense, image) addresses, source bytes, whether the source is at the
+    image address, is it a copy)."""
     n, c = 1, 64
     rng = np.random.default_rng(hw)
     t8 = rng.integers(-128, 128, (n, c, hw, hw)).astype(np.int8)
     t16 = rng.standard_normal((n, c // 2, hw, hw)).astype(np.float16)
-    copy = Program()
-    emit(copy, DENSE, IMAGE, 1, [(t8.size, t8.size, 1, 1)])
+
+    def copy(dense, image):
+        prog = Program()
+        emit(prog, dense, image, 1, [(t8.size, t8.size, 1, 1)])
+        return prog
+
     fmt = FeatureFormat("int8", t8.shape)
     lm = LocalMemory(64, -(-(t8.size // 64) // 128) * 128 + 128)
     so = LocalTensor(lm, 0, t8.shape, "int8", "aligned")
@@ -56,18 +66,18 @@ def conversions(hw):
     k8 = rng.integers(-128, 128, spec.shape).astype(np.int8)
     raw8 = t8.view(np.uint8).ravel()
     rows = [
-        ("copy", copy, raw8, DENSE, True),
-        ("NCHW -> NVDLA feature", nvdla_feature(fmt, DENSE, IMAGE), raw8, DENSE, False),
-        ("NVDLA feature -> NCHW", nvdla_feature(fmt, DENSE, IMAGE, unpack=True),
-         fmt.pack(t8), IMAGE, False),
-        ("NCHW -> Sophgo aligned", sophgo_local(so, DENSE, IMAGE), raw8, DENSE, False),
-        ("NCHW -> DMP DWHC (fp16)", dmp(lay, DENSE, IMAGE), t16.view(np.uint8).ravel(), DENSE,
-         False),
-        ("DMP DWHC -> NCHW (fp16)", dmp(lay, DENSE, IMAGE, unpack=True),
-         lay.pack(t16), IMAGE, False),
-        ("NCHW -> NHWC", dense_transpose(t8.shape, 1, DENSE, IMAGE), raw8, DENSE, False),
-        ("OIHW -> NVDLA DC weights", nvdla_weights(spec, DENSE, IMAGE),
-         k8.view(np.uint8).ravel(), DENSE, False),
+        ("copy", copy, raw8, False, True),
+        ("NCHW -> NVDLA feature", lambda s, d: nvdla_feature(fmt, s, d), raw8, False, False),
+        ("NVDLA feature -> NCHW", lambda s, d: nvdla_feature(fmt, s, d, unpack=True),
+         fmt.pack(t8), True, False),
+        ("NCHW -> Sophgo aligned", lambda s, d: sophgo_local(so, s, d), raw8, False, False),
+        ("NCHW -> DMP DWHC (fp16)", lambda s, d: dmp(lay, s, d), t16.view(np.uint8).ravel(),
+         False, False),
+        ("DMP DWHC -> NCHW (fp16)", lambda s, d: dmp(lay, s, d, unpack=True),
+         lay.pack(t16), True, False),
+        ("NCHW -> NHWC", lambda s, d: dense_transpose(t8.shape, 1, s, d), raw8, False, False),
+        ("OIHW -> NVDLA DC weights", lambda s, d: nvdla_weights(spec, s, d),
+         k8.view(np.uint8).ravel(), False, False),
     ]
     return rows
 
@@ -76,10 +86,14 @@ def conversions(hw):
 async def bench_utilisation(dut):
     tb = await TB.start(dut, salt=31, stalls=False, latency=LATENCY, size=SIZE)
     rows = []
-    for label, hw in SIZES.items():
-        for name, prog, src, src_at, is_copy in conversions(hw):
+    for label, (hw, jobs) in SIZES.items():
+        for name, make, src, src_image, is_copy in conversions(hw):
             tb.mem.fill(0)
-            tb.mem.load(src_at, src)
+            prog = Program()
+            for k in range(jobs):
+                at = k * JOB_STEP
+                prog.descriptors += make(DENSE + at, IMAGE + at).descriptors
+                tb.mem.load((IMAGE if src_image else DENSE) + at, src)
             model = tb.mem.mem.copy()
             execute(prog, model)
             raw = prog.chain(CHAIN_AT)
@@ -95,7 +109,7 @@ async def bench_utilisation(dut):
             written = (await tb.drv.bytes_written.read()).value
             r_util = read / (tb.bb * cycles)
             w_util = written / (tb.bb * cycles)
-            rows.append({"conversion": name, "size": label, "bytes": int(src.size),
+            rows.append({"conversion": name, "size": label, "bytes": jobs * int(src.size),
                          "descriptors": len(prog), "cycles": cycles, "read": read,
                          "written": written, "read_util": r_util, "write_util": w_util,
                          "busier": max(r_util, w_util), "copy": is_copy, "bus_bytes": tb.bb,

@@ -427,6 +427,15 @@ async def test_errors(dut):
                         write_errors=[(IMAGE + 512, IMAGE + 520)])
     await _expect_error(tb, [GOOD, big], Error.FETCH_ERROR, 1, True, "fetch error",
                         read_errors=[(CHAIN + 128, CHAIN + 256)])
+    # the next chain descriptor is fetched and checked while the one before it runs: an error
+    # response in the running one is still the job's error, whatever the next one holds
+    overlap = Descriptor(DENSE, DENSE + 16, 1, (Dim(64, 1, 1),))
+    await _expect_error(tb, [big, overlap], Error.WRITE_ERROR, 0, True,
+                        "write error before a failing descriptor",
+                        write_errors=[(IMAGE + 1536, IMAGE + 1544)])
+    await _expect_error(tb, [big, big], Error.READ_ERROR, 0, True,
+                        "read error before a failed fetch",
+                        read_errors=[(DENSE + 1024, DENSE + 1040), (CHAIN + 128, CHAIN + 256)])
     # a misaligned chain address, and one at the engine's top
     for at, code in ((CHAIN + 8, Error.ALIGN), *(((TOP, Error.RANGE),) if AW < 32 else ())):
         await tb.drv.write("chain_addr", value=at)

@@ -404,18 +404,32 @@ def _dma_backend_proof():
         dut = m.submodules.dut = BackEnd(data_width=32, addr_width=16, max_burst=4, read_fifo=8)
         ports = _free_inputs(dut)
         # the mid and front ends' contract: beats on a beat boundary; a descriptor fetch (128
-        # bytes, 128-byte aligned) only while the back end is idle
+        # bytes, 128-byte aligned) at any time, but one at a time, its address held until its
+        # last beat is in
+        axi = dut.m_axi
+        fetching = Signal()                   # from fetch_go until its last beat is in
+        fetch_sent = Signal()                 # ... and its address was taken
+        held_addr = Signal.like(dut.fetch_addr)
+        m.d.sync += held_addr.eq(dut.fetch_addr)
         m.d.comb += [Assume(_aligned(dut.req.payload, 2)),
                      Assume(_aligned(dut.wr.payload.addr, 2)),
                      Assume(_aligned(dut.fetch_addr, 7)),
-                     Assume(~dut.fetch_go | dut.idle)]
+                     Assume(~dut.fetch_go | ~fetching),
+                     Assume(~fetching | (dut.fetch_addr == held_addr))]
         fetch = DESCRIPTOR_BYTES // 4
         chk = AxiManagerChecks(m, dut.m_axi, max_burst={DATA_ID: 4, FETCH_ID: fetch}, chosen=k,
                                read_room=8,
                                read_ids=(DATA_ID,), ids=(DATA_ID, FETCH_ID))
-        axi = dut.m_axi
+        with m.If(dut.fetch_go):
+            m.d.sync += [fetching.eq(1), fetch_sent.eq(0)]
+        with m.Elif(axi.arvalid & axi.arready & (axi.arid == FETCH_ID)):
+            m.d.sync += fetch_sent.eq(1)
+        with m.Elif(fetch_sent & (chk.owed[FETCH_ID] == 0)):
+            m.d.sync += [fetching.eq(0), fetch_sent.eq(0)]
         cover(m, axi.arvalid & (axi.arid == DATA_ID) & (axi.arlen == 3), "a 4-beat data read")
         cover(m, axi.arvalid & (axi.arid == FETCH_ID), "a descriptor fetch")
+        cover(m, axi.arvalid & (axi.arid == FETCH_ID) & (chk.owed[DATA_ID] != 0),
+              "a descriptor fetch while data reads are in flight")
         cover(m, (chk.b_taken == 1) & axi.wvalid & axi.wready, "writes after a response")
         return ports + [k]
 
