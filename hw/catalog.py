@@ -75,9 +75,9 @@ BLOCKS = {
     "dma_d64": (lambda: dma_engine(data_width=64), "DMA layout engine, 64-bit bus"),
     "dma_d64_aw16": (lambda: dma_engine(data_width=64, addr_width=16),
                      "DMA layout engine, 64-bit bus, 16-bit addresses (enough for 64 KiB)"),
-    "dma_d64_elements": (lambda: dma_engine(data_width=64, paths=("elements",)),
-                         "DMA layout engine, 64-bit bus, element path only (the smallest build: "
-                         "every descriptor at an element per cycle)"),
+    "dma_d64_small": (lambda: dma_engine(data_width=64, paths=("elements",), chains=False),
+                      "DMA layout engine, 64-bit bus, the smallest build: the element path "
+                      "alone (every descriptor at an element per cycle), no chains"),
     "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
                    "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),
 }

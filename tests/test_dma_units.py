@@ -673,14 +673,15 @@ def offered(d, addr_width=32):
               for x in d.dims))
 
 
-def run_front_end(descs, seed=0, stalls=True):
+def run_front_end(descs, seed=0, stalls=True, chains=True):
     """Each descriptor through a front end whose back end is always idle, and whose mid end
     takes what it is offered: the job's error code and cycle count, as software reads them,
     and the descriptors taken (as :func:`offered` gives them). The register bus sees random idle
     cycles before each access and random backpressure on B and R. With ``stalls`` the mid end
     takes a descriptor after a random wait and stays busy for a random time after it; checked
-    meanwhile: an offer is held, unchanged, until it is taken."""
-    dut = FrontEnd(data_width=64, addr_width=32)
+    meanwhile: an offer is held, unchanged, until it is taken. A descriptor of None starts a
+    chain at 0x1000 instead (for a front end built without ``chains``)."""
+    dut = FrontEnd(data_width=64, addr_width=32, chains=chains)
     bus = dut.s_axil
     rng = np.random.default_rng(seed)
     got, taken = [], []
@@ -696,7 +697,7 @@ def run_front_end(descs, seed=0, stalls=True):
         ctx.set(dut.drained, 1)
         for d in descs:
             await write(ctx, DMA["status"].offset, DMA["status"].encode({"done": 1, "error": 1}))
-            for name, values in program(d):
+            for name, values in program(d) if d is not None else program_chain(0x1000):
                 await write(ctx, DMA[name].offset, DMA[name].encode(values))
             for _ in range(400):
                 if (await read(ctx, "status"))["done"]:
@@ -873,6 +874,18 @@ def test_front_end_fetches_the_next_descriptor_while_one_runs(seed):
         assert taken == [offered(d) for d in descs[:index]], what
         fetched = min(index + 1, n)
         assert fetches == [False] + [True] * (fetched - 1), f"{what}: fetches {fetches}"
+
+
+def test_front_end_without_chains():
+    """Built without chains, the front end runs descriptors from the registers as before, and
+    a chain's start ends the job at once with NO_CHAIN, offering nothing."""
+    rng = np.random.default_rng(7100)
+    descs = [_edge_descriptor(rng, "src", False), None, _random_descriptor(rng), None,
+             _edge_descriptor(rng, "dst", False)]
+    got, taken = run_front_end(descs, chains=False)
+    want = [Error.NO_CHAIN if d is None else d.error(32) for d in descs]
+    assert [code for code, _ in got] == want
+    assert taken == [offered(d) for d in descs if d is not None and d.error(32) == Error.NONE]
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -37,7 +37,7 @@
 /* error: Why the last job stopped. */
 #define ATOMCUBE_DMA_ERROR_OFFSET 0x00cu
 #define ATOMCUBE_DMA_ERROR_RESET 0x00000000u
-#define ATOMCUBE_DMA_ERROR_CODE_SHIFT 0u /* R [3:0] 0 none, 1 dims, 2 zero extent, 3 align, 4 range, 5 overlap, 6 read error, 7 write error, 8 fetch error. */
+#define ATOMCUBE_DMA_ERROR_CODE_SHIFT 0u /* R [3:0] 0 none, 1 dims, 2 zero extent, 3 align, 4 range, 5 overlap, 6 read error, 7 write error, 8 fetch error, 9 no chain. */
 #define ATOMCUBE_DMA_ERROR_CODE_MASK 0x0000000fu
 #define ATOMCUBE_DMA_ERROR_INDEX_SHIFT 8u /* R [31:8] The descriptor (0 = first of the job) that failed. */
 #define ATOMCUBE_DMA_ERROR_INDEX_MASK 0xffffff00u
@@ -51,6 +51,8 @@
 #define ATOMCUBE_DMA_HWINFO_MAX_DIMS_MASK 0x00000700u
 #define ATOMCUBE_DMA_HWINFO_ADDR_WIDTH_SHIFT 16u /* R [22:16] Address bits the engine reaches (12 to 32): a job that reads, writes or fetches at or above 2**addr_width ends with RANGE (16 in a SoC with 64 KiB of memory). */
 #define ATOMCUBE_DMA_HWINFO_ADDR_WIDTH_MASK 0x007f0000u
+#define ATOMCUBE_DMA_HWINFO_CHAINS_SHIFT 24u /* R [24] 1: the engine runs chains from memory; 0: it was built without them, and ctrl.start_chain ends the job with NO_CHAIN. */
+#define ATOMCUBE_DMA_HWINFO_CHAINS_MASK 0x01000000u
 
 /* chain_addr: Address of the first descriptor of a chain (128-byte aligned). */
 #define ATOMCUBE_DMA_CHAIN_ADDR_OFFSET 0x018u

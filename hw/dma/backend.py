@@ -9,7 +9,8 @@ Reads
     reads are in flight and R never waits. A descriptor fetch (``fetch_go``) is one burst of
     128 bytes with its own ID, issued in the first cycle AR has free, between data bursts;
     its beats leave on ``fetch_beat`` instead of the read FIFO. ``fetch_addr`` holds still
-    until they are in, and the next ``fetch_go`` comes after them.
+    until they are in, and the next ``fetch_go`` comes after them. Built with ``fetch=False``
+    (an engine without chains) it has neither the fetch nor its ports.
 Writes
     The *write combiner* merges pieces that fall in the open beat (byte strobes OR'ed) and
     collects consecutive beats into a burst (up to ``max_burst``, never across 4 KiB). A
@@ -43,7 +44,8 @@ FETCH_ID = 1
 
 class BackEnd(wiring.Component):
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
-                 read_fifo=64):
+                 read_fifo=64, fetch=True):
+        self.fetch = fetch
         self.data_width = data_width
         self.addr_width = addr_width
         self.max_burst = max_burst
@@ -56,8 +58,9 @@ class BackEnd(wiring.Component):
             "req": In(stream.Signature(aw)),
             "rdata": Out(stream.Signature(data_width)),
             "wr": In(stream.Signature(piece_layout(aw, data_width))),
-            "fetch_addr": In(aw), "fetch_go": In(1),
-            "fetch_beat": Out(stream.Signature(data_width + 1, always_ready=True)),
+            **({"fetch_addr": In(aw), "fetch_go": In(1),
+                "fetch_beat": Out(stream.Signature(data_width + 1, always_ready=True))}
+               if fetch else {}),
             "read_err": Out(1), "write_err": Out(1), "idle": Out(1), "drained": Out(1),
         })
 
@@ -153,20 +156,22 @@ class BackEnd(wiring.Component):
         # (data reads come first: a burst goes out at most once per beat it holds, so the
         # fetch is never kept waiting long). It is not stopped by a halt: the front end waits
         # for its beats, and a reset never comes while it is in flight
-        fetch_wait = Signal()
-        with m.If(self.fetch_go):
-            m.d.sync += fetch_wait.eq(1)
         with m.If(issue):
             m.d.sync += [arvalid.eq(1), axi.arid.eq(DATA_ID), axi.araddr.eq(b_start),
                          axi.arlen.eq(b_len - 1)]
-        with m.Elif(fetch_wait & ar_free):
-            m.d.sync += [arvalid.eq(1), axi.arid.eq(FETCH_ID), axi.araddr.eq(self.fetch_addr),
-                         axi.arlen.eq(fetch_beats - 1), fetch_wait.eq(0)]
         r_beat = axi.rvalid & axi.rready
         r_data = r_beat & (axi.rid == DATA_ID)
+        if self.fetch:
+            fetch_wait = Signal()
+            with m.If(self.fetch_go):
+                m.d.sync += fetch_wait.eq(1)
+            with m.Elif(~issue & fetch_wait & ar_free):
+                m.d.sync += [arvalid.eq(1), axi.arid.eq(FETCH_ID),
+                             axi.araddr.eq(self.fetch_addr), axi.arlen.eq(fetch_beats - 1),
+                             fetch_wait.eq(0)]
+            m.d.comb += [self.fetch_beat.valid.eq(r_beat & (axi.rid == FETCH_ID)),
+                         self.fetch_beat.payload.eq(Cat(axi.rdata, axi.rresp != Resp.OKAY))]
         m.d.comb += [rfifo.w_en.eq(r_data & ~halt), rfifo.w_data.eq(axi.rdata),
-                     self.fetch_beat.valid.eq(r_beat & (axi.rid == FETCH_ID)),
-                     self.fetch_beat.payload.eq(Cat(axi.rdata, axi.rresp != Resp.OKAY)),
                      self.rdata.valid.eq(rfifo.r_rdy & ~halt),
                      self.rdata.payload.eq(rfifo.r_data),
                      rfifo.r_en.eq(self.rdata.ready & ~halt)]

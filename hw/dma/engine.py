@@ -62,13 +62,15 @@ class DmaEngine(wiring.Component):
     :class:`~hw.bus.regbank.RegisterBank`); ``paths``, the mid end's paths to build (of
     ``"rows"``, ``"tile"``, ``"elements"``; all by default): a build without the row or tile
     path moves their descriptors on the element path, an element per cycle, for less area
-    (docs/area.md).
+    (docs/area.md); ``chains``, whether the engine runs chains from memory (without them it has
+    no descriptor fetch, ``hwinfo.chains`` reads 0 and ``ctrl.start_chain`` ends the job with
+    ``NO_CHAIN``).
 
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
                  read_fifo=64, tile_beats=None, bank_mirror=False, paths=PATHS,
-                 timing=DmaTiming()):
+                 chains=True, timing=DmaTiming()):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if not 12 <= addr_width <= 32:
@@ -98,10 +100,11 @@ class DmaEngine(wiring.Component):
                            tile_beats=self.tile_beats, queue=read_fifo + 2 * max_burst,
                            paths=paths, timing=timing)
         self.paths = self._mid.paths
+        self.chains = bool(chains)
         self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
-                               bank_mirror=bank_mirror)
+                               bank_mirror=bank_mirror, chains=self.chains)
         self._back = BackEnd(data_width=data_width, addr_width=addr_width, id_width=id_width,
-                             max_burst=max_burst, read_fifo=read_fifo)
+                             max_burst=max_burst, read_fifo=read_fifo, fetch=self.chains)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
             "m_axi": Out(AXI4Signature(addr_width=32, data_width=data_width,
@@ -139,9 +142,11 @@ class DmaEngine(wiring.Component):
         # the job is over when the slices are empty too (a write may still sit in one)
         empty = [f.level == 0 for f in slices]
         # the job
-        wiring.connect(m, back.fetch_beat, front.fetch_beat)
-        m.d.comb += [back.fetch_addr.eq(front.fetch_addr), back.fetch_go.eq(front.fetch_go),
-                     front.read_err.eq(back.read_err),
+        if self.chains:
+            wiring.connect(m, back.fetch_beat, front.fetch_beat)
+            m.d.comb += [back.fetch_addr.eq(front.fetch_addr),
+                         back.fetch_go.eq(front.fetch_go)]
+        m.d.comb += [front.read_err.eq(back.read_err),
                      front.write_err.eq(back.write_err),
                      front.idle.eq(back.idle & empty[0] & empty[1] & empty[2]),
                      front.drained.eq(back.drained)]

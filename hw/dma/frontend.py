@@ -3,6 +3,8 @@ sequence.
 
 A job runs the descriptor held in the registers (``ctrl.start``) or a chain in memory
 (``ctrl.start_chain``), whose 128-byte descriptors the back end fetches one burst at a time.
+Built with ``chains=False`` it has no fetch (nor its ports): a chain's start ends the job
+with ``NO_CHAIN``.
 Each descriptor is checked against the model's rules (:class:`model.dma.descriptor.Error`, in
 the same order, one dimension at a time) before the mid end starts on it. A descriptor ends
 when the mid end is done and the back end idle (its last write answered), so the next one sees
@@ -83,9 +85,10 @@ class _State(enum.Enum, shape=4):
 
 
 class FrontEnd(wiring.Component):
-    def __init__(self, *, data_width=64, addr_width=32, bank_mirror=False):
+    def __init__(self, *, data_width=64, addr_width=32, bank_mirror=False, chains=True):
         self.data_width = data_width
         self.addr_width = addr_width
+        self.chains = chains
         self.regmap = DMA
         self._bank = RegisterBank(DMA, addr_width=8, mirror=bank_mirror)
         aw = addr_width
@@ -96,8 +99,9 @@ class FrontEnd(wiring.Component):
             "desc": Out(stream.Signature(request_layout(aw))),
             "busy": In(1), "read_bytes": In(35), "written_bytes": In(35),
             # the back end
-            "fetch_addr": Out(aw), "fetch_go": Out(1),
-            "fetch_beat": In(stream.Signature(data_width + 1, always_ready=True)),
+            **({"fetch_addr": Out(aw), "fetch_go": Out(1),
+                "fetch_beat": In(stream.Signature(data_width + 1, always_ready=True))}
+               if chains else {}),
             "dp_reset": Out(1),
             "read_err": In(1), "write_err": In(1), "idle": In(1), "drained": In(1),
         })
@@ -121,6 +125,7 @@ class FrontEnd(wiring.Component):
                      regs.hwinfo.data_bytes.r_data.eq(BB),
                      regs.hwinfo.max_dims.r_data.eq(MAX_DIMS),
                      regs.hwinfo.addr_width.r_data.eq(aw),
+                     regs.hwinfo.chains.r_data.eq(int(self.chains)),
                      regs.error.code.r_data.eq(error_code),
                      regs.error.index.r_data.eq(index)]
 
@@ -149,7 +154,8 @@ class FrontEnd(wiring.Component):
         # the chain address's tests, as registers loaded with it
         fetch_misaligned = Signal()
         fetch_over = Signal()
-        m.d.comb += self.fetch_addr.eq(fetch_addr[:aw])
+        if self.chains:
+            m.d.comb += self.fetch_addr.eq(fetch_addr[:aw])
 
         def set_fetch_addr(value):
             m.d.sync += [fetch_addr.eq(value), fetch_misaligned.eq(value[:7] != 0),
@@ -207,7 +213,7 @@ class FrontEnd(wiring.Component):
         fetch_err = Signal()
         # a fetch may be in flight: the back end is not reset under it, so a descriptor ends
         # only once the fetch of the next one is in
-        fetching = state == _State.FETCH
+        fetching = (state == _State.FETCH) if self.chains else Const(0)
 
         def finish(code):
             m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0),
@@ -252,10 +258,11 @@ class FrontEnd(wiring.Component):
                           (fetch_count, fetch_count_next, fetch_err))
 
         want_fetch = Signal()
-        go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
-        m.d.sync += self.fetch_go.eq(go)
-        with m.If(go):
-            m.d.sync += want_fetch.eq(0)
+        if self.chains:
+            go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
+            m.d.sync += self.fetch_go.eq(go)
+            with m.If(go):
+                m.d.sync += want_fetch.eq(0)
 
         # offered while checked and no descriptor runs; held until taken, as neither changes
         # before the take
@@ -270,18 +277,22 @@ class FrontEnd(wiring.Component):
                     with m.If(start_regs):
                         to_load(1)
                     with m.Else():
-                        fetch(regs.chain_addr.value.data)
-            with m.Case(_State.FETCH):
-                with m.If(fetch_misaligned):
-                    fail(Error.ALIGN)
-                with m.Elif(fetch_over):
-                    fail(Error.RANGE)
-                with m.Else():
-                    with m.If(fetch_count == fetch_beats):
-                        with m.If(fetch_err):
-                            fail(Error.FETCH_ERROR)
-                        with m.Else():
-                            to_load(0)
+                        if self.chains:
+                            fetch(regs.chain_addr.value.data)
+                        else:
+                            finish(Error.NO_CHAIN)
+            if self.chains:
+                with m.Case(_State.FETCH):
+                    with m.If(fetch_misaligned):
+                        fail(Error.ALIGN)
+                    with m.Elif(fetch_over):
+                        fail(Error.RANGE)
+                    with m.Else():
+                        with m.If(fetch_count == fetch_beats):
+                            with m.If(fetch_err):
+                                fail(Error.FETCH_ERROR)
+                            with m.Else():
+                                to_load(0)
             with m.Case(_State.LOAD):
                 # the fields load this cycle (`load_now`); the checks start on them next
                 m.d.sync += [state.eq(_State.CHECK), c.phase.eq(0), c.no_src.eq(0),
@@ -305,9 +316,12 @@ class FrontEnd(wiring.Component):
                 with m.If(self.desc.valid & self.desc.ready):
                     m.d.sync += [running.eq(1), armed.eq(1), run_last.eq(last_desc),
                                  run_irq.eq(want_irq)]
-                    with m.If(chain & ~last_desc):
-                        fetch(nxt)
-                    with m.Else():
+                    if self.chains:
+                        with m.If(chain & ~last_desc):
+                            fetch(nxt)
+                        with m.Else():
+                            m.d.sync += state.eq(_State.WAIT)
+                    else:
                         m.d.sync += state.eq(_State.WAIT)
             with m.Case(_State.FAILED):
                 with m.If(~running):
@@ -561,6 +575,16 @@ class FrontEnd(wiring.Component):
             with m.Else():
                 m.d.sync += [r.eq(v) for r, v in zip(cur, dims[0], strict=True)]
 
+        # Each register loads from the bank (load_now & load_regs) or from its beat of a fetched
+        # descriptor (beat_valid & fetch_count == n), each decision a copy of its own
+        # (hw.fabric.register_copies) made from the next values: one set of the four registers and
+        # their decode would drive all ~900 flip-flops' enables, across the die in the SoC.
+        bank_c = register_copies(platform, m, bank_next, len(layout), "desc_bank")
+        if not self.chains:
+            for (t, _, _, _), v_bank, by_bank in zip(layout, from_bank, bank_c, strict=True):
+                with m.If(by_bank):
+                    m.d.sync += t.eq(v_bank)
+            return
         beat = Signal.like(self.fetch_beat.payload)
         beat_valid = Signal()
         m.d.sync += [beat.eq(self.fetch_beat.payload), beat_valid.eq(self.fetch_beat.valid)]
@@ -568,12 +592,7 @@ class FrontEnd(wiring.Component):
             m.d.comb += fetch_count_next.eq(fetch_count + 1)
             with m.If(beat[W]):
                 m.d.sync += fetch_err.eq(1)
-        # Each register loads from the bank (load_now & load_regs) or from its beat of a fetched
-        # descriptor (beat_valid & fetch_count == n), each decision a copy of its own
-        # (hw.fabric.register_copies) made from the next values: one set of the four registers and
-        # their decode would drive all ~900 flip-flops' enables, across the die in the SoC.
         beats = [lo // W for _, lo, _, _ in layout]
-        bank_c = register_copies(platform, m, bank_next, len(layout), "desc_bank")
         hit_c = {n: iter(register_copies(
                      platform, m, self.fetch_beat.valid & (fetch_count_next == n),
                      beats.count(n), f"desc_beat{n}_"))

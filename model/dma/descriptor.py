@@ -62,6 +62,7 @@ class Error(enum.IntEnum):
     READ_ERROR = 6      #: a data read answered SLVERR or DECERR
     WRITE_ERROR = 7     #: a write answered SLVERR or DECERR
     FETCH_ERROR = 8     #: a descriptor fetch answered SLVERR or DECERR
+    NO_CHAIN = 9        #: ``ctrl.start_chain`` on an engine built without chains
 
 
 class DescriptorError(FormatError):

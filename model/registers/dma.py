@@ -61,7 +61,9 @@ DMA = regmap("dma", [
         Field("max_dims", 8, 3, "R", doc="Dimensions per descriptor (5)."),
         Field("addr_width", 16, 7, "R", doc="Address bits the engine reaches (12 to 32): "
               "a job that reads, writes or fetches at or above 2**addr_width ends with RANGE "
-              "(16 in a SoC with 64 KiB of memory).")),
+              "(16 in a SoC with 64 KiB of memory)."),
+        Field("chains", 24, 1, "R", doc="1: the engine runs chains from memory; 0: it was "
+              "built without them, and ctrl.start_chain ends the job with NO_CHAIN.")),
     reg("chain_addr", 0x018, "Address of the first descriptor of a chain (128-byte aligned).",
         Field("value", 0, 32, "RW", doc="Byte address.")),
     reg("src_addr", 0x020, "Descriptor: source address.",

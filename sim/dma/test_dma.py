@@ -53,6 +53,9 @@ from atomcube.sim.runner import params
 #: the address bits the engine is built with; below 20 the bench's memory is the engine's
 #: whole address space, with the same tests in a smaller plan
 AW = params().get("addr_width", 32)
+#: whether the engine runs chains; built without, the bench runs a chain's descriptors from the
+#: registers one job at a time, and checks that a chain's start ends with NO_CHAIN
+CHAINS = params().get("chains", True)
 TOP = 1 << AW
 SMALL = AW < 20
 MEM_SIZE = TOP if SMALL else 1 << 20
@@ -96,8 +99,9 @@ class TB:
         """Run descriptors; returns (error code, failing index, cycles) of the last job. With
         ``garble`` (a random.Random), the unused dimensions' fields get random words, in
         memory or in the registers, where the engine must ignore them. A job that has not
-        ended after ``max_cycles`` fails the test. A chain goes at ``chain_at``."""
-        if chain:
+        ended after ``max_cycles`` fails the test. A chain goes at ``chain_at``; on an engine
+        without chains its descriptors run from the registers instead."""
+        if chain and CHAINS:
             raw = bytearray(Program(list(descs)).chain(chain_at))
             if garble is not None:
                 for i, d in enumerate(descs):
@@ -146,7 +150,7 @@ class TB:
             f"{what}: memory differs from the executor"       # (the chain lives at CHAIN)
         self.assert_writes_within(dst_at, len(want), what)
         read, written = prog.bytes_moved()
-        if chain:
+        if chain and CHAINS:
             assert (await self.drv.bytes_written.read()).value == written
             assert (await self.drv.bytes_read.read()).value == read
             assert (await self.drv.descriptors.read()).value == len(prog)
@@ -425,8 +429,9 @@ async def test_errors(dut):
                         read_errors=[(DENSE + 1024, DENSE + 1040)])
     await _expect_error(tb, [GOOD, big], Error.WRITE_ERROR, 1, True, "write error",
                         write_errors=[(IMAGE + 512, IMAGE + 520)])
-    await _expect_error(tb, [GOOD, big], Error.FETCH_ERROR, 1, True, "fetch error",
-                        read_errors=[(CHAIN + 128, CHAIN + 256)])
+    if CHAINS:
+        await _expect_error(tb, [GOOD, big], Error.FETCH_ERROR, 1, True, "fetch error",
+                            read_errors=[(CHAIN + 128, CHAIN + 256)])
     # the next chain descriptor is fetched and checked while the one before it runs: an error
     # response in the running one is still the job's error, whatever the next one holds
     overlap = Descriptor(DENSE, DENSE + 16, 1, (Dim(64, 1, 1),))
@@ -436,12 +441,21 @@ async def test_errors(dut):
     await _expect_error(tb, [big, big], Error.READ_ERROR, 0, True,
                         "read error before a failed fetch",
                         read_errors=[(DENSE + 1024, DENSE + 1040), (CHAIN + 128, CHAIN + 256)])
-    # a misaligned chain address, and one at the engine's top
-    for at, code in ((CHAIN + 8, Error.ALIGN), *(((TOP, Error.RANGE),) if AW < 32 else ())):
+    # a misaligned chain address, and one at the engine's top; without chains, any chain's
+    # start ends the job, which reads and writes nothing
+    tb.mem.fill(GUARD)
+    tb.mem.load(CHAIN, Program([GOOD]).chain(CHAIN))
+    tb.mem.written[:] = False
+    starts = ((CHAIN + 8, Error.ALIGN), *(((TOP, Error.RANGE),) if AW < 32 else ())) \
+        if CHAINS else ((CHAIN, Error.NO_CHAIN),)
+    for at, code in starts:
         await tb.drv.write("chain_addr", value=at)
         await tb.drv.write("ctrl", start_chain=1)
         await tb.wait_done()
-        assert (await tb.drv.error.read()).code == code, hex(at)
+        err = await tb.drv.error.read()
+        assert (err.code, err.index) == (code, 0), f"0x{at:x}: {err}"
+        assert (await tb.drv.descriptors.read()).value == 0
+    assert not tb.mem.written.any(), "a chain that failed to start wrote"
 
 
 @cocotb.test()
@@ -466,7 +480,8 @@ async def test_read_error_writes_only_good_data(dut):
 async def test_start_while_busy_and_hwinfo(dut):
     tb = await TB.start(dut, salt=8, latency=20)
     info = await tb.drv.hwinfo.read()
-    assert (info.data_bytes, info.max_dims, info.addr_width) == (tb.bb, 5, AW)
+    assert (info.data_bytes, info.max_dims, info.addr_width, info.chains) == \
+        (tb.bb, 5, AW, int(CHAINS))
     d = Descriptor(DENSE, IMAGE, 1, (Dim(3000, 1, 1),))
     tb.mem.fill(GUARD)
     src = np.arange(3000, dtype=np.uint16).astype(np.uint8)
@@ -485,35 +500,37 @@ async def test_start_while_busy_and_hwinfo(dut):
 @cocotb.test()
 async def test_descriptor_interrupt_and_counters(dut):
     """A chain whose middle descriptor asks for an interrupt: status.desc_irq rises (and, when
-    enabled, irq); the counters match the program."""
+    enabled, irq); the counters match the program. Then that descriptor alone, from the
+    registers, with only desc_irq enabled (the only part on an engine without chains)."""
     tb = await TB.start(dut, salt=9)
     await tb.drv.irq_enable.write(done=1, desc_irq=0)
     src = np.arange(256, dtype=np.uint8)
+    irq = tb.dut.irq
     descs = [Descriptor(DENSE, IMAGE, 1, (Dim(64, 1, 1),)),
              Descriptor(DENSE + 64, IMAGE + 64, 2, (Dim(32, 2, 2, 20),), pad=0xBEEF, irq=True),
              Descriptor(DENSE + 128, IMAGE + 128, 8, (Dim(16, 8, 8),))]
-    tb.mem.fill(GUARD)
-    tb.mem.load(DENSE, src)
-    model = tb.mem.mem.copy()
-    execute(descs, model)
-    tb.mem.load(CHAIN, Program(descs).chain(CHAIN))
-    for name, fields in program_chain(CHAIN):
-        await tb.drv.write(name, **fields)
-    irq = tb.dut.irq
-    for _ in range(200):
-        if irq.value:
-            break
-        await ClockCycles(tb.dut.clk, 100)
-    st = await tb.drv.status.read()
-    assert st.done and st.desc_irq and not st.error, st
-    assert (tb.mem.mem[:CHAIN] == model[:CHAIN]).all()
-    read, written = Program(descs).bytes_moved()
-    assert (await tb.drv.bytes_read.read()).value == read
-    assert (await tb.drv.bytes_written.read()).value == written
-    assert (await tb.drv.descriptors.read()).value == 3
-    await tb.drv.status.write(done=1, desc_irq=1)
-    st = await tb.drv.status.read()
-    assert not st.done and not st.desc_irq
+    if CHAINS:
+        tb.mem.fill(GUARD)
+        tb.mem.load(DENSE, src)
+        model = tb.mem.mem.copy()
+        execute(descs, model)
+        tb.mem.load(CHAIN, Program(descs).chain(CHAIN))
+        for name, fields in program_chain(CHAIN):
+            await tb.drv.write(name, **fields)
+        for _ in range(200):
+            if irq.value:
+                break
+            await ClockCycles(tb.dut.clk, 100)
+        st = await tb.drv.status.read()
+        assert st.done and st.desc_irq and not st.error, st
+        assert (tb.mem.mem[:CHAIN] == model[:CHAIN]).all()
+        read, written = Program(descs).bytes_moved()
+        assert (await tb.drv.bytes_read.read()).value == read
+        assert (await tb.drv.bytes_written.read()).value == written
+        assert (await tb.drv.descriptors.read()).value == 3
+        await tb.drv.status.write(done=1, desc_irq=1)
+        st = await tb.drv.status.read()
+        assert not st.done and not st.desc_irq
     # with only desc_irq enabled, the interrupt line follows it
     await tb.drv.irq_enable.write(done=0, desc_irq=1)
     for name, fields in program(descs[1]):
