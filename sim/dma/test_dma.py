@@ -497,6 +497,14 @@ async def test_start_while_busy_and_hwinfo(dut):
     assert not tb.mem.written[IMAGE + 0x4000:].any()
 
 
+async def _irq(tb, limit=20_000):
+    """Wait until the interrupt line rises, or ``limit`` cycles have passed."""
+    for _ in range(limit // 100):
+        if tb.dut.irq.value:
+            return
+        await ClockCycles(tb.dut.clk, 100)
+
+
 @cocotb.test()
 async def test_descriptor_interrupt_and_counters(dut):
     """A chain whose middle descriptor asks for an interrupt: status.desc_irq rises (and, when
@@ -517,10 +525,7 @@ async def test_descriptor_interrupt_and_counters(dut):
         tb.mem.load(CHAIN, Program(descs).chain(CHAIN))
         for name, fields in program_chain(CHAIN):
             await tb.drv.write(name, **fields)
-        for _ in range(200):
-            if irq.value:
-                break
-            await ClockCycles(tb.dut.clk, 100)
+        await _irq(tb)
         st = await tb.drv.status.read()
         assert st.done and st.desc_irq and not st.error, st
         assert (tb.mem.mem[:CHAIN] == model[:CHAIN]).all()
@@ -535,10 +540,7 @@ async def test_descriptor_interrupt_and_counters(dut):
     await tb.drv.irq_enable.write(done=0, desc_irq=1)
     for name, fields in program(descs[1]):
         await tb.drv.write(name, **fields)
-    for _ in range(200):
-        if irq.value:
-            break
-        await ClockCycles(tb.dut.clk, 100)
+    await _irq(tb)
     st = await tb.drv.status.read()
     assert irq.value and st.desc_irq and st.done, st
     await tb.drv.status.write(done=1, desc_irq=1)
