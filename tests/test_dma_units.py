@@ -673,6 +673,15 @@ def offered(d, addr_width=32):
               for x in d.dims))
 
 
+def offer_of(ctx, dut):
+    """What the front end ``dut`` offers the mid end now, as :func:`offered` gives a
+    descriptor."""
+    p = dut.desc.payload
+    return (ctx.get(p.src), ctx.get(p.dst), ctx.get(p.elog), ctx.get(p.pad),
+            *((ctx.get(p.ext[k]), ctx.get(p.val[k]), ctx.get(p.sst[k]), ctx.get(p.dstr[k]))
+              for k in range(ctx.get(p.ndims))))
+
+
 def run_front_end(descs, seed=0, stalls=True, chains=True):
     """Each descriptor through a front end whose back end is always idle, and whose mid end
     takes what it is offered: the job's error code and cycle count, as software reads them,
@@ -706,15 +715,6 @@ def run_front_end(descs, seed=0, stalls=True, chains=True):
                 raise AssertionError(f"{d}: the job did not end")
             got.append(((await read(ctx, "error"))["code"], (await read(ctx, "cycles"))["value"]))
 
-    p = dut.desc.payload
-
-    def offer_now(ctx):
-        """The offer, as :func:`offered` gives a descriptor."""
-        dims = range(ctx.get(p.ndims))
-        return (ctx.get(p.src), ctx.get(p.dst), ctx.get(p.elog), ctx.get(p.pad),
-                *((ctx.get(p.ext[k]), ctx.get(p.val[k]), ctx.get(p.sst[k]), ctx.get(p.dstr[k]))
-                  for k in dims))
-
     async def mid_end(ctx):
         busy, held = 0, None
         while True:
@@ -722,7 +722,7 @@ def run_front_end(descs, seed=0, stalls=True, chains=True):
             take = offer and busy == 0 and (not stalls or rng.random() < 0.4)
             ctx.set(dut.desc.ready, take)
             ctx.set(dut.busy, busy > 0)
-            now = offer_now(ctx) if offer else None
+            now = offer_of(ctx, dut) if offer else None
             assert held is None or now == held, "the offer changed or went before it was taken"
             held = None if take or not offer else now
             if take:                          # busy from the cycle of the take on
@@ -806,8 +806,6 @@ def run_front_end_chain(descs, bad_fetches=(), seed=0, base=0x1000):
             await ctx.tick()
             cycle += 1
 
-    p = dut.desc.payload
-
     async def mid_end(ctx):
         busy, tail = 0, 0
         ctx.set(dut.drained, 1)
@@ -821,10 +819,7 @@ def run_front_end_chain(descs, bad_fetches=(), seed=0, base=0x1000):
             ctx.set(dut.busy, busy > 0 or take)
             ctx.set(dut.idle, busy == 0 and tail == 0)
             if take:
-                dims = range(ctx.get(p.ndims))
-                taken.append((ctx.get(p.src), ctx.get(p.dst), ctx.get(p.elog), ctx.get(p.pad),
-                               *((ctx.get(p.ext[k]), ctx.get(p.val[k]), ctx.get(p.sst[k]),
-                                  ctx.get(p.dstr[k])) for k in dims)))
+                taken.append(offer_of(ctx, dut))
                 busy, tail = int(rng.integers(30, 61)), int(rng.integers(0, 11))
                 state["running"] = True
             await ctx.tick()
