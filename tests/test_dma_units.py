@@ -9,6 +9,7 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 from axil_sim import axil_read, axil_write
 
+from atomcube.hw.dma.backend import BackEnd
 from atomcube.hw.dma.elements import ElementPath
 from atomcube.hw.dma.frontend import FrontEnd
 from atomcube.hw.dma.midend import one_bit_set
@@ -284,10 +285,12 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
                 ctx.set(dut.rdata.payload, int.from_bytes(mem[a:a + bb].tobytes(), "little"))
             await ctx.delay(1e-9)
             if ctx.get(dut.req.valid) and ctx.get(dut.req.ready):
-                a = ctx.get(dut.req.payload)
-                assert a % bb == 0
-                pending.append([cycle + int(rng.integers(1, 8)), a])
-                out["beats"] += 1
+                run = ctx.get(dut.req.payload)          # a run of beats: its first, how many
+                assert run.n >= 1
+                at = cycle + int(rng.integers(1, 8))
+                for i in range(run.n):
+                    pending.append([at + i, (run.beat + i) * bb])
+                out["beats"] += run.n
             if ready and ctx.get(dut.rdata.ready):
                 pending.pop(0)
             if ctx.get(dut.wr.valid) and ctx.get(dut.wr.ready):
@@ -505,12 +508,17 @@ def test_timing_choices_rejected_and_built(rejected):
         RowCopier(timing=DmaTiming(bits_per_ready=0))
     with rejected(ValueError, "timing.columns_in_flight must be an integer of at least 3"):
         TileTransposer(timing=DmaTiming(columns_in_flight=2))
+    with rejected(ValueError, "timing.late_credit must be True or False, not 1"):
+        BackEnd(timing=DmaTiming(late_credit=1))
 
     def emit(timing):
         return verilog.convert(RowCopier(timing=timing), name="top")
 
     # a choice is a real one: it changes the netlist
     assert emit(DmaTiming(bits_per_ready=16)) != emit(DmaTiming())
+    # (without the fetch: its beat stream's ready is a constant, not a port)
+    assert verilog.convert(BackEnd(fetch=False, timing=DmaTiming(late_credit=False)),
+                           name="top") != verilog.convert(BackEnd(fetch=False), name="top")
 
 
 def test_transposer_parameters_rejected(rejected):

@@ -1,16 +1,18 @@
-"""The DMA's back end: the AXI4 transport for the mid end's beat requests and pieces, and the
+"""The DMA's back end: the AXI4 transport for the mid end's read requests and pieces, and the
 front end's descriptor fetches.
 
 Reads
-    The *read planner* keeps one burst open. A requested beat that follows the open burst's
-    last beat joins it (up to ``max_burst`` beats, never across 4 KiB); any other beat sends the
-    open burst and opens the next. The open burst also goes when no request comes. A burst is
-    issued only when the read FIFO has room for all its beats (a credit count), so several
-    reads are in flight and R never waits. A descriptor fetch (``fetch_go``) is one burst of
-    128 bytes with its own ID, issued in the first cycle AR has free, between data bursts;
-    its beats leave on ``fetch_beat`` instead of the read FIFO. ``fetch_addr`` holds still
-    until they are in, and the next ``fetch_go`` comes after them. Built with ``fetch=False``
-    (an engine without chains) it has neither the fetch nor its ports.
+    The mid end asks for runs of consecutive beats (:func:`~hw.dma.tile.request_layout`); a
+    :class:`BeatGenerator` takes each apart, a beat a cycle, for the *read planner*, which keeps
+    one burst open. A beat that follows the open burst's last beat joins it (up to ``max_burst``
+    beats, never across 4 KiB); any other beat sends the open burst and opens the next. The open
+    burst also goes when no request comes. A burst is issued only when the read FIFO has room
+    for all its beats (a credit count), so several reads are in flight and R never waits. A
+    descriptor fetch (``fetch_go``) is one burst of 128 bytes with its own ID, issued in the
+    first cycle AR has free, between data bursts; its beats leave on ``fetch_beat`` instead of
+    the read FIFO. ``fetch_addr`` holds still until they are in, and the next ``fetch_go`` comes
+    after them. Built with ``fetch=False`` (an engine without chains) it has neither the fetch
+    nor its ports.
 Writes
     The *write combiner* merges pieces that fall in the open beat (byte strobes OR'ed) and
     collects consecutive beats into a burst (up to ``max_burst``, never across 4 KiB). A
@@ -28,7 +30,7 @@ Errors
 ``idle``: no read or write in flight or buffered (the end of a descriptor).
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -36,16 +38,56 @@ from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
 
 from ..bus.axi import AXI4Signature, Burst, Resp
 from ..bus.fifo import BufferedFIFO, chosen_sum, holds_entries, register_slice, registered_room
-from .tile import byte_bits, piece_layout
+from .tile import byte_bits, piece_layout, request_layout
+from .timing import DmaTiming
 
 DATA_ID = 0
 FETCH_ID = 1
 
 
+class BeatGenerator(wiring.Component):
+    """Runs of beats in (``runs``: :func:`~hw.dma.tile.request_layout`), the address of each of
+    their beats out (``beats``), one a cycle: a run is taken as the last beat of the one before
+    it leaves. ``busy``: a run is being taken apart. Parameters: ``addr_width``,
+    ``data_width``."""
+
+    def __init__(self, *, addr_width, data_width):
+        self.bus_bytes = data_width // 8
+        super().__init__({"runs": In(stream.Signature(request_layout(addr_width, data_width))),
+                          "beats": Out(stream.Signature(addr_width)), "busy": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        LB = (self.bus_bytes - 1).bit_length()
+        runs, beats = self.runs, self.beats
+        beat = Signal.like(runs.payload.beat)
+        left = Signal.like(runs.payload.n)
+        # left == 1, as a register set as `left` loads and steps: the wide compare is not on
+        # the path from the beats' ready into the runs' ready
+        one_left = Signal()
+        m.d.comb += [beats.payload.eq(Cat(Const(0, LB), beat)), self.busy.eq(beats.valid),
+                     runs.ready.eq(~beats.valid | (beats.ready & one_left))]
+        with m.If(beats.valid & beats.ready):
+            m.d.sync += [beat.eq(beat + 1), left.eq(left - 1), one_left.eq(left == 2)]
+            with m.If(one_left):
+                m.d.sync += beats.valid.eq(0)
+        with m.If(runs.valid & runs.ready):
+            m.d.sync += [beats.valid.eq(1), beat.eq(runs.payload.beat), left.eq(runs.payload.n),
+                         one_left.eq(runs.payload.n == 1)]
+        return m
+
+
 class BackEnd(wiring.Component):
+    """Parameters: ``data_width``, ``addr_width``, ``id_width`` (AXI IDs), ``max_burst`` (beats
+    of the longest burst), ``read_fifo`` (beats of read data buffered: bounds the reads in
+    flight), ``fetch`` (the descriptor fetch and its ports), ``timing``
+    (:class:`~.timing.DmaTiming`: its ``late_credit``)."""
+
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
-                 read_fifo=64, fetch=True):
+                 read_fifo=64, fetch=True, timing=DmaTiming()):
+        timing.check()
         self.fetch = fetch
+        self.timing = timing
         self.data_width = data_width
         self.addr_width = addr_width
         self.max_burst = max_burst
@@ -55,7 +97,7 @@ class BackEnd(wiring.Component):
             # (32 address bits on the bus whatever `addr_width`: the bits above it are 0)
             "m_axi": Out(AXI4Signature(addr_width=32, data_width=data_width,
                                        id_width=id_width)),
-            "req": In(stream.Signature(aw)),
+            "req": In(stream.Signature(request_layout(aw, data_width))),
             "rdata": Out(stream.Signature(data_width)),
             "wr": In(stream.Signature(piece_layout(aw, data_width))),
             **({"fetch_addr": In(aw), "fetch_go": In(1),
@@ -116,12 +158,13 @@ class BackEnd(wiring.Component):
         i_follows = Signal()
         i_page = Signal()                     # the beat starts a 4 KiB page
         take = Signal()                       # the planner takes the intake's request
-        m.d.comb += self.req.ready.eq(~i_valid | take)
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += [i_valid.eq(1), beat.eq(self.req.payload),
-                         i_next.eq(self.req.payload + BB),
-                         i_follows.eq(self.req.payload == i_next),
-                         i_page.eq(self.req.payload[:12] == 0)]
+        gen = m.submodules.beats = BeatGenerator(addr_width=aw, data_width=W)
+        wiring.connect(m, wiring.flipped(self.req), gen.runs)
+        req = gen.beats
+        m.d.comb += req.ready.eq(~i_valid | take)
+        with m.If(req.valid & req.ready):
+            m.d.sync += [i_valid.eq(1), beat.eq(req.payload), i_next.eq(req.payload + BB),
+                         i_follows.eq(req.payload == i_next), i_page.eq(req.payload[:12] == 0)]
         with m.Elif(take):
             m.d.sync += i_valid.eq(0)
         # the tests on the open burst are registers too, set as it grows
@@ -176,6 +219,10 @@ class BackEnd(wiring.Component):
                      self.rdata.payload.eq(rfifo.r_data),
                      rfifo.r_en.eq(self.rdata.ready & ~halt)]
         popped = rfifo.r_en & rfifo.r_rdy
+        if self.timing.late_credit:
+            popped_q = Signal()
+            m.d.sync += popped_q.eq(popped)
+            popped = popped_q
         # the counts with and without the open burst going out, both from registers (kept
         # apart, so `issue` chooses between finished sums instead of feeding an adder)
         m.d.sync += [
@@ -187,7 +234,7 @@ class BackEnd(wiring.Component):
         with m.If(r_data & (axi.rresp != Resp.OKAY)):
             m.d.sync += [self.read_err.eq(1), halt.eq(1)]
         quiet = (inflight == 0) & ~arvalid
-        return quiet & ~open_ & ~i_valid, quiet
+        return quiet & ~gen.busy & ~open_ & ~i_valid, quiet
 
     def _write_combiner(self, m, halt, wfifo, awfifo, wlens):
         """The writes (see the module's docstring): pieces into beats and bursts, AW and W from

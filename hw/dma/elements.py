@@ -86,7 +86,7 @@ class ElementPath(wiring.Component):
         step = o.payload
         new_beat = step.new_beat
         m.d.comb += [self.req.valid.eq(o.valid & new_beat & entries.i.ready),
-                     self.req.payload.eq(Cat(Const(0, LB), step.beat))]
+                     self.req.payload.beat.eq(step.beat), self.req.payload.n.eq(1)]
         take = o.valid & entries.i.ready & (~new_beat | self.req.ready)
         queued = entries.i.payload
         m.d.comb += [o.ready.eq(take), entries.i.valid.eq(take),

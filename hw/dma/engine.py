@@ -5,7 +5,7 @@ Front end (:class:`~hw.dma.frontend.FrontEnd`): the register bank
 (``model/registers/dma.py``) and the descriptor source: the registers (``ctrl.start``), or a
 chain fetched from memory one 128-byte descriptor at a time (``ctrl.start_chain``). Each
 descriptor is checked against the model's rules (:class:`model.dma.descriptor.Error`, in the
-same order) before anything moves.
+same order; :mod:`hw.dma.descriptor`) before anything moves.
 
 Mid end (:class:`~hw.dma.midend.MidEnd`): the descriptor's shape picks the path.
 
@@ -18,14 +18,15 @@ Mid end (:class:`~hw.dma.midend.MidEnd`): the descriptor's shape picks the path.
 - *Element path* (:class:`~hw.dma.elements.ElementPath`): anything else, one
   element per cycle.
 
-Each path asks for source beats and hands back pieces of destination beats (address, data,
-byte strobes).
+Each path asks for source beats in runs (a request per run of consecutive beats) and hands
+back pieces of destination beats (address, data, byte strobes).
 
-Back end (:class:`~hw.dma.backend.BackEnd`): the *read planner* merges the beats asked for
-into INCR bursts (at most ``max_burst`` beats, never across 4 KiB) and issues a burst only
-when the read FIFO has room for it, so several reads are in flight and R never waits. The
-*write combiner* gathers pieces that fall in one beat (with byte strobes) and consecutive beats
-into bursts, and issues a burst's address once all its beats are buffered.
+Back end (:class:`~hw.dma.backend.BackEnd`): the runs are taken apart a beat a cycle and the
+*read planner* merges the beats into INCR bursts (at most ``max_burst`` beats, never across 4
+KiB) and issues a burst only when the read FIFO has room for it, so several reads are in flight
+and R never waits. The *write combiner* gathers pieces that fall in one beat (with byte
+strobes) and consecutive beats into bursts, and issues a burst's address once all its beats are
+buffered.
 
 A descriptor ends when its last write is answered, so the next one sees its results. Errors end
 the job: no new address is issued, bursts already issued complete (their data was read before
@@ -104,7 +105,8 @@ class DmaEngine(wiring.Component):
         self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
                                bank_mirror=bank_mirror, chains=self.chains)
         self._back = BackEnd(data_width=data_width, addr_width=addr_width, id_width=id_width,
-                             max_burst=max_burst, read_fifo=read_fifo, fetch=self.chains)
+                             max_burst=max_burst, read_fifo=read_fifo, fetch=self.chains,
+                             timing=timing)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
             "m_axi": Out(AXI4Signature(addr_width=32, data_width=data_width,

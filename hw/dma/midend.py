@@ -20,9 +20,10 @@ in two cycles: in the first it sees the descriptor offered and decodes the dimen
 in the second it takes it (``ready``) and loads its own copy, from which its configuration
 pipeline works out the path and the tile path's shape. The chosen path starts once that
 pipeline has settled; ``busy`` stays high from the take until the path is done. ``path`` tells
-which path runs (0 elements, 1 rows, 2 tiles). Streams ``req`` (beat addresses to read),
-``rdata`` (those beats, in order) and ``wr`` (pieces: ``addr``, ``data``, ``strb``, ``last``)
-go to the back end; ``read_bytes`` and ``written_bytes`` feed the job's counters.
+which path runs (0 elements, 1 rows, 2 tiles). Streams ``req`` (runs of beats to read:
+:func:`~hw.dma.tile.request_layout`), ``rdata`` (those beats, in order) and ``wr`` (pieces:
+``addr``, ``data``, ``strb``, ``last``) go to the back end; ``read_bytes`` and
+``written_bytes`` feed the job's counters.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
@@ -247,8 +248,8 @@ class MidEnd(wiring.Component):
                          global_load="dma_rdata_rows_load" if p == Path.ROWS else None)
         # the read requests leave through a register slice of the mid end's own, which the placer
         # can put by the paths: the engine's request slice sits by the back end, and its ready
-        # reached the row path's beat generator across the die
-        req = stream.Signature(aw).create()
+        # reached the row path's request slice across the die
+        req = stream.Signature(self.req.payload.shape()).create()
         req_slice = stream_slice(m, "req_near", req, wiring.flipped(self.req))
         for u in units.values():
             m.d.comb += [u.req.ready.eq(req.ready & on[u]),

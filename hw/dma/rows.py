@@ -6,9 +6,10 @@ Each index of the outer dimensions (1 to 4) is a *run*: ``extent[0] * element by
 contiguous bytes in the destination, the first ``valid[0] * element bytes`` of them contiguous
 in the source (the rest, and whole runs outside an outer ``valid``, are pad). A
 :class:`~hw.dma.walker.Walker` steps through the runs; the *beat generator* asks for each run's
-source beats and queues the run; the *realigner* turns source beats into destination beats: a
-funnel shift over the previous and the current beat by the difference of the two offsets in
-their beats, pad bytes past the source, byte strobes on the run's first and last beat.
+source beats (one request for the run) and queues the run; the *realigner* turns source beats
+into destination beats: a funnel shift over the previous and the current beat by the difference
+of the two offsets in their beats, pad bytes past the source, byte strobes on the run's first
+and last beat.
 
 Ports are those of :class:`~hw.dma.tile.TileTransposer` (``req``, ``rdata``, ``wr``,
 ``read_bytes``, ``written_bytes``, ``start``, ``busy``) with five dimensions, dimension 0 being
@@ -21,7 +22,6 @@ from amaranth.lib import data, stream, wiring
 from ..bus.fifo import RegisteredQueue, SkidBuffer
 from ..fabric import register_copies
 from .tile import (
-    beat_requests,
     byte_bits,
     count_width,
     low_bytes,
@@ -194,12 +194,15 @@ class RowCopier(wiring.Component):
         # all ~250 bits of the entry: on a global network where there is one
         runs = m.submodules.runs = RegisteredQueue(entry, depth=self.run_queue,
                                                    global_load="dma_runs_load")
-        # a run with a source hands its first beat and beat count to the beat generator, so
-        # queueing the run does not wait on the read requests' ready
-        gen_in, gen_busy, _ = beat_requests(m, "gen", self.req, bus_bytes=BB, count_width=33)
+        # a run with a source asks for its beats through a register slice, so queueing the run
+        # does not wait on the read requests' ready
+        gen = m.submodules.gen_slice = SkidBuffer(self.req.payload.shape())
+        gen_in = gen.i
+        wiring.connect(m, gen.o, wiring.flipped(self.req))
         take = r.valid & runs.i.ready & gen_in.ready
         m.d.comb += [gen_in.valid.eq(take & run.sourced), gen_in.payload.beat.eq(run.s_beat),
-                     gen_in.payload.n.eq(run.nbeats)]
+                     # (a run lies inside the address space: its count fits the request's)
+                     gen_in.payload.n.eq(run.nbeats[:len(gen_in.payload.n)])]
         queued = runs.i.payload
         m.d.comb += [queued.takes.eq(takes_source(run.nbeats, run.lead)),
                      queued.one.eq(nout == 1),
@@ -217,7 +220,7 @@ class RowCopier(wiring.Component):
                      queued.last.eq(run.last)]
 
         ran, counting, wr_slice = self._realigner(m, platform, bm, runs, vfull, total)
-        m.d.comb += self.busy.eq(walker.busy | sums_slice.o.valid | gen_busy |
+        m.d.comb += self.busy.eq(walker.busy | sums_slice.o.valid | gen.o.valid |
                                  runs.nonempty | ran | counting |
                                  wr_slice.o.valid)
         return m

@@ -40,8 +40,8 @@ Small dimensions
 
 Stages
     The *row walker* steps through rows (row within tile, column tile, row tile, then the two
-    remaining dimensions), additions only. The *beat generator* turns each row into beat
-    addresses for the engine's read planner, and queues the row for the *fill* stage, which
+    remaining dimensions), additions only. The *beat generator* turns each row into a
+    request for its run of source beats, and queues the row for the *fill* stage, which
     realigns the returning beats (a funnel shift by the row's offset in its first beat) or
     makes pad beats (rows past ``valid`` of their dimension) and writes them into the buffer.
     A full half is handed to the *drain* stage, which reads one column per cycle and sends it
@@ -56,12 +56,12 @@ element bytes, ``val == ext``), ``OUTER1`` and ``OUTER2`` (the others), ``ROWS_H
 ``COLS_HI`` (the grouped ones); unused ones as extent 1. ``start`` begins a walk, ``busy``
 stays high until the last piece has left.
 
-Streams: ``req`` (beat addresses to read, in order), ``rdata`` (the read beats, in the same
-order), ``wr`` (pieces: ``addr`` of a beat, ``data``, ``strb``, ``last`` on the job's final
-piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress adds to the job's
-counters. ``row_step`` is high in each cycle the walk takes a row (one row of a row tile, or
-with ``pack_rows`` one beat of rows, for one column tile): what the tests count to see that
-the walk takes no step the tensor does not need; nothing in the engine reads it.
+Streams: ``req`` (runs of beats to read, :func:`request_layout`, in order), ``rdata`` (the read
+beats, in the same order), ``wr`` (pieces: ``addr`` of a beat, ``data``, ``strb``, ``last`` on
+the job's final piece). ``read_bytes`` and ``written_bytes`` give the bytes a cycle's progress
+adds to the job's counters. ``row_step`` is high in each cycle the walk takes a row (one row of
+a row tile, or with ``pack_rows`` one beat of rows, for one column tile): what the tests count
+to see that the walk takes no step the tensor does not need; nothing in the engine reads it.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
@@ -103,7 +103,7 @@ def path_ports(*, data_width, addr_width, dims):
         "ext": In(cw).array(dims), "val": In(cw).array(dims),
         "sst": In(aw).array(dims), "dstr": In(aw).array(dims),
         "start": In(1), "busy": Out(1),
-        "req": Out(stream.Signature(aw)),
+        "req": Out(stream.Signature(request_layout(aw, data_width))),
         "rdata": In(stream.Signature(data_width)),
         "wr": Out(stream.Signature(piece_layout(aw, data_width))),
         "read_bytes": Out(35),
@@ -151,33 +151,12 @@ def rotate_right_bytes(value, amount, nbytes):
     return (Cat(value, value) >> (amount * 8))[:nbytes * 8]
 
 
-def beat_requests(m, name, req, *, bus_bytes, count_width):
-    """The beat generator the row and tile paths share: runs of beats (``beat``, the first
-    beat's address in beats; ``n``, how many) go in through a register slice, so whoever queues
-    a run does not wait on the read requests' ready, and come out on ``req`` (a stream of beat
-    addresses) one beat a cycle. Returns the runs' input stream, a busy signal and the
-    runs' register slice (a :class:`hw.bus.fifo.SkidBuffer`, whose ``ahead.i_ready`` is the
-    stream's ready a cycle ahead)."""
-    aw = len(req.payload)
-    LB = (bus_bytes - 1).bit_length()
-    run = data.StructLayout({"beat": aw - LB, "n": count_width})
-    runs = m.submodules[f"{name}_slice"] = SkidBuffer(run)
-    active = Signal(name=f"{name}_active")
-    addr = Signal(aw, name=f"{name}_addr")
-    left = Signal(count_width, name=f"{name}_left")
-    # left == 1, as a register set as `left` loads and steps: the wide compare is not on the
-    # path from the requests' ready into the runs' slice
-    one_left = Signal(name=f"{name}_one_left")
-    free = ~active | (req.ready & one_left)
-    m.d.comb += [req.valid.eq(active), req.payload.eq(addr), runs.o.ready.eq(free)]
-    with m.If(req.valid & req.ready):
-        m.d.sync += [addr.eq(addr + bus_bytes), left.eq(left - 1), one_left.eq(left == 2)]
-        with m.If(one_left):
-            m.d.sync += active.eq(0)
-    with m.If(runs.o.valid & free):
-        m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, LB), runs.o.payload.beat)),
-                     left.eq(runs.o.payload.n), one_left.eq(runs.o.payload.n == 1)]
-    return runs.i, active | runs.o.valid, runs
+def request_layout(addr_width: int, data_width: int) -> data.StructLayout:
+    """A read request, as every path hands it to the back end: a run of consecutive beats (the
+    first beat's address in beats, and how many, at least 1). A run lies inside the address
+    space, so its count needs the beat address's bits and one more."""
+    beat_bits = addr_width - (data_width // 8 - 1).bit_length()
+    return run_layout(addr_width, data_width // 8, beat_bits + 1)
 
 
 def tile_layout(addr_width: int, bus_bytes: int, tile_beats: int) -> data.StructLayout:
@@ -1132,10 +1111,14 @@ class TileTransposer(TilePart):
         # a queued row, and a filled tile handed to the drain
         row_entry = row_layout(aw, BB, K)
         rows = m.submodules.rows = RegisteredQueue(row_entry, depth=self.row_queue)
-        # a row with a source hands its first beat and beat count to the beat generator, so
-        # the walker's step does not wait on the read requests' ready
-        runs_in, gen_busy, runs_slice = beat_requests(m, "runs", self.req, bus_bytes=BB,
-                                                      count_width=KB + 2)
+        # a row with a source sends its run of beats to the back end through a register slice,
+        # so the walker's step does not wait on the read requests' ready
+        runs_slice = m.submodules.runs_slice = SkidBuffer(run_layout(aw, BB, KB + 2))
+        runs_in = runs_slice.i
+        m.d.comb += [self.req.valid.eq(runs_slice.o.valid),
+                     self.req.payload.beat.eq(runs_slice.o.payload.beat),
+                     self.req.payload.n.eq(runs_slice.o.payload.n),
+                     runs_slice.o.ready.eq(self.req.ready)]
 
         # -- row walker (RowWalker) --------------------------------------------------------------
         walker = m.submodules.walker = RowWalker(data_width=W, addr_width=aw, tile_beats=K,
@@ -1204,7 +1187,7 @@ class TileTransposer(TilePart):
         with m.If(drain.tiles.valid & drain.tiles.ready):
             m.d.sync += full.bit_select(drain.tiles.payload.half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(starting.any() | walker.busy | gen_busy | rows.nonempty |
+        m.d.comb += self.busy.eq(starting.any() | walker.busy | runs_slice.o.valid | rows.nonempty |
                                  fill.busy | (full != 0) | drain.busy)
         return m
 

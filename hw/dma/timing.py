@@ -23,12 +23,22 @@ class DmaTiming:
         piece, so eight keep a column a cycle going. At least 3: the columns wait in a queue
         that writes into its inner FIFO only, and with room for two a column could arrive
         while the one before it still moves on to the output register.
+    late_credit
+        The back end's read credit (room in the read FIFO for the bursts it issues,
+        :class:`~.backend.BackEnd`) counts a beat given out of the FIFO a cycle late, from a
+        register: the FIFO's pop, which the halt and the read data's ready decide, is then not
+        in front of the credit's adders. The credit is never more than the room, so nothing
+        changes but a burst that waits for its last beat of room waits a cycle more.
     """
 
     bits_per_ready: int = 64
     columns_in_flight: int = 8
+    late_credit: bool = True
 
     def check(self):
+        if not isinstance(self.late_credit, bool):
+            raise ValueError(f"timing.late_credit must be True or False, not "
+                             f"{self.late_credit!r}")
         for name, least in (("bits_per_ready", 1), ("columns_in_flight", 3)):
             value = getattr(self, name)
             if not isinstance(value, int) or value < least:

@@ -23,6 +23,7 @@ from atomcube.hw.bus.axi import Resp
 from atomcube.hw.bus.fifo import RegisteredQueue, SkidBuffer
 from atomcube.hw.bus.regbank import RegisterBank
 from atomcube.hw.dma.backend import DATA_ID, FETCH_ID, BackEnd
+from atomcube.hw.dma.timing import DmaTiming
 from atomcube.hw.fabric import Checked, check_look_ahead, registered_operation
 from atomcube.hw.lut.arith import IN_BITS, config_layout, derive_config
 from atomcube.hw.lut.pipeline import LATENCY, LutPipeline
@@ -398,12 +399,13 @@ def _stream_writer_proof(*, beat_writer=False):
     return lambda: _harness(body)
 
 
-def _dma_backend_proof():
+def _dma_backend_proof(late_credit=True):
     def body(m):
         k = _chosen(m)
-        dut = m.submodules.dut = BackEnd(data_width=32, addr_width=16, max_burst=4, read_fifo=8)
+        dut = m.submodules.dut = BackEnd(data_width=32, addr_width=16, max_burst=4, read_fifo=8,
+                                         timing=DmaTiming(late_credit=late_credit))
         ports = _free_inputs(dut)
-        # the mid and front ends' contract: beats on a beat boundary; a descriptor fetch (128
+        # the mid and front ends' contract: runs of at least one beat; a descriptor fetch (128
         # bytes, 128-byte aligned) at any time, but one at a time, its address held until its
         # last beat is in
         axi = dut.m_axi
@@ -411,7 +413,7 @@ def _dma_backend_proof():
         fetch_sent = Signal()                 # ... and its address was taken
         held_addr = Signal.like(dut.fetch_addr)
         m.d.sync += held_addr.eq(dut.fetch_addr)
-        m.d.comb += [Assume(_aligned(dut.req.payload, 2)),
+        m.d.comb += [Assume(dut.req.payload.n != 0),
                      Assume(_aligned(dut.wr.payload.addr, 2)),
                      Assume(_aligned(dut.fetch_addr, 7)),
                      Assume(~dut.fetch_go | ~fetching),
@@ -605,6 +607,8 @@ PROOFS: list[Proof] = [
           _stream_writer_proof(beat_writer=True), depth=14),
     Proof("dma_backend", "DMA back end: a legal AXI4 manager for reads, writes and fetches",
           _dma_backend_proof(), depth=14),
+    Proof("dma_backend_prompt_credit", "DMA back end built with timing.late_credit=False",
+          _dma_backend_proof(late_credit=False), depth=14),
     Proof("lut_pipeline", "LUT pipeline (SDP, one lane): every result as if never stalled",
           _lut_pipeline_proof(), depth=17),
     Proof("regbank", "RegisterBank as an AXI4-Lite subordinate (write capture)",
