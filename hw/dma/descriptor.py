@@ -38,7 +38,7 @@ class DescriptorStore(wiring.Component):
     """The descriptor's registers. ``fields`` (:func:`descriptor_layout`) and ``eb`` (the element
     bytes, a register loaded with ``elog``) hold the last descriptor loaded:
 
-    - from ``bank`` (the register bank's descriptor) at the end of the cycle after the one
+    - from ``bank_desc`` (the register bank's descriptor) at the end of the cycle after the one
       ``load_bank`` is set in;
     - or from the beats of a fetch (``beat``: the data bus's width and an error flag above it),
       each field as the beat that holds it comes in. ``fetch`` starts a fetch: its beats count
@@ -53,7 +53,7 @@ class DescriptorStore(wiring.Component):
         self.chains = chains
         super().__init__({
             "fields": Out(descriptor_layout()), "eb": Out(4),
-            "bank": In(descriptor_layout()), "load_bank": In(1),
+            "bank_desc": In(descriptor_layout()), "load_bank": In(1),
             **({"fetch": In(1), "beat": In(stream.Signature(data_width + 1, always_ready=True)),
                 "fetched": Out(1), "fetch_err": Out(1)} if chains else {}),
         })
@@ -61,7 +61,7 @@ class DescriptorStore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = self.data_width
-        f, bank = self.fields, self.bank
+        f, bank = self.fields, self.bank_desc
         # each register with its place in the memory form (bit offset, width), its value from the
         # bank and how its value is made from its bits
         layout = [(getattr(f, name), lo, width, getattr(bank, name), None)
@@ -192,9 +192,10 @@ class DescriptorChecker(wiring.Component):
 
         # The dimension being checked, as registers (`cur`): selected by `k` a cycle ahead (`k`
         # steps in a dimension's phase 1, at least two cycles before the next one's phase 0, and
-        # rests at 0 between checks, so that `cur` holds dimension 0 from SETTLE on). Each of the
-        # four fields selects by copies of `k` of its own, made from its next value, so no one
-        # net reaches all 128 multiplexers.
+        # rests at 0 between checks, so that `cur` holds dimension 0 of fields loaded in the start's
+        # cycle from the cycle after SETTLE, the first phase 0). Each of the four fields selects by
+        # copies of `k` of its own, made from its next value, so no one net reaches all 128
+        # multiplexers.
         k = Signal(range(MAX_DIMS + 1))
         k_next = Signal.like(k)
         m.d.comb += k_next.eq(k)

@@ -82,7 +82,7 @@ class FrontEnd(wiring.Component):
         store = m.submodules.store = self._store
         checker = m.submodules.checker = self._checker
         d = store.fields
-        self._bank_descriptor(m, regs, store.bank)
+        self._bank_descriptor(m, regs, store.bank_desc)
         m.d.comb += [checker.desc.eq(d), checker.eb.eq(store.eb)]
         if self.chains:
             wiring.connect(m, wiring.flipped(self.fetch_beat), store.beat)
