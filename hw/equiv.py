@@ -18,10 +18,11 @@ and the decompressors (tens of thousands of paired bits) take Yosys, single-thre
 minutes to hours.
 
 This is what lets the gateware be restructured (components split out, ports renamed, loose
-signals gathered into streams) without moving a netlist away from the builds that were
-measured: a change that passes here maps and places as the revision it was compared with,
-and needs no new Fmax figures. A change that renames a register on purpose fails here (its
-pair has no partner); compare it with the simulations and a new ``make report`` instead.
+signals gathered into streams) without changing its logic: a change that passes here has the
+same cells as the revision it was compared with. It may still place differently (names set the
+order in which nextpnr meets the cells), so its Fmax is measured again with ``make report``
+(docs/fpga.md). A change that renames a register on purpose fails here (its pair has no
+partner); compare it with the simulations and a new ``make report`` instead.
 
 Outputs go to ``build/equiv/``: ``ref/`` (the revision's sources and Verilog), ``now/`` (the
 working tree's) and, per block, the Yosys script and log.
