@@ -250,11 +250,21 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
     afterwards and what was counted: beats read, the bytes the unit reported. ``slots``: the
     descriptor's dimension for each of the unit's (default: in order); ``flags``: other
     configuration inputs."""
+    return run_jobs(dut, [(desc, slots, flags)], bb, seed, memory)
+
+
+def run_jobs(dut, jobs, bb, seed, memory, write_ready=0.8):
+    """Run ``jobs`` (descriptor, slots, flags: as :func:`run_mover` takes them) through one
+    unit, each started as soon as the unit allows: with ``walk_free`` (the transposer) while
+    the one before it still moves data, else once it is done. ``write_ready``: how often the
+    pieces' ready is high. The counts are summed over the jobs; ``overlapped`` counts the jobs
+    started while the one before was busy."""
     rng = np.random.default_rng(seed)
     mem = memory.copy()
-    out = {"beats": 0, "read": 0, "written": 0, "row_steps": 0}
+    out = {"beats": 0, "read": 0, "written": 0, "row_steps": 0, "overlapped": 0}
+    free = getattr(dut, "walk_free", None)
 
-    async def bench(ctx):
+    def configure(ctx, desc, slots, flags):
         ctx.set(dut.src, desc.src)
         ctx.set(dut.dst, desc.dst)
         ctx.set(dut.elog, desc.element_bytes.bit_length() - 1)
@@ -268,16 +278,30 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
             ctx.set(dut.val[k], d.valid)
             ctx.set(dut.sst[k], d.src_stride)
             ctx.set(dut.dstr[k], d.dst_stride)
+
+    async def bench(ctx):
+        configure(ctx, *jobs[0])
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
+        started, lasts = 1, 0
         pending = []                                             # [cycle due, beat address]
-        cycle, last_seen = 0, False
-        while not last_seen or ctx.get(dut.busy):
+        cycle = 0
+        while lasts < len(jobs) or ctx.get(dut.busy):
             cycle += 1
-            assert cycle < 20000, "the transposer hangs"
+            assert cycle < 20000 * len(jobs), "the unit hangs"
+            # the next job, as soon as the unit may take it (a cycle of start, then its
+            # inputs held until it is free again)
+            ctx.set(dut.start, 0)
+            if started < len(jobs):
+                busy = ctx.get(dut.busy)
+                if ctx.get(free) if free is not None else not busy:
+                    configure(ctx, *jobs[started])
+                    ctx.set(dut.start, 1)
+                    out["overlapped"] += busy
+                    started += 1
             ctx.set(dut.req.ready, int(rng.random() < 0.8))
-            ctx.set(dut.wr.ready, int(rng.random() < 0.8))
+            ctx.set(dut.wr.ready, int(rng.random() < write_ready))
             ready = pending and pending[0][0] <= cycle and rng.random() < 0.8
             ctx.set(dut.rdata.valid, int(bool(ready)))
             if ready:
@@ -300,8 +324,8 @@ def run_mover(dut, desc, bb, seed, memory, slots=None, **flags):
                 for i in range(bb):
                     if p.strb >> i & 1:
                         mem[p.addr + i] = raw[i]
-                assert not last_seen
-                last_seen = bool(p.last)
+                assert lasts < started, "a piece after the last job's last"
+                lasts += bool(p.last)
             out["read"] += ctx.get(dut.read_bytes)
             out["written"] += ctx.get(dut.written_bytes)
             if hasattr(dut, "row_step"):
@@ -324,6 +348,42 @@ def test_transposer_matches_the_executor(bb, tile_beats, seed):
         got, counts = run_transposer(desc, bb, tile_beats, seed, memory)
         check_against_executor(desc, memory, got, counts)
         assert counts["row_steps"] == transpose_row_steps(desc, bb, tile_beats)
+
+
+def _meets(a, b):
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@pytest.mark.parametrize("bb,tile_beats,seed", [(8, 2, 20), (16, 1, 21), (32, 2, 22)])
+def test_transposer_runs_jobs_back_to_back(bb, tile_beats, seed):
+    """Six transposes, each started as soon as ``walk_free`` allows, while the one before
+    still fills and drains: the memory afterwards is the executor's for the six in order,
+    and at least one job starts before the one before it is done. (No job reads what an
+    earlier one writes, or writes what an earlier one reads: the unit does not order them.)"""
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    memory = rng.integers(0, 256, 1 << 16, dtype=np.uint8)
+    jobs = []
+    while len(jobs) < 6:
+        desc = random_transpose(rng, bb)
+        src, dst = desc.src_range(), desc.dst_range()
+        if dst[1] > 1 << 16 or any(_meets(src, d.dst_range()) or _meets(dst, d.src_range())
+                                   for d, _, _ in jobs):
+            continue
+        jobs.append((desc, None, {}))
+    for desc, _, _ in jobs:
+        print(desc)
+    dut = TileTransposer(data_width=8 * bb, addr_width=16, tile_beats=tile_beats, row_queue=8)
+    # (writes slower than reads: a job's walk may end before the one before it has drained,
+    # while the drain still holds that job's configuration)
+    got, counts = run_jobs(dut, jobs, bb, seed, memory, write_ready=0.3)
+    want = memory.copy()
+    execute([desc for desc, _, _ in jobs], want)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
+    assert counts["read"] == sum(desc.src_bytes for desc, _, _ in jobs)
+    assert counts["written"] == sum(desc.dst_bytes for desc, _, _ in jobs)
+    assert counts["overlapped"] >= 1
 
 
 @pytest.mark.parametrize("tile_beats", [1, 2])

@@ -49,12 +49,19 @@ Stages
 
 Ports
 -----
-Configuration (hold while ``busy``): ``src``, ``dst``, ``elog`` (element bytes = 2**elog, less
-than the bus width), ``pad``, the flags above, and six dimensions in ``ext``, ``val``,
-``sst``, ``dstr``: ``ROWS`` (destination stride = element bytes), ``COLS`` (source stride =
-element bytes, ``val == ext``), ``OUTER1`` and ``OUTER2`` (the others), ``ROWS_HI`` and
-``COLS_HI`` (the grouped ones); unused ones as extent 1. ``start`` begins a walk, ``busy``
-stays high until the last piece has left.
+Configuration (held from ``start`` until ``walk_free``): ``src``, ``dst``, ``elog`` (element bytes =
+2**elog, less than the bus width), ``pad``, the flags above, and six dimensions in ``ext``, ``val``,
+``sst``, ``dstr``: ``ROWS`` (destination stride = element bytes), ``COLS`` (source stride = element
+bytes, ``val == ext``), ``OUTER1`` and ``OUTER2`` (the others), ``ROWS_HI`` and ``COLS_HI`` (the
+grouped ones); unused ones as extent 1. ``start`` begins a walk, ``busy`` stays high until the last
+piece has left.
+
+Jobs run back to back: ``walk_free`` rises once the walk has taken its last row and the fill
+and the drain have taken their copies of the job's configuration. From then on the
+configuration inputs may change and ``start`` may begin the next job while this one's last
+tiles still fill and drain; its reads begin at once, its first tile fills in the half the
+last one's drain frees, and its pieces follow this job's in order (the last of each job
+marked ``last``).
 
 Streams: ``req`` (runs of beats to read, :func:`request_layout`, in order), ``rdata`` (the read
 beats, in the same order), ``wr`` (pieces: ``addr`` of a beat, ``data``, ``strb``, ``last`` on
@@ -236,16 +243,18 @@ class TileFill(TilePart):
     source), and writes each beat, rotated by the row's skew, into every byte bank of the half
     being filled. A half whose last row is written goes to the drain as a tile.
 
-    Ports: ``config`` (:func:`fill_config_layout`, held while busy), ``rows`` (:func:`row_layout`),
-    ``rdata`` (the read beats, in the rows' order), ``full`` (the halves holding a tile not yet
-    drained: the fill waits for its half to be free), ``banks`` (a write port per byte bank),
-    ``tiles`` (filled tiles, :func:`tile_layout`; the queue behind holds both halves, so the
-    fill does not read its ready), ``read_bytes`` (the bytes of a finished row), ``busy``."""
+    Ports: ``config`` (a stream of :func:`fill_config_layout`: each job's, taken once the job
+    before it has written its last row, and kept until this job's last row is loaded), ``rows``
+    (:func:`row_layout`), ``rdata`` (the read beats, in the rows' order), ``full`` (the halves
+    holding a tile not yet drained: the fill waits for its half to be free), ``banks`` (a write
+    port per byte bank), ``tiles`` (filled tiles, :func:`tile_layout`; the queue behind holds
+    both halves, so the fill does not read its ready), ``read_bytes`` (the bytes of a finished
+    row), ``busy``."""
 
     def __init__(self, *, data_width, addr_width, tile_beats):
         BB = data_width // 8
         super().__init__({
-            "config": In(fill_config_layout(BB, tile_beats)),
+            "config": In(stream.Signature(fill_config_layout(BB, tile_beats))),
             "rows": In(stream.Signature(row_layout(addr_width, BB, tile_beats))),
             "rdata": In(stream.Signature(data_width)),
             "full": In(2),
@@ -259,7 +268,11 @@ class TileFill(TilePart):
     def elaborate(self, platform):
         m = Module()
         W, BB, LB, K, KB = self.sizes
-        cfg = self.config
+        # the job's configuration, a copy of its own: the walk may have moved on to the next
+        # job while this one's rows are still filled. `cfg_live`: the copy is this job's and
+        # its last row is not loaded yet
+        cfg = Signal(self.config.payload.shape())
+        cfg_live = Signal()
         L, lgp, lgc, lgce, pack, elog = cfg.L, cfg.lgp, cfg.lgc, cfg.lgce, cfg.pack, cfg.elog
         full = self.full
 
@@ -277,7 +290,15 @@ class TileFill(TilePart):
         f_rot = Signal(LB)                    # the rotation of the row's beats into the banks
         f_place = [Signal(LB, name=f"f_place{k}") for k in range(BB)]
         row_done = Signal()
-        load = rows.valid & (~f_v | row_done)
+        load = rows.valid & cfg_live & (~f_v | row_done)
+        w_valid = Signal()
+        # the next job's configuration is taken once the last row is written (nothing in flight
+        # reads the copy then)
+        m.d.comb += self.config.ready.eq(~cfg_live & ~f_v & ~w_valid)
+        with m.If(self.config.valid & self.config.ready):
+            m.d.sync += [cfg.eq(self.config.payload), cfg_live.eq(1)]
+        with m.If(load & head.job_last):
+            m.d.sync += cfg_live.eq(0)
         keep_n = Signal(LB + KB + 5)
         skew = Signal(LB)                     # the row's skew in the banks
         m.d.comb += skew.eq(Mux(pack, head.a >> lgp, head.a))
@@ -363,7 +384,6 @@ class TileFill(TilePart):
         # from registers; the row's rotation and each bank's place in a packed beat were
         # worked out as the row was loaded
         keep_bits = Mux(pack & fields["has"], byte_bits(f_keep), Const(-1, W))
-        w_valid = Signal()
         w_data = Signal(W)
         w_rot = Signal(LB)
         m.d.sync += [w_valid.eq(write),
@@ -387,18 +407,24 @@ class TileDrain(TilePart):
     cycle and sends each column to the write side as one or two pieces (a column that does not
     start on a beat spans two).
 
-    Ports: ``config`` (:func:`drain_config_layout`, held while busy), ``tiles`` (filled tiles,
-    :func:`tile_layout`: the head is the tile being drained, taken as its last column is read,
-    which frees its half), ``banks`` (a read port per byte bank, the buffer's address: half,
-    row, beat), ``wr`` (pieces, :func:`piece_layout`), ``written_bytes`` (the bytes a cycle's
-    pieces complete), ``busy`` (a column is in flight). ``columns_in_flight``: columns read and
-    not yet sent, at most (:class:`~.timing.DmaTiming`)."""
+    Ports: ``config`` (a stream of :func:`drain_config_layout`: each job's, taken once the job
+    before it has issued its last column, and in use ``CFG_SETTLE`` cycles later), ``tiles``
+    (filled tiles, :func:`tile_layout`: the head is the tile being drained, taken as its last
+    column is read, which frees its half), ``banks`` (a read port per byte bank, the buffer's
+    address: half, row, beat), ``wr`` (pieces, :func:`piece_layout`), ``written_bytes`` (the
+    bytes a cycle's pieces complete), ``busy`` (a column is in flight). ``columns_in_flight``:
+    columns read and not yet sent, at most (:class:`~.timing.DmaTiming`)."""
+
+    #: cycles from taking a configuration to the first column issued with it: the bank rows of
+    #: column 0 are worked out from it in two stages of registers, and the read address is a
+    #: register loaded from them
+    CFG_SETTLE = 3
 
     def __init__(self, *, data_width, addr_width, tile_beats, columns_in_flight):
         BB = data_width // 8
         self.columns_in_flight = columns_in_flight
         super().__init__({
-            "config": In(drain_config_layout(addr_width, BB, tile_beats)),
+            "config": In(stream.Signature(drain_config_layout(addr_width, BB, tile_beats))),
             "tiles": In(stream.Signature(tile_layout(addr_width, BB, tile_beats))),
             "banks": In(ReadPort.Signature(addr_width=bank_addr_width(BB, tile_beats),
                                            shape=8)).array(BB),
@@ -411,7 +437,13 @@ class TileDrain(TilePart):
         m = Module()
         W, BB, LB, K, KB = self.sizes
         aw = self.addr_width
-        cfg = self.config
+        # the job's configuration, a copy of its own (the walk and the fill may have moved on
+        # to the next job). `cfg_live`: the copy is this job's and its last column is not issued
+        # yet; `cfg_ok`, a register: besides, the stages worked out from it have settled
+        cfg = Signal(self.config.payload.shape())
+        cfg_live = Signal()
+        cfg_wait = Signal(range(self.CFG_SETTLE + 1))
+        cfg_ok = Signal()
         L, lgl, lgp, lgc, pack, g_cols, elog = (cfg.L, cfg.lgl, cfg.lgp, cfg.lgc, cfg.pack,
                                                  cfg.g_cols, cfg.elog)
 
@@ -509,7 +541,7 @@ class TileDrain(TilePart):
         flight_next = Signal(range(COLS_IN_FLIGHT + 2))
         m.d.comb += flight_next.eq(in_flight + issue - p_done)
         m.d.sync += [in_flight.eq(flight_next), room.eq(flight_next < COLS_IN_FLIGHT)]
-        m.d.comb += issue.eq(room & self.tiles.valid)
+        m.d.comb += issue.eq(room & self.tiles.valid & cfg_ok)
         strb = low_bytes(m, s_bytes, BB)
         wide_strb = Signal(2 * BB)
         m.d.comb += wide_strb.eq(Cat(strb, Const(0, BB)) << s_dst[:LB])
@@ -587,8 +619,20 @@ class TileDrain(TilePart):
                 m.d.sync += [b.eq(0), b_zero.eq(1)]
             with m.Else():
                 m.d.sync += [b.eq(b + 1), b_zero.eq(0), b_end.eq(b + 2 == t_ncols)]
+        # the next job's configuration is taken once the last column of the job before it has
+        # left stages s and q (which read the copy)
+        m.d.comb += self.config.ready.eq(~cfg_live & ~s_v & ~q_v)
+        with m.If(self.config.valid & self.config.ready):
+            m.d.sync += [cfg.eq(self.config.payload), cfg_live.eq(1),
+                         cfg_wait.eq(self.CFG_SETTLE)]
+        with m.Elif(cfg_wait != 0):
+            m.d.sync += cfg_wait.eq(cfg_wait - 1)
+            with m.If(cfg_wait == 1):
+                m.d.sync += cfg_ok.eq(1)
+        with m.If(issue & col_last & t_last):
+            m.d.sync += [cfg_live.eq(0), cfg_ok.eq(0)]
         # the tile leaves (its half is free) as its last column is issued
-        m.d.comb += [self.tiles.ready.eq(room & col_last),
+        m.d.comb += [self.tiles.ready.eq(room & col_last & cfg_ok),
                      self.busy.eq((in_flight != 0) | out_slice.o.valid)]
         return m
 
@@ -1028,7 +1072,7 @@ class TileTransposer(TilePart):
         super().__init__({
             **path_ports(data_width=data_width, addr_width=addr_width, dims=DIMS),
             "group_rows": In(1), "group_cols": In(1), "pack_rows": In(1),
-            "row_step": Out(1),
+            "row_step": Out(1), "walk_free": Out(1),
         }, data_width=data_width, addr_width=addr_width, tile_beats=tile_beats)
 
     def elaborate(self, platform):
@@ -1157,7 +1201,7 @@ class TileTransposer(TilePart):
 
         # -- fill (TileFill) ---------------------------------------------------------------------
         fill = m.submodules.fill = TileFill(data_width=W, addr_width=aw, tile_beats=K)
-        fc = fill.config
+        fc = fill.config.payload
         m.d.comb += [fc.L.eq(L), fc.lgp.eq(lgp), fc.lgc.eq(lgc), fc.lgce.eq(lgce),
                      fc.pack.eq(pack), fc.elog.eq(elog), fc.pad.eq(self.pad), fill.full.eq(full),
                      self.read_bytes.eq(fill.read_bytes)]
@@ -1172,7 +1216,7 @@ class TileTransposer(TilePart):
         drain = m.submodules.drain = TileDrain(
             data_width=W, addr_width=aw, tile_beats=K,
             columns_in_flight=self.timing.columns_in_flight)
-        dc = drain.config
+        dc = drain.config.payload
         m.d.comb += [dc.L.eq(L), dc.lgl.eq(lgl), dc.lgp.eq(lgp), dc.lgc.eq(lgc), dc.pack.eq(pack),
                      dc.g_cols.eq(g_cols), dc.elog.eq(elog), dc.desc_elog.eq(self.elog),
                      dc.cols_ext.eq(ext[COLS]), dc.col_stride.eq(dstr[COLS]),
@@ -1187,7 +1231,22 @@ class TileTransposer(TilePart):
         with m.If(drain.tiles.valid & drain.tiles.ready):
             m.d.sync += full.bit_select(drain.tiles.payload.half, 1).eq(0)
 
-        m.d.comb += self.busy.eq(starting.any() | walker.busy | runs_slice.o.valid | rows.nonempty |
-                                 fill.busy | (full != 0) | drain.busy)
+        # the fill and the drain each take the job's configuration as the walk begins, or once
+        # they are done with the job before it: it is offered from then until taken (the
+        # registers above hold it until the next start)
+        offers = []
+        for name, unit in (("fill", fill), ("drain", drain)):
+            offered = Signal(name=f"{name}_offered")
+            m.d.comb += unit.config.valid.eq(starting[-1] | offered)
+            with m.If(unit.config.ready):
+                m.d.sync += offered.eq(0)
+            with m.Elif(starting[-1]):
+                m.d.sync += offered.eq(1)
+            offers.append(offered)
+
+        m.d.comb += [
+            self.busy.eq(starting.any() | walker.busy | runs_slice.o.valid | rows.nonempty |
+                         fill.busy | (full != 0) | drain.busy | Cat(*offers).any()),
+            self.walk_free.eq(~starting.any() & ~walker.busy & ~Cat(*offers).any())]
         return m
 
