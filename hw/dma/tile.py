@@ -213,6 +213,26 @@ def fill_config_layout(bus_bytes: int, tile_beats: int) -> data.StructLayout:
         "lgce": range(LB + KB + 4), "pack": 1, "elog": 2, "pad": 64})
 
 
+def unpack_column(m, column, out, sel, lgp_width, nbytes):
+    """Packed rows: drive ``out`` with ``column`` (a drained column, rotated back) with each
+    element ``a`` taken from its place ``f(a)`` in the packed skew (see the module's docstring).
+    ``sel`` is log2 of the rows a beat holds, with the element size's log2 above its
+    ``lgp_width`` bits; a value of none of the cases (0 when not packed) leaves ``out`` as the
+    caller drove it."""
+    with m.Switch(sel):
+        for e in range(4):
+            n_el = nbytes >> e
+            lg_n = n_el.bit_length() - 1
+            for p_ in range(1, lg_n + 1):
+                with m.Case(p_ | (e << lgp_width)):
+                    order = []
+                    for a_ in range(n_el):
+                        f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
+                        order += [column.word_select(f_a * (1 << e) + j, 8)
+                                  for j in range(1 << e)]
+                    m.d.comb += out.eq(Cat(*order))
+
+
 def bank_addr_width(bus_bytes: int, tile_beats: int) -> int:
     """A byte bank's address bits: half, row in the tile, beat in the row."""
     return (tile_beats - 1).bit_length() + (bus_bytes - 1).bit_length() + 1
@@ -488,18 +508,7 @@ class TileDrain(TilePart):
         col_out = Signal(W)
         m.d.comb += col_out.eq(col_rot)
         pack_sel = reg(Mux(pack, Cat(lgp, cfg.desc_elog), 0), "pack_sel", len(lgp) + 2)
-        with m.Switch(pack_sel):
-            for e in range(4):
-                n_el = BB >> e
-                lg_n = n_el.bit_length() - 1
-                for p_ in range(1, lg_n + 1):
-                    with m.Case(p_ | (e << len(lgp))):
-                        order = []
-                        for a_ in range(n_el):
-                            f_a = (a_ >> p_) + ((a_ & ((1 << p_) - 1)) << (lg_n - p_))
-                            order += [col_rot.word_select(f_a * (1 << e) + j, 8)
-                                      for j in range(1 << e)]
-                        m.d.comb += col_out.eq(Cat(*order))
+        unpack_column(m, col_rot, col_out, pack_sel, len(lgp), BB)
         column = data.StructLayout({"col": W, "od": LB, "beat": aw - LB, "beat_hi": aw - LB,
                                     "strb": 2 * BB, "two": 1, "bytes": LB + 1, "last": 1})
         # issue to the head's first piece is about five cycles (s, q, the queue's two)
