@@ -229,13 +229,15 @@ def transpose_row_steps(desc, bb, tile_beats, rows_per_step=None):
 
 
 def check_against_executor(desc, memory, got, counts):
-    """``got`` (memory after the unit ran ``desc``) equals the executor's result on ``memory``,
-    byte for byte, and the unit counted the descriptor's bytes."""
+    """``got`` (memory after the unit ran ``desc``, or a list of descriptors in order) equals
+    the executor's result on ``memory``, byte for byte, and the unit counted their bytes."""
+    descs = desc if isinstance(desc, list) else [desc]
     want = memory.copy()
-    execute([desc], want)
+    execute(descs, want)
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-    assert counts["read"] == desc.src_bytes and counts["written"] == desc.dst_bytes
+    assert counts["read"] == sum(d.src_bytes for d in descs)
+    assert counts["written"] == sum(d.dst_bytes for d in descs)
 
 
 def run_transposer(desc, bb, tile_beats, seed, memory, timing=DmaTiming()):
@@ -377,12 +379,7 @@ def test_transposer_runs_jobs_back_to_back(bb, tile_beats, seed):
     # (writes slower than reads: a job's walk may end before the one before it has drained,
     # while the drain still holds that job's configuration)
     got, counts = run_jobs(dut, jobs, bb, seed, memory, write_ready=0.3)
-    want = memory.copy()
-    execute([desc for desc, _, _ in jobs], want)
-    bad = np.flatnonzero(got != want)
-    assert bad.size == 0, f"{bad.size} bytes differ, first at 0x{bad[0]:x}"
-    assert counts["read"] == sum(desc.src_bytes for desc, _, _ in jobs)
-    assert counts["written"] == sum(desc.dst_bytes for desc, _, _ in jobs)
+    check_against_executor([desc for desc, _, _ in jobs], memory, got, counts)
     assert counts["overlapped"] >= 1
 
 
