@@ -820,18 +820,21 @@ def run_front_end_chain(descs, bad_fetches=(), seed=0, base=0x1000):
     """``descs`` as a chain in memory at ``base``, through a front end whose back end answers
     each descriptor fetch after a random latency, its beats with random gaps (an error response
     on the fetches of the descriptors listed in ``bad_fetches``), and whose mid end takes each
-    offer after a random wait and stays busy for 30 to 60 cycles (the back end then busy for up
-    to 10 more: the job's last writes). Returns the job's error code and descriptor index, the
-    descriptors done, the descriptors taken (as :func:`offered` gives them) and, for each
-    fetch, whether a descriptor was running when it was asked for. Checked meanwhile: nothing
-    is offered while a descriptor runs, and the back end is never reset under a fetch."""
+    offer once its path is free, after a random wait, and stays busy for 30 to 120 cycles (the back
+    end then writes for up to 60 more, in order: a descriptor's writes start once the one before
+    it has ended, which ``job_done`` tells). Returns the job's error code and descriptor index,
+    the descriptors done, the descriptors taken (as :func:`offered` gives them) and, for each
+    fetch, whether a descriptor was running when it was asked for. Checked meanwhile: a
+    descriptor is offered while another runs only if it reads something and nothing the running
+    one writes, never while two run, and the paths and back end are never reset under a
+    descriptor or a fetch."""
     dut = FrontEnd(data_width=64, addr_width=32)
     bus = dut.s_axil
     rng = np.random.default_rng(seed)
     raw = Program(list(descs)).chain(base)
     beats_per = DESCRIPTOR_BYTES // 8
     taken, fetches, result = [], [], {}
-    state = {"running": False, "fetch_left": 0}
+    state = {"running": False, "fetch_left": 0, "overlaps": 0}
 
     async def bench(ctx):
         for name, values in program_chain(base):
@@ -871,30 +874,51 @@ def run_front_end_chain(descs, bad_fetches=(), seed=0, base=0x1000):
             await ctx.tick()
             cycle += 1
 
+    by_offer = {offered(d): d for d in descs}
+
     async def mid_end(ctx):
-        busy, tail = 0, 0
+        # per running descriptor: [cycles its path is busy, cycles its writes then take, it]
+        jobs = []
         ctx.set(dut.drained, 1)
         while True:
-            if busy == 0 and tail == 0 and ctx.get(dut.dp_reset):
-                state["running"] = False          # ended: the front end resets the paths
+            if ctx.get(dut.dp_reset):
+                assert not jobs, "the paths are reset while a descriptor runs"
             offer = ctx.get(dut.desc.valid)
-            assert not (offer and state["running"]), "an offer while a descriptor runs"
-            take = offer and rng.random() < 0.4
+            if offer and jobs:
+                # a second descriptor only, reading something and nothing the first writes
+                d = by_offer[offer_of(ctx, dut)]
+                lo, hi = d.src_range()
+                w_lo, w_hi = jobs[0][2].dst_range()
+                assert len(jobs) == 1, "an offer while two descriptors run"
+                assert lo < hi and (hi <= w_lo or w_hi <= lo), \
+                    "an offer that reads what the running descriptor writes"
+            take = offer and (not jobs or jobs[-1][0] == 0) and rng.random() < 0.4
             ctx.set(dut.desc.ready, take)
-            ctx.set(dut.busy, busy > 0 or take)
-            ctx.set(dut.idle, busy == 0 and tail == 0)
+            ctx.set(dut.busy, any(j[0] for j in jobs) or take)
+            ctx.set(dut.idle, not jobs)
+            # the oldest descriptor's last write is answered: it ends
+            done = bool(jobs) and jobs[0][0] == 0 and jobs[0][1] == 0
+            ctx.set(dut.job_done, done)
+            if done:
+                jobs.pop(0)
             if take:
+                state["overlaps"] += bool(jobs)
                 taken.append(offer_of(ctx, dut))
-                busy, tail = int(rng.integers(30, 61)), int(rng.integers(0, 11))
-                state["running"] = True
+                jobs.append([int(rng.integers(30, 121)), int(rng.integers(0, 61)),
+                             by_offer[taken[-1]]])
+            state["running"] = bool(jobs)
+            defer = ctx.get(dut.defer)
             await ctx.tick()
-            if busy:
-                busy -= 1
-            elif tail:
-                tail -= 1
+            for k, j in enumerate(jobs):
+                if j[0]:
+                    j[0] -= 1
+                elif j[1] and k == 0 and (len(jobs) == 2 or not defer):
+                    # (the oldest writes; a newer descriptor's writes wait until the front end
+                    # has ended the one before it: `defer` low)
+                    j[1] -= 1
 
     simulate(dut, bench, back_end, mid_end)
-    return result["error"], result["descriptors"]["value"], taken, fetches
+    return result["error"], result["descriptors"]["value"], taken, fetches, state["overlaps"]
 
 
 def _chain_expected(descs, bad_fetches):
@@ -912,11 +936,13 @@ def _chain_expected(descs, bad_fetches):
 def test_front_end_fetches_the_next_descriptor_while_one_runs(seed):
     """Chains of good descriptors with, now and then, one that breaks a rule or whose fetch
     is answered with an error: each descriptor after the first is fetched while the one before
-    it runs, the mid end is offered the good ones in order and nothing after a failure, and the
-    job ends with the first failure's code and index once every descriptor before it is done."""
+    it runs, the mid end is offered the good ones in order (some while the one before still
+    runs) and nothing after a failure, and the job ends with the first failure's code and index
+    once every descriptor before it is done."""
     print(f"seed {seed}")
     rng = np.random.default_rng(7000 + seed)
     bad = [d for d in (_random_descriptor(rng) for _ in range(40)) if d.error(32) != Error.NONE]
+    started_early = 0
     for case in range(6):
         n = int(rng.integers(2, 6))
         descs = [_edge_descriptor(rng, str(rng.choice(["dst", "src"])), False) for _ in range(n)]
@@ -926,7 +952,9 @@ def test_front_end_fetches_the_next_descriptor_while_one_runs(seed):
         elif case % 3 == 2:
             bad_fetches = (int(rng.integers(1, n)),)
         code, index = _chain_expected(descs, bad_fetches)
-        error, done, taken, fetches = run_front_end_chain(descs, bad_fetches, seed * 10 + case)
+        error, done, taken, fetches, overlaps = run_front_end_chain(descs, bad_fetches,
+                                                                    seed * 10 + case)
+        started_early += overlaps
         what = f"case {case}: {n} descriptors, {code.name} at {index}"
         assert (error["code"], done) == (code, index), f"{what}: got {error}, {done} done"
         if code != Error.NONE:
@@ -934,6 +962,7 @@ def test_front_end_fetches_the_next_descriptor_while_one_runs(seed):
         assert taken == [offered(d) for d in descs[:index]], what
         fetched = min(index + 1, n)
         assert fetches == [False] + [True] * (fetched - 1), f"{what}: fetches {fetches}"
+    assert started_early, "no descriptor was taken while the one before it ran"
 
 
 def test_front_end_without_chains():

@@ -27,11 +27,24 @@ Errors
     (``drained``). The halt is the back end's own register, beside the logic it stops (the
     front end, which learns of the error a cycle later, is placed apart).
 
+Jobs
+    The mid end marks the first request of each job (``first``), and its paths mark each
+    job's last piece (``last``). The write combiner closes the burst that holds a last piece
+    before it takes the next job's first piece, and queues it as the job's *end burst*: once
+    that burst is answered, every write of the job is, and ``job_done`` pulses. No address is
+    issued after an end burst until its response has come and ``defer`` is low (the front end
+    raises it while the job before still runs): the next job's writes wait for the job before
+    it to end, so an error response always belongs to the oldest job that runs. The read
+    planner counts the beats in flight when a job's first request goes out (they are the job
+    before it's): a read error on one of them is the job before's (``read_old``). A read error
+    of the newer job while ``defer`` is high stops the reads at once but lets the writes of the
+    job before it finish; the halt follows once ``defer`` falls.
+
 ``idle``: no read or write in flight or buffered (the end of a descriptor).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
@@ -45,16 +58,25 @@ DATA_ID = 0
 FETCH_ID = 1
 
 
+def job_request_layout(addr_width: int, data_width: int) -> data.StructLayout:
+    """A read request as the mid end hands it to the back end: a path's run of beats
+    (:func:`~hw.dma.tile.request_layout`) and whether it is its job's first."""
+    run = request_layout(addr_width, data_width)
+    return data.StructLayout({**{name: field.shape for name, field in run}, "first": 1})
+
+
 class BeatGenerator(wiring.Component):
-    """Runs of beats in (``runs``: :func:`~hw.dma.tile.request_layout`), the address of each of
-    their beats out (``beats``), one a cycle: a run is taken as the last beat of the one before
-    it leaves. ``busy``: a run is being taken apart. Parameters: ``addr_width``,
-    ``data_width``."""
+    """Runs of beats in (``runs``: :func:`job_request_layout`), each of their beats out
+    (``beats``: its address, and ``first`` on the first beat of a job's first run), one a
+    cycle: a run is taken as the last beat of the one before it leaves. ``busy``: a run is
+    being taken apart. Parameters: ``addr_width``, ``data_width``."""
 
     def __init__(self, *, addr_width, data_width):
         self.bus_bytes = data_width // 8
-        super().__init__({"runs": In(stream.Signature(request_layout(addr_width, data_width))),
-                          "beats": Out(stream.Signature(addr_width)), "busy": Out(1)})
+        beat = data.StructLayout({"addr": addr_width, "first": 1})
+        super().__init__({"runs": In(stream.Signature(job_request_layout(addr_width,
+                                                                         data_width))),
+                          "beats": Out(stream.Signature(beat)), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -65,15 +87,18 @@ class BeatGenerator(wiring.Component):
         # left == 1, as a register set as `left` loads and steps: the wide compare is not on
         # the path from the beats' ready into the runs' ready
         one_left = Signal()
-        m.d.comb += [beats.payload.eq(Cat(Const(0, LB), beat)), self.busy.eq(beats.valid),
+        first = Signal()
+        m.d.comb += [beats.payload.addr.eq(Cat(Const(0, LB), beat)),
+                     beats.payload.first.eq(first), self.busy.eq(beats.valid),
                      runs.ready.eq(~beats.valid | (beats.ready & one_left))]
         with m.If(beats.valid & beats.ready):
-            m.d.sync += [beat.eq(beat + 1), left.eq(left - 1), one_left.eq(left == 2)]
+            m.d.sync += [beat.eq(beat + 1), left.eq(left - 1), one_left.eq(left == 2),
+                         first.eq(0)]
             with m.If(one_left):
                 m.d.sync += beats.valid.eq(0)
         with m.If(runs.valid & runs.ready):
             m.d.sync += [beats.valid.eq(1), beat.eq(runs.payload.beat), left.eq(runs.payload.n),
-                         one_left.eq(runs.payload.n == 1)]
+                         one_left.eq(runs.payload.n == 1), first.eq(runs.payload.first)]
         return m
 
 
@@ -97,13 +122,14 @@ class BackEnd(wiring.Component):
             # (32 address bits on the bus whatever `addr_width`: the bits above it are 0)
             "m_axi": Out(AXI4Signature(addr_width=32, data_width=data_width,
                                        id_width=id_width)),
-            "req": In(stream.Signature(request_layout(aw, data_width))),
+            "req": In(stream.Signature(job_request_layout(aw, data_width))),
             "rdata": Out(stream.Signature(data_width)),
             "wr": In(stream.Signature(piece_layout(aw, data_width))),
             **({"fetch_addr": In(aw), "fetch_go": In(1),
                 "fetch_beat": Out(stream.Signature(data_width + 1, always_ready=True))}
                if fetch else {}),
             "read_err": Out(1), "write_err": Out(1), "idle": Out(1), "drained": Out(1),
+            "read_old": Out(1), "job_done": Out(1), "defer": In(1),
         })
 
     def elaborate(self, platform):
@@ -118,7 +144,8 @@ class BackEnd(wiring.Component):
 
         rfifo = m.submodules.rfifo = BufferedFIFO(width=W, depth=self.read_fifo)
         wfifo = m.submodules.wfifo = BufferedFIFO(width=W + BB, depth=2 * mb)
-        awfifo = m.submodules.awfifo = BufferedFIFO(width=aw + 9, depth=8)
+        # each burst's address, length - 1 and whether it is its job's end burst
+        awfifo = m.submodules.awfifo = BufferedFIFO(width=aw + 10, depth=8)
         # each burst's length - 1, and whether that is 0 (its first beat is its last)
         wlens = m.submodules.wlens = BufferedFIFO(width=10, depth=8)
 
@@ -154,6 +181,7 @@ class BackEnd(wiring.Component):
         # tests the planner makes on it are registers
         i_valid = Signal()
         beat = Signal(aw)
+        i_first = Signal()                    # the beat is its job's first
         i_next = Signal(aw)                   # the beat after the request before it
         i_follows = Signal()
         i_page = Signal()                     # the beat starts a 4 KiB page
@@ -163,20 +191,28 @@ class BackEnd(wiring.Component):
         req = gen.beats
         m.d.comb += req.ready.eq(~i_valid | take)
         with m.If(req.valid & req.ready):
-            m.d.sync += [i_valid.eq(1), beat.eq(req.payload), i_next.eq(req.payload + BB),
-                         i_follows.eq(req.payload == i_next), i_page.eq(req.payload[:12] == 0)]
+            addr = req.payload.addr
+            m.d.sync += [i_valid.eq(1), beat.eq(addr), i_next.eq(addr + BB),
+                         i_first.eq(req.payload.first),
+                         i_follows.eq(addr == i_next), i_page.eq(addr[:12] == 0)]
         with m.Elif(take):
             m.d.sync += i_valid.eq(0)
-        # the tests on the open burst are registers too, set as it grows
-        cont = open_ & i_follows & b_room & ~i_page
+        # the tests on the open burst are registers too, set as it grows. A job's first beat
+        # opens a burst of its own, so the job before's beats are all in flight as it goes
+        cont = open_ & i_follows & b_room & ~i_page & ~i_first
         # whether the read FIFO has room for the open burst (credit >= b_len) is a register,
         # set from this cycle's registers for the burst the next cycle holds: it grows by one
         # (credit > b_len), goes out as the next opens (credit - b_len >= 1: the same test),
         # opens with none out (credit >= 1) or stays (credit >= b_len). This cycle's pop is
         # left out, so the flag is late by a cycle after a pop but never set without room
         covers = Signal()
-        can_issue = ar_free & covers & ~halt
-        m.d.comb += take.eq(i_valid & ~halt & (~open_ | cont | can_issue))
+        # a read error stops the reads at once, even one whose halt is deferred (see `defer`):
+        # nothing more is asked for or taken into the read FIFO. The beats already in it still
+        # go out until the halt (those of the job before, then the newer job's, whose writes
+        # are held back)
+        stop = halt | self.read_err
+        can_issue = ar_free & covers & ~stop
+        m.d.comb += take.eq(i_valid & ~stop & (~open_ | cont | can_issue))
         m.d.sync += covers.eq(Mux(take, Mux(open_, credit > b_len, credit != 0),
                                   credit >= b_len))
         issue = Signal()                      # the open burst (b_start, b_len) goes out
@@ -214,7 +250,7 @@ class BackEnd(wiring.Component):
                              fetch_wait.eq(0)]
             m.d.comb += [self.fetch_beat.valid.eq(r_beat & (axi.rid == FETCH_ID)),
                          self.fetch_beat.payload.eq(Cat(axi.rdata, axi.rresp != Resp.OKAY))]
-        m.d.comb += [rfifo.w_en.eq(r_data & ~halt), rfifo.w_data.eq(axi.rdata),
+        m.d.comb += [rfifo.w_en.eq(r_data & ~stop), rfifo.w_data.eq(axi.rdata),
                      self.rdata.valid.eq(rfifo.r_rdy & ~halt),
                      self.rdata.payload.eq(rfifo.r_data),
                      rfifo.r_en.eq(self.rdata.ready & ~halt)]
@@ -225,14 +261,29 @@ class BackEnd(wiring.Component):
             popped = popped_q
         # the counts with and without the open burst going out, both from registers (kept
         # apart, so `issue` chooses between finished sums instead of feeding an adder)
+        inflight_next = chosen_sum(m, "inflight_out", issue,
+                                   (inflight + b_len - r_data)[:len(inflight)],
+                                   (inflight - r_data)[:len(inflight)])
         m.d.sync += [
             credit.eq(chosen_sum(m, "credit_out", issue, (credit - b_len + popped)[:len(credit)],
                                  (credit + popped)[:len(credit)])),
-            inflight.eq(chosen_sum(m, "inflight_out", issue,
-                                   (inflight + b_len - r_data)[:len(inflight)],
-                                   (inflight - r_data)[:len(inflight)]))]
-        with m.If(r_data & (axi.rresp != Resp.OKAY)):
-            m.d.sync += [self.read_err.eq(1), halt.eq(1)]
+            inflight.eq(inflight_next)]
+        # the beats still to come back from the job before the newest one: those in flight as
+        # the newest job's first beat was taken (its open burst goes out with it)
+        old_left = Signal.like(inflight)
+        with m.If(take & i_first):
+            m.d.sync += old_left.eq(inflight_next)
+        with m.Elif(r_data & (old_left != 0)):
+            m.d.sync += old_left.eq(old_left - 1)
+        # a read error halts everything at once, unless it is the newer job's and the job before
+        # still runs (`defer`): then that job's writes go on, and the halt waits until it has
+        # ended (only new reads stop: `stop`)
+        with m.If(r_data & (axi.rresp != Resp.OKAY) & ~self.read_err):
+            m.d.sync += [self.read_err.eq(1), self.read_old.eq(old_left != 0)]
+            with m.If((old_left != 0) | ~self.defer):
+                m.d.sync += halt.eq(1)
+        with m.If(self.read_err & ~self.defer):
+            m.d.sync += halt.eq(1)
         quiet = (inflight == 0) & ~arvalid
         return quiet & ~gen.busy & ~open_ & ~i_valid, quiet
 
@@ -273,8 +324,14 @@ class BackEnd(wiring.Component):
         # decision is then a few gates from registers (the burst FIFOs fill first only when
         # bursts are a beat or two long, and then nearly every push closes one anyway)
         can_push = can_close = registered_room(m, "fifo_room", awfifo, wlens, wfifo)
-        go = Signal()                         # the intake's piece goes into the open beat
-        m.d.comb += [go.eq(s_valid & (s_same | ~w_open | can_push) & ~halt),
+        flush = Signal()                      # the last piece is in: push and close what is open
+        # a job's first piece waits until the job before's last burst is closed: that burst is
+        # then the job's end burst, and holds nothing of the next job (while the last piece's
+        # beat and burst are flushed, a piece in the intake can only be the next job's first)
+        load = Signal()                       # the open beat takes the intake's piece
+        go = Signal()                         # ... and nothing halts it
+        m.d.comb += [load.eq(s_valid & (s_same | ~w_open | can_push) & ~flush),
+                     go.eq(load & ~halt),
                      self.wr.ready.eq((~s_valid | go) & ~halt)]
         with m.If(self.wr.valid & self.wr.ready):
             m.d.sync += [s_valid.eq(1), s.eq(piece),
@@ -291,12 +348,12 @@ class BackEnd(wiring.Component):
         # close reaches its FIFO a cycle later (push_r, close_r), with what the beat and burst held
         # when it was decided.
         wb_len_m1 = Signal(9)
+        end_close = Signal()                  # the burst closed is its job's end burst
         m.d.comb += wb_len_m1.eq(wb_len - 1)
         m.d.sync += [wfifo.w_data.eq(Cat(w_data, w_strb)),
-                     awfifo.w_data.eq(Cat(wb_start, wb_len_m1)),
+                     awfifo.w_data.eq(Cat(wb_start, wb_len_m1, end_close)),
                      wlens.w_data.eq(Cat(wb_len_m1, wb_len == 1))]
         m.d.comb += [wfifo.w_en.eq(push_r), awfifo.w_en.eq(close_r), wlens.w_en.eq(close_r)]
-        flush = Signal()                      # the last piece is in: push and close what is open
 
         def push_open_beat():
             """The open beat goes to the W FIFO: it extends the open burst, or closes it and
@@ -309,11 +366,9 @@ class BackEnd(wiring.Component):
                 m.d.comb += close.eq(wb_open)
                 m.d.sync += [wb_open.eq(1), wb_start.eq(w_addr), wb_len.eq(1)]
 
-        # the open beat's data, strobes and address load as ``go`` less its ``~halt``: one LUT4 of
-        # four registers in front of their ~170 clock enables. Once halted they may change, but
+        # the open beat's data, strobes and address load as ``go`` less its ``~halt``: a few gates
+        # of registers in front of their ~170 clock enables. Once halted they may change, but
         # nothing issued reads them: no burst is closed or addressed after the halt
-        load = Signal()
-        m.d.comb += load.eq(s_valid & (s_same | ~w_open | can_push))
         with m.If(load):
             with m.If(s_same):
                 m.d.sync += [w_data.eq((w_data & ~data_mask) | (s.data & data_mask)),
@@ -339,7 +394,8 @@ class BackEnd(wiring.Component):
                 push_open_beat()
                 m.d.sync += w_open.eq(0)
             with m.Elif(~w_open & wb_open & can_close):
-                m.d.comb += close.eq(1)
+                # (the open beat, pushed above, held the last piece: this burst holds it now)
+                m.d.comb += [close.eq(1), end_close.eq(1)]
                 m.d.sync += [wb_open.eq(0), flush.eq(0)]
             with m.Elif(~w_open & ~wb_open):
                 m.d.sync += flush.eq(0)
@@ -347,7 +403,11 @@ class BackEnd(wiring.Component):
         # AW from the burst FIFO (nothing new once halted); W only for bursts whose address
         # has been issued
         awvalid = Signal()
-        aw_go = awfifo.r_rdy & ~halt & (~awvalid | axi.awready)
+        # an end burst issued holds back the next address until it is answered and the job
+        # before has ended (`defer` low), with no read error waiting to halt
+        aw_hold = Signal()
+        end_out = Signal()                    # an end burst issued, not yet answered
+        aw_go = awfifo.r_rdy & ~halt & (~awvalid | axi.awready) & ~aw_hold
         m.d.comb += [axi.awvalid.eq(awvalid), axi.awsize.eq(LB), axi.awburst.eq(Burst.INCR),
                      axi.awcache.eq(0b0011), axi.bready.eq(1), awfifo.r_en.eq(aw_go)]
         with m.If(axi.awvalid & axi.awready):
@@ -355,7 +415,9 @@ class BackEnd(wiring.Component):
         issued_bursts = Signal(range(64))     # bursts with AW issued and W not finished
         with m.If(aw_go):
             m.d.sync += [awvalid.eq(1), axi.awid.eq(DATA_ID), axi.awaddr.eq(awfifo.r_data[:aw]),
-                         axi.awlen.eq(awfifo.r_data[aw:])]
+                         axi.awlen.eq(awfifo.r_data[aw:aw + 8])]
+            with m.If(awfifo.r_data[aw + 9]):
+                m.d.sync += [aw_hold.eq(1), end_out.eq(1)]
         # W: whether a beat is its burst's last, and whether any burst has its address issued,
         # are registers (the first beat's test comes with its length), so W's handshake does
         # not wait on compares
@@ -388,7 +450,12 @@ class BackEnd(wiring.Component):
                                           Mux(~inc & dec, issued_bursts != 1, bursts_issued)))]
         pending_b = Signal(range(256))
         b_beat = axi.bvalid & axi.bready
-        m.d.sync += pending_b.eq(pending_b + aw_go - b_beat)
+        m.d.sync += [pending_b.eq(pending_b + aw_go - b_beat), self.job_done.eq(0)]
+        # no address goes out behind an end burst, so it is answered once nothing is pending
+        with m.If(end_out & (pending_b == 0)):
+            m.d.sync += [end_out.eq(0), self.job_done.eq(1)]
+        with m.Elif(aw_hold & ~end_out & ~self.defer & ~self.read_err):
+            m.d.sync += aw_hold.eq(0)
         with m.If(b_beat & (axi.bresp != Resp.OKAY)):
             m.d.sync += [self.write_err.eq(1), halt.eq(1)]
         quiet = (issued_bursts == 0) & (pending_b == 0) & ~awvalid

@@ -156,11 +156,23 @@ class _Step(enum.Enum, shape=3):
     VERDICT = 5
 
 
+def range_layout(addr_width):
+    """The bytes a descriptor that passed its checks reads and writes: ``src`` up to (not
+    including) ``src_end``, ``dst`` up to ``dst_end``, and ``reads`` (some valid count is 0:
+    nothing is read, and the source's range means nothing). Every end is at most the address
+    space's top, so ``addr_width`` + 1 bits hold it."""
+    return data.StructLayout({"src": addr_width + 1, "src_end": addr_width + 1,
+                              "dst": addr_width + 1, "dst_end": addr_width + 1, "reads": 1})
+
+
 class DescriptorChecker(wiring.Component):
     """The model's rules on a held descriptor: ``desc`` (:func:`descriptor_layout`) and ``eb``
     (its element bytes) must hold still from the cycle after ``start`` until the verdict.
     ``verdict`` gives, for one cycle, the error code (:class:`~model.dma.descriptor.Error`; 0
-    when the descriptor passes). A ``start`` begins the checks afresh whatever they were doing.
+    when the descriptor passes). ``ranges`` (:func:`range_layout`) holds the bytes it reads and
+    writes from the verdict of a descriptor that passes until the next ``start`` (its
+    addresses for as long as ``desc`` holds it). A ``start`` begins the checks afresh whatever
+    they were doing.
 
     The rules are checked one dimension at a time: about five cycles a dimension for counts
     below 64 and up to twenty for 32-bit ones (the products, below), then four cycles more.
@@ -171,6 +183,7 @@ class DescriptorChecker(wiring.Component):
         super().__init__({
             "desc": In(descriptor_layout()), "eb": In(4), "start": In(1),
             "verdict": Out(stream.Signature(4, always_ready=True)),
+            "ranges": Out(range_layout(addr_width)),
         })
 
     def elaborate(self, platform):
@@ -329,6 +342,10 @@ class DescriptorChecker(wiring.Component):
             m.d.sync += [step.eq(_Step.SETTLE), sums_clear.eq(1), no_src.eq(0),
                          first_dim_err.eq(0), nest_err.eq(0)]
             m.d.comb += k_next.eq(0)
+
+        m.d.comb += [self.ranges.src.eq(chk_src), self.ranges.src_end.eq(s_end),
+                     self.ranges.dst.eq(chk_dst), self.ranges.dst_end.eq(d_end),
+                     self.ranges.reads.eq(~no_src)]
 
         # the code, in the model's order
         code = self.verdict.payload

@@ -28,9 +28,12 @@ and R never waits. The *write combiner* gathers pieces that fall in one beat (wi
 strobes) and consecutive beats into bursts, and issues a burst's address once all its beats are
 buffered.
 
-A descriptor ends when its last write is answered, so the next one sees its results. Errors end
-the job: no new address is issued, bursts already issued complete (their data was read before
-the error), reads in flight are drained, and the engine takes the next job.
+A descriptor ends when its last write is answered. A chain's next descriptor that reads nothing
+the running one writes starts before that end: its reads and a transpose's first tiles overlap
+the running one's last writes, and its own writes wait until the running one has ended. One
+that reads what the running one writes starts after that end, so it sees the results. Errors
+end the job: no new address is issued, bursts already issued complete (their data was read
+before the error), reads in flight are drained, and the engine takes the next job.
 """
 
 from amaranth import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal
@@ -150,6 +153,9 @@ class DmaEngine(wiring.Component):
                          back.fetch_go.eq(front.fetch_go)]
         m.d.comb += [front.read_err.eq(back.read_err),
                      front.write_err.eq(back.write_err),
+                     front.read_old.eq(back.read_old),
+                     front.job_done.eq(back.job_done),
+                     back.defer.eq(front.defer),
                      front.idle.eq(back.idle & empty[0] & empty[1] & empty[2]),
                      front.drained.eq(back.drained)]
         return m

@@ -9,18 +9,24 @@ The descriptor's registers (:class:`~hw.dma.descriptor.DescriptorStore`) load fr
 bank or from a fetch's beats; :class:`~hw.dma.descriptor.DescriptorChecker` checks it against the
 model's rules (:class:`model.dma.descriptor.Error`, in the same order, one dimension at a time)
 before the mid end is offered it. A descriptor ends
-when the mid end is done and the back end idle (its last write answered), so the next one sees
-its results; a chain's next descriptor is fetched and checked meanwhile, and offered at that
-end (an error in it is reported then). An error response *halts* the back end (it stops itself: see
-:mod:`hw.dma.backend`): the front end waits until what was issued has drained, then ends the
-job with the error code and the failing descriptor's index. ``dp_reset`` clears the mid and
-back end between descriptors; it is also set while the engine is reset, and is their only reset.
+when its last write is answered (the back end's ``job_done``; the job's last once the mid end is
+done and the back end idle). A chain's next descriptor is fetched and checked meanwhile, and
+offered at once if it reads something and nothing the running one writes (so two may run, the
+newer one's writes held back until the older has ended: ``defer``), else at that end (an error
+in it is reported once the descriptors before it have ended). An error response *halts* the back
+end (it stops itself: see :mod:`hw.dma.backend`): the front end waits until what was issued has
+drained, then ends the job with the error code and the failing descriptor's index.
+``dp_reset`` clears the mid and back end as a job ends; it is also set while the engine is
+reset, and is their only reset.
 
 Ports: ``s_axil`` (registers), ``irq``; ``desc``, the checked descriptor offered to the mid end
 (:func:`~hw.dma.midend.request_layout`, held until taken), which answers ``busy``,
 ``read_bytes``, ``written_bytes``; ``fetch_addr``, ``fetch_go``,
-``fetch_beat``, ``read_err``, ``write_err``, ``idle``, ``drained`` with the back end.
+``fetch_beat``, ``read_err``, ``read_old``, ``write_err``, ``idle``, ``drained``, ``job_done``
+and ``defer`` with the back end.
 """
+
+from types import SimpleNamespace
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
@@ -70,6 +76,7 @@ class FrontEnd(wiring.Component):
                if chains else {}),
             "dp_reset": Out(1),
             "read_err": In(1), "write_err": In(1), "idle": In(1), "drained": In(1),
+            "read_old": In(1), "job_done": In(1), "defer": Out(1),
         })
 
     def elaborate(self, platform):
@@ -91,13 +98,6 @@ class FrontEnd(wiring.Component):
         chain = Signal()                      # the job is a chain
         index = Signal(24)                    # descriptor of the job being worked on
         error_code = Signal(4)
-        m.d.comb += [regs.status.busy.r_data.eq(state != _State.IDLE),
-                     regs.hwinfo.data_bytes.r_data.eq(self.data_width // 8),
-                     regs.hwinfo.max_dims.r_data.eq(MAX_DIMS),
-                     regs.hwinfo.addr_width.r_data.eq(aw),
-                     regs.hwinfo.chains.r_data.eq(int(self.chains)),
-                     regs.error.code.r_data.eq(error_code),
-                     regs.error.index.r_data.eq(index)]
 
         start_regs = regs.ctrl.start.pulse[0] & (state == _State.IDLE)
         start_chain = regs.ctrl.start_chain.pulse[0] & (state == _State.IDLE) & \
@@ -126,26 +126,36 @@ class FrontEnd(wiring.Component):
         bytes_read, bytes_written, cycles, ndone = self._counters(m, regs, state)
 
         # -- the sequencer --------------------------------------------------------------------
-        # Two things go on at once: the descriptor that runs (taken by the mid end, until its
-        # last write is answered: `running`) and the preparation of the next one (`state`:
-        # fetched, checked, then offered). A chain's next descriptor is fetched and checked
-        # while the one before it runs, and offered once that one has ended, so it still sees
-        # the results before it. An error found in it ends the job only then: descriptors end,
-        # raise their interrupts and report errors in chain order.
+        # Two things go on at once: the descriptors that run (taken by the mid end, until the
+        # last write of each is answered: `running`, and `second` when a second one was taken
+        # before the first ended) and the preparation of the next one (`state`: fetched,
+        # checked, then offered). A chain's next descriptor is fetched and checked while the one
+        # before it runs, and offered at once if it reads nothing the running one writes (else
+        # once that one has ended, so it sees the results). Descriptors end, raise their
+        # interrupts and report errors in chain order: the back end holds the newer one's writes
+        # until the older has ended (`defer`), and an error found in a descriptor being
+        # prepared ends the job only once those before it have ended.
         #
-        # the mid end done and the back end idle, a cycle ago: a register, so the wide OR of
-        # their busy flags is not in front of the sequencer's registers. It still shows the
-        # cycle of the take in the cycle after it, so the end is looked for from the second
-        # cycle after the take (`armed`); draining does the same with the back end's drained flag
+        # A descriptor followed by another ends as the back end answers its last write
+        # (`job_done`, kept in `ended` until it is used), with no reset between the two. The
+        # job's last ends once the mid end is done and the back end idle, a cycle ago (`quiet`:
+        # a register, so the wide OR of their busy flags is not in front of the sequencer's
+        # registers), and the mid and back end are reset. `quiet` still shows the cycle of the
+        # take in the cycle after it, so the end is looked for from the second cycle after the
+        # take (`armed`); draining does the same with the back end's drained flag
         quiet = Signal()
         armed = Signal()
         m.d.sync += quiet.eq(~self.busy & self.idle)
         drained_q = Signal()
         m.d.sync += drained_q.eq(self.drained)
         running = Signal()                    # a taken descriptor has not ended
+        second = Signal()                     # ... and a second one was taken after it
         draining = Signal()                   # ... and stopped at an error response
-        run_last = Signal()                   # the running descriptor is the job's last
+        ended = Signal()                      # the back end answered the oldest's last write
+        run_last = Signal()                   # the oldest running descriptor is the job's last
         run_irq = Signal()                    # ... and raises the interrupt as it ends
+        next_last = Signal()                  # the same of the second
+        next_irq = Signal()
         fail_code = Signal(4)                 # the error of the descriptor in FAILED
         done_set = Signal()
         err_set = Signal()
@@ -154,19 +164,23 @@ class FrontEnd(wiring.Component):
         # a fetch may be in flight: the back end is not reset under it, so a descriptor ends
         # only once the fetch of the next one is in
         fetching = (state == _State.FETCH) if self.chains else Const(0)
+        m.d.comb += self.defer.eq(second)
+        # the destination of the descriptor taken last, and whether the one being offered may
+        # start before it ends: it reads something and reads nothing it writes
+        ranges = checker.ranges
+        run_dst = Signal.like(ranges.dst)
+        run_dst_end = Signal.like(ranges.dst_end)
+        may_follow = Signal()
 
         def finish(code):
             m.d.sync += [error_code.eq(code), state.eq(_State.IDLE), want_fetch.eq(0),
-                         running.eq(0), draining.eq(0)]
+                         running.eq(0), second.eq(0), draining.eq(0), ended.eq(0)]
             m.d.comb += [done_set.eq(1), err_set.eq(code != 0), dp_reset.eq(1)]
 
         def fail(code):
             """The descriptor being prepared breaks a rule: the job ends with ``code`` once the
-            descriptor that runs (if one does) has ended."""
-            with m.If(running):
-                m.d.sync += [state.eq(_State.FAILED), fail_code.eq(code)]
-            with m.Else():
-                finish(code)
+            descriptors that run (if any do) have ended and the mid and back end are quiet."""
+            m.d.sync += [state.eq(_State.FAILED), fail_code.eq(code)]
 
         def fetch(addr):
             m.d.sync += [state.eq(_State.FETCH), want_fetch.eq(1), fetch_addr.eq(addr),
@@ -183,16 +197,32 @@ class FrontEnd(wiring.Component):
                 m.d.sync += want_fetch.eq(0)
             m.d.comb += self.fetch_addr.eq(fetch_addr[:aw])
 
-        # offered while checked and no descriptor runs; held until taken, as neither changes
-        # before the take
-        m.d.comb += [self.desc.valid.eq((state == _State.OFFER) & ~running),
+        # offered while checked, if no descriptor runs or one runs that it may follow; held
+        # until taken, as none of these changes before the take (`running` only falls)
+        take = self.desc.valid & self.desc.ready
+        m.d.comb += [self.desc.valid.eq((state == _State.OFFER) &
+                                        (~running | (may_follow & ~second))),
                      checker.start.eq(state == _State.LOAD)]
+        # the oldest running descriptor ends now (with no error response in this cycle)
+        err = self.write_err | (self.read_err & (~second | self.read_old))
+        retire = Signal()
+        m.d.comb += retire.eq(running & ~draining & ~err &
+                              Mux(run_last, armed & quiet & ~fetching & ~take, ended))
+        with m.If(self.job_done & running):
+            m.d.sync += ended.eq(1)
+        q = SimpleNamespace(
+            state=state, chain=chain, index=index, error_code=error_code, ndone=ndone,
+            running=running, second=second, draining=draining, ended=ended, armed=armed,
+            drained_q=drained_q, fetching=fetching, run_last=run_last, run_irq=run_irq,
+            next_last=next_last, next_irq=next_irq, err=err, retire=retire,
+            done_set=done_set, err_set=err_set, irq_set=irq_set, dp_reset=dp_reset,
+            drain_code=Signal(4, name="drain_code"))
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(start_regs | start_chain):
                     m.d.sync += [index.eq(0), error_code.eq(0), chain.eq(start_chain),
                                  bytes_read.eq(0), bytes_written.eq(0), cycles.eq(0),
-                                 ndone.eq(0)]
+                                 ndone.eq(0), ended.eq(0)]
                     with m.If(start_regs):
                         # the fields load in LOAD, from a register set now: the decision to
                         # load (a start pulse) is not on the path into their enables
@@ -222,49 +252,82 @@ class FrontEnd(wiring.Component):
                     with m.If(checker.verdict.payload != 0):
                         fail(checker.verdict.payload)
                     with m.Else():
-                        m.d.sync += state.eq(_State.OFFER)
+                        m.d.sync += [state.eq(_State.OFFER),
+                                     may_follow.eq(ranges.reads &
+                                                   ((ranges.src_end <= run_dst) |
+                                                    (run_dst_end <= ranges.src)))]
             with m.Case(_State.OFFER):
                 # taken: it runs from its own copy in the mid end, and the next descriptor of
                 # a chain is fetched now
-                with m.If(self.desc.valid & self.desc.ready):
-                    m.d.sync += [running.eq(1), armed.eq(1), run_last.eq(d.last),
-                                 run_irq.eq(d.irq), state.eq(_State.WAIT)]
+                with m.If(take):
+                    m.d.sync += [armed.eq(1), state.eq(_State.WAIT),
+                                 run_dst.eq(ranges.dst), run_dst_end.eq(ranges.dst_end)]
+                    with m.If(running & ~retire):
+                        m.d.sync += [second.eq(1), next_last.eq(d.last), next_irq.eq(d.irq)]
+                    with m.Else():
+                        m.d.sync += [running.eq(1), run_last.eq(d.last), run_irq.eq(d.irq)]
                     if self.chains:
                         with m.If(chain & ~d.last):
                             fetch(d.nxt)
             with m.Case(_State.FAILED):
-                with m.If(~running):
+                with m.If(~running & quiet & ~fetching):
                     finish(fail_code)
 
-        # the running descriptor's end (after the preparation's cases: an end by an error
-        # response stops the preparation too)
-        with m.If(draining):
+        self._ends(m, q, take, finish)
+        self._status(m, regs, state, error_code, index, q)
+        return m
+
+    def _ends(self, m, q, take, finish):
+        """The running descriptors' ends, in order (``q``: the sequencer's signals). Called after
+        the preparation's cases: an end by an error response stops the preparation too, and a
+        descriptor taken in the cycle of an end is the only one left running."""
+        with m.If(q.draining):
             # the back end halted itself as it raised the error, a cycle before it was seen
             # here: the issued bursts finish, reads in flight come back (and are dropped).
             # `drained_q` is the back end's drained flag a cycle ago, so it is looked at from
             # the second cycle of draining: by then it was taken two cycles into the halt, and
             # nothing is issued after that
-            m.d.sync += armed.eq(1)
-            with m.If(armed & drained_q & ~fetching):
-                finish(Mux(self.read_err, Error.READ_ERROR, Error.WRITE_ERROR))
-        with m.Elif(running & (self.read_err | self.write_err)):
-            m.d.sync += [draining.eq(1), armed.eq(0)]
-        with m.Elif(running & armed & quiet & ~fetching):
-            m.d.sync += [running.eq(0), armed.eq(0), ndone.eq(ndone + 1)]
-            m.d.comb += [dp_reset.eq(1), irq_set.eq(run_irq)]
-            with m.If(~chain | run_last):
-                m.d.sync += [state.eq(_State.IDLE), error_code.eq(0)]
-                m.d.comb += done_set.eq(1)
+            m.d.sync += q.armed.eq(1)
+            with m.If(q.armed & q.drained_q & ~q.fetching):
+                finish(q.drain_code)
+        with m.Elif(q.running & q.err):
+            # an error response of the oldest descriptor (a write's, or a read's before the
+            # second descriptor's first; the second's read error waits until the oldest ends,
+            # and is not this descriptor's if a write error of its own comes first)
+            m.d.sync += [q.draining.eq(1), q.armed.eq(0),
+                         q.drain_code.eq(Mux(self.read_err & (~q.second | self.read_old),
+                                             Error.READ_ERROR, Error.WRITE_ERROR))]
+        with m.Elif(q.retire):
+            m.d.sync += [q.ended.eq(0), q.ndone.eq(q.ndone + 1)]
+            m.d.comb += q.irq_set.eq(q.run_irq)
+            with m.If(q.second):
+                m.d.sync += [q.second.eq(0), q.run_last.eq(q.next_last),
+                             q.run_irq.eq(q.next_irq)]
+            with m.Elif(~take):
+                m.d.sync += q.running.eq(0)
+            with m.If(~q.chain | q.run_last):
+                m.d.sync += [q.state.eq(_State.IDLE), q.error_code.eq(0), q.running.eq(0),
+                             q.armed.eq(0)]
+                m.d.comb += [q.done_set.eq(1), q.dp_reset.eq(1)]
             with m.Else():
-                m.d.sync += index.eq(index + 1)
+                m.d.sync += q.index.eq(q.index + 1)
 
-        m.d.comb += [regs.status.done.set.eq(done_set), regs.status.error.set.eq(err_set),
-                     regs.status.desc_irq.set.eq(irq_set),
+    def _status(self, m, regs, state, error_code, index, q):
+        """The registers the sequencer feeds: status, hardware information, error, and the
+        interrupt."""
+        m.d.comb += [regs.status.busy.r_data.eq(state != _State.IDLE),
+                     regs.hwinfo.data_bytes.r_data.eq(self.data_width // 8),
+                     regs.hwinfo.max_dims.r_data.eq(MAX_DIMS),
+                     regs.hwinfo.addr_width.r_data.eq(self.addr_width),
+                     regs.hwinfo.chains.r_data.eq(int(self.chains)),
+                     regs.error.code.r_data.eq(error_code),
+                     regs.error.index.r_data.eq(index),
+                     regs.status.done.set.eq(q.done_set), regs.status.error.set.eq(q.err_set),
+                     regs.status.desc_irq.set.eq(q.irq_set),
                      self.irq.eq((regs.status.done.data[0] & regs.irq_enable.done.data[0]) |
                                  (regs.status.error.data[0] & regs.irq_enable.error.data[0]) |
                                  (regs.status.desc_irq.data[0] &
                                   regs.irq_enable.desc_irq.data[0]))]
-        return m
 
     @staticmethod
     def _bank_descriptor(m, regs, bank):

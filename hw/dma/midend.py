@@ -16,10 +16,13 @@ Ports
 -----
 ``desc``: a stream of checked descriptors (:func:`request_layout`: the N-D transfer as the front
 end holds it). The mid end takes one when it has nothing left of the one before (``busy`` low),
-in two cycles: in the first it sees the descriptor offered and decodes the dimensions it uses,
-in the second it takes it (``ready``) and loads its own copy, from which its configuration
-pipeline works out the path and the tile path's shape. The chosen path starts once that
-pipeline has settled; ``busy`` stays high from the take until the path is done. ``path`` tells
+or when the one before runs on the tile path and its walk is over (the tile path's
+``walk_free``), in two cycles: in the first it sees the descriptor offered and decodes the
+dimensions it uses, in the second it takes it (``ready``) and loads its own copy, from which
+its configuration pipeline works out the path and the tile path's shape. The chosen path starts
+once that pipeline has settled and the path before is done, or at once if both jobs are tile
+jobs; ``busy`` stays high from the take until the path is done. The first read request of each
+job carries ``first`` (:func:`~hw.dma.backend.job_request_layout`). ``path`` tells
 which path runs (0 elements, 1 rows, 2 tiles). Streams ``req`` (runs of beats to read:
 :func:`~hw.dma.tile.request_layout`), ``rdata`` (those beats, in order) and ``wr`` (pieces:
 ``addr``, ``data``, ``strb``, ``last``) go to the back end; ``read_bytes`` and
@@ -34,6 +37,7 @@ from atomcube.model.dma.descriptor import MAX_DIMS
 
 from ..bus.fifo import registered, stream_slice
 from ..fabric import register_copies, registered_copy
+from .backend import job_request_layout
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, count_width, path_ports
@@ -120,6 +124,7 @@ class MidEnd(wiring.Component):
             **{name: port for name, port in
                path_ports(data_width=data_width, addr_width=aw, dims=MAX_DIMS).items()
                if name not in DESCRIPTOR_PORTS},
+            "req": Out(stream.Signature(job_request_layout(aw, data_width))),
             "path": Out(Path),
         })
 
@@ -143,8 +148,13 @@ class MidEnd(wiring.Component):
         # descriptor's values and the path starts. None of this logic lies on the data path's
         # timing.
         desc = self.desc.payload
-        takes = register_copies(platform, m, self.desc.valid & ~self.desc.ready & ~self.busy,
-                                6 + len(units), "take")
+        # A tile job's walk may be over while its last tiles still fill and drain: the next
+        # descriptor is taken then (`walk_free`), and starts once the pipeline has settled (on
+        # the tile path at once, on another once the tile path is done)
+        tile = self._tile
+        early = Signal()
+        takes = register_copies(platform, m, self.desc.valid & ~self.desc.ready &
+                                (~self.busy | early), 6 + len(units), "take")
         taking = takes[0]
         m.d.comb += self.desc.ready.eq(taking)
 
@@ -211,27 +221,42 @@ class MidEnd(wiring.Component):
                          "ext": n_ext, "val": n_val, "sst": n_sst, "dst": n_dst})
                      if Path.TILES in units else Const(0))
         chosen = Mux(row_fits, Path.ROWS, Mux(tile_fits, Path.TILES, Path.ELEMENTS))
-        path = reg(chosen, "path")
-        m.d.comb += self.path.eq(path)
+        path_next = reg(chosen, "path_next")
         # and a register of its own for each path, saying it is the chosen one: the streams'
         # valid and ready signals pass a gate on it instead of a decode of `path`, whose fanout
         # they would share
-        on = {u: reg(chosen == p, f"on_{p.name.lower()}") for p, u in units.items()}
+        on_next = {u: reg(chosen == p, f"on_next_{p.name.lower()}") for p, u in units.items()}
 
-        # the chosen path starts once every stage holds the new descriptor's values
+        # the chosen path starts once every stage holds the new descriptor's values and the
+        # path before is done, or is the tile path taking the next tile job: the path and its
+        # flags (`path`, `on`) follow the descriptor's as it starts, so the job before keeps the
+        # streams until then
         settle = Signal(range(SETTLE + 1))
         go = Signal()
+        path = Signal(Path, name="path")
+        on = {u: Signal(name=f"on_{p.name.lower()}") for p, u in units.items()}
+        m.d.comb += self.path.eq(path)
+        done_before = ~Cat(u.busy for u in units.values()).any()
+        if tile is not None:
+            # a tile job follows a tile job once the walk is over and its runs have left (the
+            # next request is then the new job's first)
+            done_before |= (on[tile] & on_next[tile] & tile.walk_free & ~tile.req.valid)
+            m.d.comb += early.eq(on[tile] & tile.walk_free & (settle == 0) & ~taking &
+                                 ~Cat(*(u.start for u in units.values())).any())
         with m.If(taking):
             m.d.sync += settle.eq(SETTLE)
-        with m.Elif(settle != 0):
+        with m.Elif((settle != 0) & ((settle != 2) | go)):
             m.d.sync += settle.eq(settle - 1)
         # each path's start is a register, set from settle == 2 so that it is high in the cycle
-        # settle is 1 (the path register holds this descriptor's path from nine cycles after
-        # the take on, a cycle before)
-        m.d.comb += go.eq(settle == 2)
+        # settle is 1 (path_next holds this descriptor's path from nine cycles after the take
+        # on, a cycle before)
+        m.d.comb += go.eq((settle == 2) & done_before)
         starts = {u: Signal(name=f"start_{p.name.lower()}") for p, u in units.items()}
+        with m.If(go):
+            m.d.sync += path.eq(path_next)
+            m.d.sync += [on[u].eq(on_next[u]) for u in units.values()]
         for u in units.values():
-            m.d.sync += starts[u].eq(go & on[u])
+            m.d.sync += starts[u].eq(go & on_next[u])
             m.d.comb += u.start.eq(starts[u])
 
         # the running path has the streams: its handshakes through a gate on its own register, its
@@ -266,10 +291,18 @@ class MidEnd(wiring.Component):
                      self.rdata.ready.eq(Cat(*(rdata_in[u].ready
                                                for u in units.values())).all()),
                      self.wr.valid.eq(running(lambda u: u.wr.valid))]
+        # a job's first request says so, for the back end to tell the jobs' reads apart
+        first = Signal()
+        with m.If(go):
+            m.d.sync += first.eq(1)
+        with m.Elif(req.valid & req.ready):
+            m.d.sync += first.eq(0)
+        m.d.comb += req.payload.first.eq(first)
         with m.Switch(path):
             for p, u in units.items():
                 with m.Case(p):
-                    m.d.comb += [req.payload.eq(u.req.payload),
+                    m.d.comb += [req.payload.beat.eq(u.req.payload.beat),
+                                 req.payload.n.eq(u.req.payload.n),
                                  self.wr.payload.eq(u.wr.payload),
                                  self.read_bytes.eq(u.read_bytes),
                                  self.written_bytes.eq(u.written_bytes)]

@@ -433,6 +433,7 @@ def _dma_backend_proof(late_credit=True):
         cover(m, axi.arvalid & (axi.arid == FETCH_ID) & (chk.owed[DATA_ID] != 0),
               "a descriptor fetch while data reads are in flight")
         cover(m, (chk.b_taken == 1) & axi.wvalid & axi.wready, "writes after a response")
+        cover(m, dut.job_done, "a job's end burst answered")
         return ports + [k]
 
     return lambda: _harness(body)
