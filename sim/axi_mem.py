@@ -1,6 +1,7 @@
 """An AXI4 memory for benches of blocks with an AXI4 manager port: read latency, random stalls
-on all five channels, error responses for chosen address ranges, and a log of every byte
-written (so a bench can prove nothing was written outside the destination).
+on all five channels, error responses for chosen address ranges, a log of every byte written
+(so a bench can prove nothing was written outside the destination), and the cycle of every
+read and write burst's address (so a bench can see what ran before what).
 
 Reads are served by a pipelined model: every AR is accepted at once and stamped. Its beats leave
 ``latency`` cycles later, in order, one per cycle unless the R channel is paused. So several
@@ -47,6 +48,9 @@ class AxiMemory:
         #: one past the highest byte any burst addressed, before the wrap: a bench of a
         #: manager narrower than the port checks that the bits above its width stay 0
         self.highest = 0
+        #: (cycle, address, beats) of every read and write burst, as its address was taken
+        self.ar_log: list[tuple[int, int, int]] = []
+        self.aw_log: list[tuple[int, int, int]] = []
         self._aw = bus.write.aw
         self._pending = collections.deque()
         self._arrived = Event()
@@ -71,8 +75,19 @@ class AxiMemory:
         self.mem[addr:addr + b.size] = b
 
     def fill(self, value: int) -> None:
+        """Every byte ``value``; nothing written, no burst logged."""
         self.mem[:] = value
         self.written[:] = False
+        self.ar_log.clear()
+        self.aw_log.clear()
+
+    def first_read(self, lo: int, hi: int) -> int:
+        """The cycle of the first read burst logged that reads a byte of [lo, hi)."""
+        return min(c for c, a, n in self.ar_log if a < hi and a + n * self.byte_lanes > lo)
+
+    def last_write(self, lo: int, hi: int) -> int:
+        """The cycle of the last write burst logged that writes a byte of [lo, hi)."""
+        return max(c for c, a, n in self.aw_log if a < hi and a + n * self.byte_lanes > lo)
 
     # -- the write target (AxiSlaveWrite calls this) ----------------------------------------
 
@@ -99,6 +114,7 @@ class AxiMemory:
                 f"write burst at 0x{addr:x}, {beats} beats, crosses 4 KiB"
             self.longest_write = max(self.longest_write, beats)
             self.highest = max(self.highest, addr + beats * size)
+            self.aw_log.append((self.cycle, addr, beats))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -111,6 +127,7 @@ class AxiMemory:
         while True:
             ar = await self.ar.recv()
             self._pending.append((ar, self.cycle))
+            self.ar_log.append((self.cycle, int(ar.araddr), int(ar.arlen) + 1))
             self._arrived.set()
 
     async def _serve(self):

@@ -458,6 +458,94 @@ async def test_errors(dut):
     assert not tb.mem.written.any(), "a chain that failed to start wrote"
 
 
+#: three tensors of 4 KiB for the tests of descriptors that run at once, their NCHW at DENSE +
+#: k * LAYER and their NHWC at IMAGE + k * LAYER
+LAYER_SHAPE = (1, 16, 16, 16)
+LAYER = 4096
+
+
+async def _run_layers(tb, descs, what, read_errors=(), write_errors=()):
+    """Two 4 KiB tensors in NCHW at DENSE and DENSE + LAYER, ``descs`` run as a chain: returns
+    its error code and index, and memory as the executor leaves it after the descriptors before
+    the failing one."""
+    tb.mem.fill(GUARD)
+    for k in range(2):
+        tb.mem.load(DENSE + k * LAYER, _bytes(tb.tensor(LAYER_SHAPE, np.int8)))
+    model = tb.mem.mem.copy()
+    tb.mem.read_errors, tb.mem.write_errors = list(read_errors), list(write_errors)
+    code, index, _ = await tb.run(descs, True)
+    tb.mem.read_errors, tb.mem.write_errors = [], []
+    execute(Program(list(descs[:index] if code else descs)), model)
+    tb.dut._log.info("%s: code %d at %d", what, code, index)
+    return code, index, model
+
+
+def _layer(k, unpack=False, to=None):
+    """Tensor k's NCHW -> NHWC transpose (or back, to tensor ``to``'s NCHW place): one tile
+    job."""
+    (d,) = dense_transpose(LAYER_SHAPE, 1, DENSE + (k if to is None else to) * LAYER,
+                           IMAGE + k * LAYER, unpack=unpack).descriptors
+    return d
+
+
+@cocotb.test(skip=not CHAINS)
+async def test_next_descriptor_starts_before_the_one_before_ends(dut):
+    """A chain of transposes. The second reads nothing the first writes: its first read goes
+    out before the first's last write. The third reads what the second writes: its first read
+    goes out only after the second's last write. Memory ends as the executor leaves it."""
+    tb = await TB.start(dut, salt=41)
+    descs = [_layer(0), _layer(1), _layer(1, unpack=True, to=2)]
+    code, _, model = await _run_layers(tb, descs, "three transposes")
+    assert code == 0, f"error {Error(code).name}"
+    assert (tb.mem.mem[:CHAIN] == model[:CHAIN]).all(), "memory differs from the executor"
+    assert (await tb.drv.descriptors.read()).value == 3
+    mem = tb.mem
+    second_read = mem.first_read(DENSE + LAYER, DENSE + 2 * LAYER)
+    first_write = mem.last_write(IMAGE, IMAGE + LAYER)
+    assert second_read < first_write, f"the second started at cycle {second_read}, after the " \
+                                      f"first's last write at {first_write}"
+    third_read = mem.first_read(IMAGE + LAYER, IMAGE + 2 * LAYER)
+    second_write = mem.last_write(IMAGE + LAYER, IMAGE + 2 * LAYER)
+    assert third_read > second_write, f"the third read at cycle {third_read} what the second " \
+                                      f"wrote until {second_write}"
+
+
+@cocotb.test(skip=not CHAINS)
+async def test_errors_of_two_running_descriptors(dut):
+    """Two transposes running at once. A read error of the second's, while the first still
+    writes, ends the job with the second's index once the first is complete; a write error of
+    the first's ends it with the first's index, and the second writes nothing, also when the
+    second's read error came first."""
+    tb = await TB.start(dut, salt=42)
+    descs = [_layer(0), _layer(1)]
+    second_src = (DENSE + LAYER, DENSE + LAYER + 8)
+    code, index, model = await _run_layers(tb, descs, "read error", read_errors=[second_src])
+    assert (code, index) == (Error.READ_ERROR, 1), f"{Error(code).name} at {index}"
+    assert (await tb.drv.descriptors.read()).value == 1
+    assert (tb.mem.mem[IMAGE:IMAGE + LAYER] == model[IMAGE:IMAGE + LAYER]).all(), \
+        "the first descriptor is not complete"
+    assert not tb.mem.written[IMAGE + LAYER:].any(), "the second descriptor wrote"
+    assert tb.mem.first_read(*second_src) < tb.mem.last_write(IMAGE, IMAGE + LAYER), \
+        "the second descriptor's read failed only after the first's last write"
+    # the first descriptor's last beat, as a run without errors writes it (the pieces' order
+    # does not depend on the stalls, so it is the last in every run): an error there comes
+    # once the second has started
+    code, _, _ = await _run_layers(tb, descs, "no error")
+    assert code == 0, f"error {Error(code).name}"
+    _, at, beats = max(e for e in tb.mem.aw_log if IMAGE <= e[1] < IMAGE + LAYER)
+    last_beat = at + (beats - 1) * tb.bb
+    code, index, _ = await _run_layers(tb, descs, "write error",
+                                       write_errors=[(last_beat, last_beat + tb.bb)])
+    assert (code, index) == (Error.WRITE_ERROR, 0), f"{Error(code).name} at {index}"
+    assert not tb.mem.written[IMAGE + LAYER:].any(), "the second descriptor wrote"
+    assert tb.mem.first_read(DENSE + LAYER, DENSE + 2 * LAYER) < \
+        tb.mem.last_write(IMAGE, IMAGE + LAYER), "the second descriptor had not started"
+    # both: the first's write error is the job's, though the second's read error came first
+    code, index, _ = await _run_layers(tb, descs, "both errors", read_errors=[second_src],
+                                       write_errors=[(last_beat, last_beat + tb.bb)])
+    assert (code, index) == (Error.WRITE_ERROR, 0), f"{Error(code).name} at {index}"
+
+
 @cocotb.test()
 async def test_read_error_writes_only_good_data(dut):
     """After a read error, every byte written is the right byte, and none after the error's
