@@ -140,6 +140,8 @@ class BackEnd(wiring.Component):
         # an error response was seen: issue and accept nothing new (set with read_err or
         # write_err; the front end's dp_reset clears all three)
         halt = Signal()
+        # halt | read_err, as a register of its own: what stops the reads (see the planner)
+        stop = Signal()
         mb = self.max_burst
 
         rfifo = m.submodules.rfifo = BufferedFIFO(width=W, depth=self.read_fifo)
@@ -149,8 +151,8 @@ class BackEnd(wiring.Component):
         # each burst's length - 1, and whether that is 0 (its first beat is its last)
         wlens = m.submodules.wlens = BufferedFIFO(width=10, depth=8)
 
-        reads_idle, reads_quiet = self._read_planner(m, halt, rfifo)
-        writes_idle, writes_quiet = self._write_combiner(m, halt, wfifo, awfifo, wlens)
+        reads_idle, reads_quiet = self._read_planner(m, halt, stop, rfifo)
+        writes_idle, writes_quiet = self._write_combiner(m, halt, stop, wfifo, awfifo, wlens)
         m.d.comb += [self.idle.eq(writes_idle & reads_idle),
                      self.drained.eq(reads_quiet & writes_quiet)]
         return m
@@ -160,7 +162,7 @@ class BackEnd(wiring.Component):
         BB = self.data_width // 8
         return (self.data_width, BB, (BB - 1).bit_length(), self.addr_width, self.max_burst)
 
-    def _read_planner(self, m, halt, rfifo):
+    def _read_planner(self, m, halt, stop, rfifo):
         """The reads (see the module's docstring): requests into bursts on AR, R into the read
         FIFO or, for a descriptor fetch, out on ``fetch_beat``. Returns (no read in flight or
         waiting, no read in flight)."""
@@ -192,14 +194,16 @@ class BackEnd(wiring.Component):
         m.d.comb += req.ready.eq(~i_valid | take)
         with m.If(req.valid & req.ready):
             addr = req.payload.addr
+            # (a job's first beat never follows: it opens a burst of its own, so the job
+            # before's beats are all in flight as it goes)
             m.d.sync += [i_valid.eq(1), beat.eq(addr), i_next.eq(addr + BB),
                          i_first.eq(req.payload.first),
-                         i_follows.eq(addr == i_next), i_page.eq(addr[:12] == 0)]
+                         i_follows.eq((addr == i_next) & ~req.payload.first),
+                         i_page.eq(addr[:12] == 0)]
         with m.Elif(take):
             m.d.sync += i_valid.eq(0)
-        # the tests on the open burst are registers too, set as it grows. A job's first beat
-        # opens a burst of its own, so the job before's beats are all in flight as it goes
-        cont = open_ & i_follows & b_room & ~i_page & ~i_first
+        # the tests on the open burst are registers too, set as it grows
+        cont = open_ & i_follows & b_room & ~i_page
         # whether the read FIFO has room for the open burst (credit >= b_len) is a register,
         # set from this cycle's registers for the burst the next cycle holds: it grows by one
         # (credit > b_len), goes out as the next opens (credit - b_len >= 1: the same test),
@@ -210,7 +214,6 @@ class BackEnd(wiring.Component):
         # nothing more is asked for or taken into the read FIFO. The beats already in it still
         # go out until the halt (those of the job before, then the newer job's, whose writes
         # are held back)
-        stop = halt | self.read_err
         can_issue = ar_free & covers & ~stop
         m.d.comb += take.eq(i_valid & ~stop & (~open_ | cont | can_issue))
         m.d.sync += covers.eq(Mux(take, Mux(open_, credit > b_len, credit != 0),
@@ -279,7 +282,7 @@ class BackEnd(wiring.Component):
         # still runs (`defer`): then that job's writes go on, and the halt waits until it has
         # ended (only new reads stop: `stop`)
         with m.If(r_data & (axi.rresp != Resp.OKAY) & ~self.read_err):
-            m.d.sync += [self.read_err.eq(1), self.read_old.eq(old_left != 0)]
+            m.d.sync += [self.read_err.eq(1), self.read_old.eq(old_left != 0), stop.eq(1)]
             with m.If((old_left != 0) | ~self.defer):
                 m.d.sync += halt.eq(1)
         with m.If(self.read_err & ~self.defer):
@@ -287,7 +290,7 @@ class BackEnd(wiring.Component):
         quiet = (inflight == 0) & ~arvalid
         return quiet & ~gen.busy & ~open_ & ~i_valid, quiet
 
-    def _write_combiner(self, m, halt, wfifo, awfifo, wlens):
+    def _write_combiner(self, m, halt, stop, wfifo, awfifo, wlens):
         """The writes (see the module's docstring): pieces into beats and bursts, AW and W from
         their FIFOs, B counted. Returns (no write in flight or waiting, no burst in flight)."""
         W, BB, LB, aw, mb = self._sizes()
@@ -326,15 +329,17 @@ class BackEnd(wiring.Component):
         can_push = can_close = registered_room(m, "fifo_room", awfifo, wlens, wfifo)
         flush = Signal()                      # the last piece is in: push and close what is open
         # a job's first piece waits until the job before's last burst is closed: that burst is
-        # then the job's end burst, and holds nothing of the next job (while the last piece's
-        # beat and burst are flushed, a piece in the intake can only be the next job's first)
+        # then the job's end burst, and holds nothing of the next job. The intake takes nothing
+        # from a job's last piece on until the flush is over (`hold`), so the decision to take
+        # the intake's piece needs no test of the flush
+        hold = Signal()
         load = Signal()                       # the open beat takes the intake's piece
         go = Signal()                         # ... and nothing halts it
-        m.d.comb += [load.eq(s_valid & (s_same | ~w_open | can_push) & ~flush),
+        m.d.comb += [load.eq(s_valid & (s_same | ~w_open | can_push)),
                      go.eq(load & ~halt),
-                     self.wr.ready.eq((~s_valid | go) & ~halt)]
+                     self.wr.ready.eq((~s_valid | go) & ~halt & ~hold)]
         with m.If(self.wr.valid & self.wr.ready):
-            m.d.sync += [s_valid.eq(1), s.eq(piece),
+            m.d.sync += [s_valid.eq(1), s.eq(piece), hold.eq(piece.last),
                          s_same.eq(~s.last & (piece.addr == s.addr))]
         with m.Elif(go):
             m.d.sync += s_valid.eq(0)
@@ -396,9 +401,9 @@ class BackEnd(wiring.Component):
             with m.Elif(~w_open & wb_open & can_close):
                 # (the open beat, pushed above, held the last piece: this burst holds it now)
                 m.d.comb += [close.eq(1), end_close.eq(1)]
-                m.d.sync += [wb_open.eq(0), flush.eq(0)]
+                m.d.sync += [wb_open.eq(0), flush.eq(0), hold.eq(0)]
             with m.Elif(~w_open & ~wb_open):
-                m.d.sync += flush.eq(0)
+                m.d.sync += [flush.eq(0), hold.eq(0)]
 
         # AW from the burst FIFO (nothing new once halted); W only for bursts whose address
         # has been issued
@@ -457,7 +462,7 @@ class BackEnd(wiring.Component):
         with m.Elif(aw_hold & ~end_out & ~self.defer & ~self.read_err):
             m.d.sync += aw_hold.eq(0)
         with m.If(b_beat & (axi.bresp != Resp.OKAY)):
-            m.d.sync += [self.write_err.eq(1), halt.eq(1)]
+            m.d.sync += [self.write_err.eq(1), halt.eq(1), stop.eq(1)]
         quiet = (issued_bursts == 0) & (pending_b == 0) & ~awvalid
         writes_idle = (~s_valid & ~w_open & ~wb_open & ~flush & ~push_r & ~close_r &
                        ~holds_entries(m, "aw_held", awfifo) & quiet &
