@@ -161,8 +161,8 @@ class FrontEnd(wiring.Component):
         err_set = Signal()
         irq_set = Signal()
         want_fetch = Signal()
-        # a fetch may be in flight: the back end is not reset under it, so a descriptor ends
-        # only once the fetch of the next one is in
+        # a fetch may be in flight: the back end is not reset under it, so a job ends (and
+        # resets the mid and back end) only once no fetch is in flight
         fetching = (state == _State.FETCH) if self.chains else Const(0)
         m.d.comb += self.defer.eq(second)
         # the destination of the descriptor taken last, and whether the one being offered may
