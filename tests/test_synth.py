@@ -121,13 +121,15 @@ def test_seeds_are_reported_as_their_median(tmp_path):
 
 def test_yosys_scripts():
     """ABC9 is synth_ecp5's own flow; the classic ABC replaces its LUT mapping (to LUTs of up
-    to 7 inputs, as ABC9's) and keeps the rest; it is refused for iCE40, and an unknown mapper
-    is named."""
+    to 7 inputs, as ABC9's) and keeps the rest, with or without the hierarchy; it is refused for
+    iCE40, and an unknown mapper is named."""
     assert synth.yosys_script("ecp5", "t.v", "t", "t.json") == \
         "read_verilog t.v; synth_ecp5 -top t -json t.json"
     abc = synth.yosys_script("ecp5", "t.v", "t", "t.json", "abc")
     assert "-run :map_luts" in abc and "abc -dress -lut 4:7;" in abc and abc.endswith(
         "-run map_cells: -json t.json")
+    kept = synth.yosys_script("ecp5", "t.v", "t", "t.json", "abc", flatten=False)
+    assert kept.count("synth_ecp5 -noflatten -top t") == 2    # both halves keep the hierarchy
     with pytest.raises(ValueError, match="mapper 'abc' is for ECP5 builds only, not ice40"):
         synth.yosys_script("ice40", "t.v", "t", "t.json", "abc")
     with pytest.raises(ValueError, match="mapper must be one of abc9, abc, not 'yosys'"):
