@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 from axil_sim import axil_read, axil_write
 
 from atomcube.hw.fabric import Checked
-from atomcube.hw.sparse.decompressor import SparseDecompressor
+from atomcube.hw.sparse.decompressor import SparseDecompressor, SparseTiming
 from atomcube.model.nvdla.weights import WeightSpec, compress, plan_job
 from atomcube.model.registers.sparse import SPARSE, Error, program
 
@@ -20,7 +20,7 @@ GUARD = 0xA5                  # what memory holds where nothing was loaded
 
 
 def run_job(spec, density, seed, *, data_width=64, atom_elements=16, stall=0.3, latency=None,
-            limit=100_000):
+            limit=100_000, timing=None):
     """One job through the decompressor (random weights of ``density``, read latency
     ``latency`` or a random one, each channel and the stream stalled with probability
     ``stall``): returns (error code, the stream's bytes, whether the last atom was marked, the
@@ -41,7 +41,8 @@ def run_job(spec, density, seed, *, data_width=64, atom_elements=16, stall=0.3, 
         raw = np.asarray(getattr(packed, name), np.uint8).tobytes()
         mem[at:at + len(raw)] = raw
     written = bytearray(len(mem))
-    dut = SparseDecompressor(data_width=data_width, atom_elements=atom_elements)
+    dut = SparseDecompressor(data_width=data_width, atom_elements=atom_elements,
+                             **({} if timing is None else {"timing": timing}))
     axi, bus = dut.m_axi, dut.s_axil
     BB = data_width // 8
     atom_bytes = atom_elements * spec.element_bytes
@@ -161,6 +162,15 @@ def test_decompressor_job_keeps_its_look_aheads(case):
     assert not outside, "a byte written outside the destination"
 
 
+def test_a_job_with_the_counters_ready_from_a_lut():
+    """The segment counter's ready as a LUT on its stage in front (``counter_ready_ahead``
+    off) moves the same image."""
+    spec, density = JOBS[1]
+    code, atoms, _, region, outside, want = run_job(
+        spec, density, 9100, timing=SparseTiming(counter_ready_ahead=False))
+    assert code == Error.NONE and atoms == want and region == want and not outside
+
+
 def test_the_job_elaborates_with_the_decoders_checks(monkeypatch):
     """The run above is checked where it matters: elaborated under ``Checked``, the decoder
     takes its three look-aheads through the helper that asserts them."""
@@ -177,4 +187,4 @@ def test_the_job_elaborates_with_the_decoders_checks(monkeypatch):
 
     monkeypatch.setattr(fabric, "check_look_ahead", record)
     Fragment.get(Checked(SparseDecompressor(data_width=64, atom_elements=16)), None)
-    assert {"run", "bus_error", "x_ready"} <= set(names), names
+    assert {"run", "bus_error", "x_ready", "r2_free"} <= set(names), names

@@ -55,6 +55,7 @@ def test_timing_is_a_parameter():
     default = emit(SparseTiming())
     assert emit(SparseTiming(early_sum_levels=0, byte_late_bits=1, mask_late_bits=1)) != default
     assert emit(SparseTiming(elements_per_copy=8, ring_select_bits=32)) != default
+    assert emit(SparseTiming(counter_ready_ahead=False)) != default
     assert emit(SparseTiming(early_sum_levels=2)) == default     # the 16-element default
 
 

@@ -123,6 +123,10 @@ class SparseTiming:
     elements_per_copy
         Elements per copy of the gearbox slots' load enables and of the decoder's stage enables
         and packing choice made from copies (:class:`~.gearbox.AtomGearbox`).
+    counter_ready_ahead
+        The segment counter's R2 takes on a register worked out a cycle ahead, and R1's output
+        entry loads on one (:class:`~.stages.SegmentCounter`): as LUTs on R3's ready, the
+        handshake crossed the die into both stages' clock enables.
     """
 
     byte_late_bits: int = 3
@@ -133,6 +137,7 @@ class SparseTiming:
     load_bits: int = 64
     ring_select_bits: int = RING_SELECT_BITS
     elements_per_copy: int = ELEMENTS_PER_COPY
+    counter_ready_ahead: bool = True
 
     #: ``early_sum_levels`` by atom elements when it is None
     EARLY_BY_ATOM = {16: 2, 32: 2, 64: 0}

@@ -83,12 +83,17 @@ class Segmenter(wiring.Component):
         # Its ready is a register (the slice's second entry is free), so the decision does not
         # wait on the stages after it moving on, and its data registers load whenever the output
         # entry is free: the take reaches the slice's two valid bits, not the segment's
-        # hundred-odd data bits.
+        # hundred-odd data bits. With ``timing.counter_ready_ahead`` the counter tells its ready
+        # a cycle ahead, so the output entry's load is a register too: that ready comes from the
+        # counter's R3, across the die, and as a LUT it reached every one of the entry's enables.
         segs = m.submodules.segs = SkidBuffer(segment_layout(A, len(maskbuf.data),
-                                                             maskbuf.late_bits))
+                                                             maskbuf.late_bits),
+                                              ready_ahead=t.counter_ready_ahead)
         counter = m.submodules.counter = SegmentCounter(atom_elements=A, mask_ring=maskbuf,
                                                         timing=t)
         wiring.connect(m, segs.o, counter.i)
+        if t.counter_ready_ahead:
+            m.d.comb += segs.ahead.o_ready.eq(counter.ahead.i_ready)
         wiring.connect(m, counter.o, wiring.flipped(self.o))
         r1_in, r1_push, r1_rdy = segs.i.payload, segs.i.valid, segs.i.ready
         m.d.comb += [segs.clear.eq(flush), counter.two.eq(two),

@@ -17,7 +17,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.fifo import LookAheadSignature, SkidBuffer
-from ..fabric import register_copies, shared_select
+from ..fabric import look_ahead, register_copies, shared_select
 from .expand import add_tree, clear_sums, expand_lanes, expand_moves_from, popcount, prefix_levels
 
 __all__ = ["AtomEmitter", "Expander", "SegmentCounter", "atom_layout", "queued_layout",
@@ -84,8 +84,17 @@ class SegmentCounter(wiring.Component):
     behind, is too long a path; and R3's ready is a register, so the enables of R2 and of the
     stage in front stop at it.
 
-    Ports: ``i`` (:func:`segment_layout`), ``o`` (:func:`queued_layout`), ``two`` (two-byte
-    elements), ``clear`` (empties both stages)."""
+    R2 takes a segment when it is empty or R3 takes its own (``r2_free``). With
+    ``timing.counter_ready_ahead`` that test is a register, worked out a cycle ahead from R3's
+    look-ahead, and so is the input's ready, which is the same test; ``ahead.i_ready`` tells
+    it a cycle early, so the stage in front can make the load of its output entry a register
+    too (:class:`~..bus.fifo.SkidBuffer` ``ready_ahead``). Without it the test is a LUT on
+    R3's ready, and from there a net reaches R2's hundreds of clock enables and the ones of
+    the entry in front.
+
+    Ports: ``i`` (:func:`segment_layout`), ``ahead`` (``i_ready``: the input's ready in the
+    next cycle), ``o`` (:func:`queued_layout`), ``two`` (two-byte elements), ``clear``
+    (empties both stages)."""
 
     def __init__(self, *, atom_elements, mask_ring, timing):
         self.atom_elements = atom_elements
@@ -94,6 +103,7 @@ class SegmentCounter(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(segment_layout(atom_elements, len(mask_ring.data),
                                                     mask_ring.late_bits))),
+            "ahead": Out(LookAheadSignature()),
             "o": Out(stream.Signature(queued_layout(atom_elements, timing.sum_levels))),
             "two": In(1),
             "clear": In(1),
@@ -110,7 +120,7 @@ class SegmentCounter(wiring.Component):
             "err": 4, "placed": A, "in_seg": A, "parts": data.ArrayLayout(4, len(parts)),
             "ends": 1, "completes": 1, "first": 1, "wgs": 32, "last_group": 1}))
         r2_valid = Signal()
-        r2_free = Signal()
+        r2_free = Signal(init=1)
         with m.If(r2_free):
             m.d.sync += [
                 r2_valid.eq(r1_valid), r2.err.eq(r1.err), r2.placed.eq(mask << r1.pos),
@@ -140,9 +150,19 @@ class SegmentCounter(wiring.Component):
             r3_in.last_group.eq(r2.last_group),
             *((r3_in.sums[i].eq(v) for i, v in enumerate(clear_sums(m, r2.placed, early)))
               if early else ()),
-            r2_free.eq(~r2_valid | r3.i.ready),
-            self.i.ready.eq(~r1_valid | r2_free),
+            # R2 takes whatever the input holds when free, so the input's ready is that test
+            # alone (with no valid, the ready is read by nobody)
+            self.i.ready.eq(r2_free),
         ]
+        # the test a cycle ahead: R2 will be empty, or R3 will have room (a clear empties both)
+        r2_valid_next = ~self.clear & Mux(r2_free, r1_valid, r2_valid)
+        r2_free_next = ~r2_valid_next | r3.ahead.i_ready
+        m.d.comb += self.ahead.i_ready.eq(r2_free_next)
+        reference = ~r2_valid | r3.i.ready
+        if t.counter_ready_ahead:
+            m.d.sync += r2_free.eq(look_ahead(platform, m, "r2_free", r2_free_next, reference))
+        else:
+            m.d.comb += r2_free.eq(reference)
 
         # the output: R3's fields, and the prefix sums' levels after R3's own
         o = self.o
