@@ -218,8 +218,8 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per group of a level's registers), the LUT unit's input register (one per
     table) and the tile path's row take (one per group of its walker's
-    registers), and the decompressor's output and segment queues' loads (one per 64 bits of
-    each). The LUT unit's products are MULT18X18D blocks with their own operand and product
+    registers), the decompressor's output and segment queues' loads (one per 64 bits of
+    each) and the load of its segment register in front of the segment counter. The LUT unit's products are MULT18X18D blocks with their own operand and product
     registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
     none of these cells."""
     from amaranth.back import rtlil
@@ -304,10 +304,12 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     assert atoms == 5
     want += [f"out_empty{k}_ff" for k in range(atoms)]
     # the segment queue's load is a register worked out a cycle ahead, one copy per share of
-    # its head; X's likewise, one copy (into the global network)
+    # its head; X's likewise, one copy (into the global network), and the segment register's
+    # in front of the segment counter, one copy (timing.counter_ready_ahead)
     loads = sorted(n for n in names if n.startswith("load_c"))
-    assert len(loads) >= 3 + 1, loads
-    assert loads == sorted([f"load_c{k}_ff" for k in range(len(loads) - 1)] + ["load_c0_ff"])
+    assert len(loads) >= 3 + 2, loads
+    assert loads == sorted([f"load_c{k}_ff" for k in range(len(loads) - 2)]
+                           + ["load_c0_ff"] * 2), loads
     want += loads
     # the on-chip memory's read and write word addresses (13 bits for 64 KiB of 8-byte
     # words), a copy for each byte lane's block RAM array
