@@ -217,11 +217,11 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     its copy's registers), the DMA row path's
     write-slice ready (one per share of the realigner's state), the DMA walkers' ready and
     state flags (one per group of a level's registers), the LUT unit's input register (one per
-    table) and the tile path's row take (one per group of its walker's
-    registers), the decompressor's output and segment queues' loads (one per 64 bits of
-    each) and the load of its segment register in front of the segment counter. The LUT unit's products are MULT18X18D blocks with their own operand and product
-    registers. With no platform (simulation, the blocks' own builds, the iCE40) there are
-    none of these cells."""
+    table) and the tile path's row take (one per group of its walker's registers), the
+    decompressor's output and segment queues' loads (one per 64 bits of each) and the load of
+    its segment register in front of the segment counter. The LUT unit's products are
+    MULT18X18D blocks with their own operand and product registers. With no platform
+    (simulation, the blocks' own builds, the iCE40) there are none of these cells."""
     from amaranth.back import rtlil
 
     from atomcube.hw.top.board import BOARDS, BoardTop, board_platform
