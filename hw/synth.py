@@ -99,12 +99,13 @@ def default_mapper(block: str, family: str) -> str:
     return ECP5_MAPPER.get(block, "abc9") if family == "ecp5" else "abc9"
 
 
-def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str = "abc9", *,
-                 flatten: bool = True) -> str:
-    """Yosys's commands for one build: read ``verilog``, synthesise ``top`` for ``family`` and
-    write the JSON ``netlist``. ``mapper="abc"`` (ECP5 only) runs ``synth_ecp5`` up to its LUT
-    mapping, maps with the classic ABC in ABC9's place, then runs the rest of ``synth_ecp5``.
-    ``flatten=False`` keeps each submodule a module of its own (``make area``).
+def yosys_script(family: str, verilog: str, top: str, netlist: str | None, mapper: str = "abc9",
+                 *, flatten: bool = True) -> str:
+    """Yosys's commands for one build: read ``verilog``, synthesise ``top`` for ``family`` and write
+    the JSON ``netlist`` (None: none, the design stays in Yosys for commands after).
+    ``mapper="abc"`` (ECP5 only) runs ``synth_ecp5`` up to its LUT mapping, maps with the classic
+    ABC in ABC9's place, then runs the rest of ``synth_ecp5``. ``flatten=False`` keeps each
+    submodule a module of its own (``make area``).
 
     The classic ABC maps to LUTs of 4 to 7 inputs (``-lut 4:7``), as ABC9 does here: the wider ones
     become LUT4s joined by the slice's PFUMX and L6MUX21, which pass a signal on with no routed hop
@@ -113,13 +114,14 @@ def yosys_script(family: str, verilog: str, top: str, netlist: str, mapper: str 
     if mapper not in MAPPERS:
         raise ValueError(f"mapper must be one of {', '.join(MAPPERS)}, not {mapper!r}")
     synth = f"{FAMILIES[family]['synth']}{'' if flatten else ' -noflatten'} -top {top}"
+    write = "" if netlist is None else f" -json {netlist}"
     if mapper == "abc9":
-        return f"read_verilog {verilog}; {synth} -json {netlist}"
+        return f"read_verilog {verilog}; {synth}{write}"
     if family != "ecp5":
         raise ValueError(f"mapper 'abc' is for ECP5 builds only, not {family}")
     return (f"read_verilog {verilog}; {synth} -run :map_luts; "
             f"techmap -map +/lattice/latches_map.v; abc -dress -lut 4:7; clean; "
-            f"{synth} -run map_cells: -json {netlist}")
+            f"{synth} -run map_cells:{write}")
 
 
 @dataclass

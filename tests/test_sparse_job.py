@@ -16,11 +16,12 @@ from atomcube.hw.sparse.decompressor import SparseDecompressor, SparseTiming
 from atomcube.model.nvdla.weights import WeightSpec, compress, plan_job
 from atomcube.model.registers.sparse import SPARSE, Error, program
 
+DEFAULT_TIMING = SparseTiming()
 GUARD = 0xA5                  # what memory holds where nothing was loaded
 
 
 def run_job(spec, density, seed, *, data_width=64, atom_elements=16, stall=0.3, latency=None,
-            limit=100_000, timing=None):
+            limit=100_000, timing=DEFAULT_TIMING):
     """One job through the decompressor (random weights of ``density``, read latency
     ``latency`` or a random one, each channel and the stream stalled with probability
     ``stall``): returns (error code, the stream's bytes, whether the last atom was marked, the
@@ -41,8 +42,7 @@ def run_job(spec, density, seed, *, data_width=64, atom_elements=16, stall=0.3, 
         raw = np.asarray(getattr(packed, name), np.uint8).tobytes()
         mem[at:at + len(raw)] = raw
     written = bytearray(len(mem))
-    dut = SparseDecompressor(data_width=data_width, atom_elements=atom_elements,
-                             **({} if timing is None else {"timing": timing}))
+    dut = SparseDecompressor(data_width=data_width, atom_elements=atom_elements, timing=timing)
     axi, bus = dut.m_axi, dut.s_axil
     BB = data_width // 8
     atom_bytes = atom_elements * spec.element_bytes

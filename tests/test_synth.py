@@ -130,6 +130,7 @@ def test_yosys_scripts():
         "-run map_cells: -json t.json")
     kept = synth.yosys_script("ecp5", "t.v", "t", "t.json", "abc", flatten=False)
     assert kept.count("synth_ecp5 -noflatten -top t") == 2    # both halves keep the hierarchy
+    assert "-json" not in synth.yosys_script("ecp5", "t.v", "t", None, flatten=False)
     with pytest.raises(ValueError, match="mapper 'abc' is for ECP5 builds only, not ice40"):
         synth.yosys_script("ice40", "t.v", "t", "t.json", "abc")
     with pytest.raises(ValueError, match="mapper must be one of abc9, abc, not 'yosys'"):
