@@ -117,14 +117,23 @@ def _regs(args) -> int:
             suffix, fn = render[fmt]
             text = fn(MAPS[n])
             if args.out:
-                args.out.mkdir(parents=True, exist_ok=True)
-                path = args.out / f"{n}{suffix}"
-                if not path.exists() or path.read_text() != text:
-                    write_file(path, text.encode())
-                    print(f"wrote {path}")
+                _write_changed(args.out / f"{n}{suffix}", text)
             else:
                 sys.stdout.write(text)
+    if args.out and "dma" in names and "c" in formats:
+        # the DMA's second header: its descriptor in memory, beside its registers
+        from .dma.descriptor import c_header
+
+        _write_changed(args.out / "dma_descriptor.h", c_header())
     return 0
+
+
+def _write_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (its folder made) unless it holds that already, and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        write_file(path, text.encode())
+        print(f"wrote {path}")
 
 
 # -- atomcube lut fit -----------------------------------------------------------------------------

@@ -288,6 +288,10 @@ def test_committed_register_docs_are_current():
             path = docs / f"{name}{suffix}"
             assert path.exists() and path.read_text() == text, \
                 f"{path} is out of date with model/registers: run `make regs`"
+    from atomcube.model.dma.descriptor import c_header
+
+    path = docs / "dma_descriptor.h"
+    assert path.read_text() == c_header(), f"{path} is out of date: run `make regs`"
 
 
 def test_json_has_every_field():
