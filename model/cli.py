@@ -136,6 +136,12 @@ def _write_changed(path: Path, text: str) -> None:
         print(f"wrote {path}")
 
 
+def _ip(args) -> int:
+    from atomcube.hw.ip import run
+
+    return run(args)
+
+
 # -- atomcube lut fit -----------------------------------------------------------------------------
 
 def _lut_fit(args) -> int:
@@ -745,6 +751,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default: md; with --out, both md and c)")
     p.add_argument("--out", type=Path, help="write files into this folder instead of printing")
     p.set_defaults(func=_regs, prog=p.prog)
+
+    from atomcube.hw.ip import add_arguments as ip_arguments
+
+    p = sub.add_parser("ip", help="standalone IP cores: Verilog with AXI port names, C headers, "
+                                  "a JSON record (docs/integration.md)",
+                       description="Write each block as a standalone core: aclk, aresetn, "
+                                   "s_axi_*, m_axi_*, s_axis_*, m_axis_*, with Vivado's "
+                                   "interface attributes, its C headers and a JSON record.")
+    ip_arguments(p)
+    p.set_defaults(func=_ip, prog=p.prog)
 
     lut = sub.add_parser("lut", help="NVDLA hybrid LUT tools").add_subparsers(
         dest="lut_command", required=True)

@@ -53,12 +53,16 @@ def no_pauses():
     return itertools.repeat(False)
 
 
-def axil_master(dut, prefix: str = "s_axil") -> AxiLiteMaster:
-    """An AxiLiteMaster on the ports ``<prefix>__*`` of an Amaranth component.
+def axil_master(dut, prefix: str = "s_axil", *, separator: str = "__", clock=None, reset=None,
+                reset_active_level: bool = True) -> AxiLiteMaster:
+    """An AxiLiteMaster on the ports ``<prefix><separator>*`` of an Amaranth component (clock
+    and reset: ``dut.clk`` and ``dut.rst``, active high, unless given).
 
     Its per-transaction INFO lines are turned down to warnings; failures still show."""
-    master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, prefix, bus_separator="__"),
-                           dut.clk, dut.rst)
+    master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, prefix, bus_separator=separator),
+                           dut.clk if clock is None else clock,
+                           dut.rst if reset is None else reset,
+                           reset_active_level=reset_active_level)
     quiet(master.write_if.log, master.read_if.log)
     return master
 
@@ -107,15 +111,16 @@ def axil_driver(master: AxiLiteMaster, regmap, base: int = 0) -> AsyncDriver:
     return AsyncDriver(regmap, AxiLiteTransport(master, regmap), base=base)
 
 
-async def wait_job_done(dut, drv, clear: dict, max_cycles: int):
-    """Wait for a block's job to end: ``irq`` high (checked every 1000 cycles or on its edge),
-    then ``status.done`` set and ``busy`` clear; clears ``clear`` (status fields) and returns
-    the status read."""
+async def wait_job_done(dut, drv, clear: dict, max_cycles: int, clock=None):
+    """Wait for a block's job to end: ``irq`` high (checked every 1000 cycles of ``clock``,
+    default ``dut.clk``, or on its edge), then ``status.done`` set and ``busy`` clear; clears
+    ``clear`` (status fields) and returns the status read."""
     irq = dut.irq
+    clock = dut.clk if clock is None else clock
     for _ in range(max_cycles // 1000):
         if irq.value:
             break
-        await First(Edge(irq), ClockCycles(dut.clk, 1000))
+        await First(Edge(irq), ClockCycles(clock, 1000))
     assert irq.value, "the job did not end (no interrupt)"
     st = await drv.status.read()
     assert st.done and not st.busy, f"irq without done: {st}"

@@ -115,7 +115,13 @@ def emit_verilog(component, name: str, path: Path, platform=None) -> Path:
     elaborated with ``platform`` (:mod:`hw.fabric`; none: plain logic)."""
     from amaranth.back import verilog
 
-    text = verilog.convert(component, name=name, emit_src=False, platform=platform)
+    return write_changed(path, verilog.convert(component, name=name, emit_src=False,
+                                               platform=platform))
+
+
+def write_changed(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` unless it holds it already (a simulator rebuilds what is
+    newer than its build)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
@@ -221,8 +227,12 @@ def run(bench, case, simulator: str, *, waves: bool | None = None, seed: int | N
     t0 = time.monotonic()
     try:
         platform, models = sim_platform(case.platform)
-        source = emit_verilog(bench.toplevel(**case.params), toplevel,
-                              build_dir / f"{toplevel}.v", platform)
+        if bench.verilog is not None:
+            source = write_changed(build_dir / f"{toplevel}.v",
+                                   bench.verilog(case.params, toplevel))
+        else:
+            source = emit_verilog(bench.toplevel(**case.params), toplevel,
+                                  build_dir / f"{toplevel}.v", platform)
         sources, build_args, cocotb_waves = [source, *models], list(BUILD_ARGS[simulator]), waves
         if waves and simulator == "icarus":
             sources.append(_icarus_dump(build_dir, toplevel))
