@@ -117,7 +117,7 @@ verilog: $(STAMP)
 # Verilator's lint on Amaranth's output: -Wall, less what generated Verilog always raises
 # (sim/lint.py's WAIVED names each waived warning with its reason).
 lint: verilog
-	$(VENV)/bin/ruff check hw model sim tests
+	$(VENV)/bin/ruff check hw model sim tests examples
 	$(PY) tests/history_scan.py
 	@for f in build/verilog/*.v; do \
 	  echo "verilator --lint-only $$f"; \

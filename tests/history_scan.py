@@ -36,7 +36,7 @@ SOURCE_MARKERS = [
     ("build figure in a comment", re.compile(r"\b[0-9]+\.[0-9]+ (?:MHz|ns)\b")),
 ]
 #: what is scanned, from the repository's top
-SCANNED = ("hw", "model", "sim", "docs", "README.md")
+SCANNED = ("hw", "model", "sim", "docs", "examples", "README.md")
 SUFFIXES = {".py", ".md", ".h", ".v"}
 
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
-from axil_sim import axil_read, axil_write
 
 from atomcube.hw.dma.backend import BackEnd
 from atomcube.hw.dma.elements import ElementPath
@@ -28,6 +27,7 @@ from atomcube.model.dma.descriptor import (
 )
 from atomcube.model.dma.executor import execute
 from atomcube.model.registers.dma import DMA, program, program_chain
+from atomcube.sim.amaranth_axil import axil_read, axil_write
 
 
 def simulate(dut, bench, *background):

@@ -1,4 +1,5 @@
-"""Every code example in README.md and docs/ runs as written.
+"""Every code example in README.md and docs/ runs as written, and so does every script in
+examples/.
 
 Each file's examples run in order in one fresh folder, sharing one Python namespace, as a reader
 would type them: ```python blocks are executed; in ```sh blocks every ``atomcube`` and
@@ -55,3 +56,13 @@ def test_page_examples_run(page, tmp_path):
                         argv[0] = sys.executable
                     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
                     assert r.returncode == 0, f"{page.name}: {line}\n{r.stderr}"
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_example_scripts_run(script, tmp_path):
+    """Every script in examples/ runs from a folder of its own (so it imports the installed
+    package, not the clone's files) and exits 0."""
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, f"{script.name}:\n{r.stdout}\n{r.stderr}"
+    assert r.stdout.strip(), f"{script.name} printed nothing"

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from axil_sim import axil_read, axil_write
 
 from atomcube.hw.fabric import Checked
 from atomcube.hw.lut.unit import LutUnit, in_layout, out_layout
 from atomcube.model.nvdla.lut import COUNTERS, LutConfig, evaluate
 from atomcube.model.registers.lut import lut_regmap, program
+from atomcube.sim.amaranth_axil import axil_read, axil_write
 
 
 @pytest.mark.parametrize("kw, msg", [

@@ -9,12 +9,12 @@ same block's Verilog on far more jobs; this run is what exercises those assertio
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from axil_sim import axil_read, axil_write
 
 from atomcube.hw.fabric import Checked
 from atomcube.hw.sparse.decompressor import SparseDecompressor, SparseTiming
 from atomcube.model.nvdla.weights import WeightSpec, compress, plan_job
 from atomcube.model.registers.sparse import SPARSE, Error, program
+from atomcube.sim.amaranth_axil import axil_read, axil_write
 
 DEFAULT_TIMING = SparseTiming()
 GUARD = 0xA5                  # what memory holds where nothing was loaded

@@ -87,6 +87,7 @@ def test_the_python_passes_ruff():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "hw", "model", "sim", "tests"],
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "hw", "model", "sim", "tests",
+                           "examples"],
                           cwd=root, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

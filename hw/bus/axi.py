@@ -12,6 +12,11 @@ Port names: Amaranth joins a member path with ``__``, so ``s_axil.awaddr`` reach
 
 The AXI4 signature carries the full signal set, IDs included (cocotbext-axi requires ``*id``).
 User signals are left out; ``awregion``/``arregion`` are included and may be tied to 0.
+
+Every member is a plain unsigned value, ``awburst``/``arburst`` and ``bresp``/``rresp``
+included: a design's own bus of plain signals connects member by member in either direction
+(:func:`connect_members`), and :class:`Burst` and :class:`Resp` name the values
+(``m_axi.awburst.eq(Burst.INCR)``, ``m_axi.rresp == Resp.OKAY``).
 """
 
 from amaranth.lib import enum, wiring
@@ -114,15 +119,15 @@ class AXI4Signature(wiring.Signature):
         for ch in ("aw", "ar"):
             members.update({
                 f"{ch}id": Out(id_width), f"{ch}addr": Out(addr_width), f"{ch}len": Out(8),
-                f"{ch}size": Out(3), f"{ch}burst": Out(Burst), f"{ch}lock": Out(1),
+                f"{ch}size": Out(3), f"{ch}burst": Out(2), f"{ch}lock": Out(1),
                 f"{ch}cache": Out(4), f"{ch}prot": Out(3), f"{ch}qos": Out(4),
                 f"{ch}region": Out(4), f"{ch}valid": Out(1), f"{ch}ready": In(1),
             })
         members.update({
             "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),
             "wvalid": Out(1), "wready": In(1),
-            "bid": In(id_width), "bresp": In(Resp), "bvalid": In(1), "bready": Out(1),
-            "rid": In(id_width), "rdata": In(data_width), "rresp": In(Resp), "rlast": In(1),
+            "bid": In(id_width), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "rid": In(id_width), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
             "rvalid": In(1), "rready": Out(1),
         })
         super().__init__(members)

@@ -20,11 +20,14 @@ output directly. With ``slices`` the memory is also built as one block RAM array
 addressed from copies of its own of the read and write addresses (:func:`hw.fabric.registered_copy`,
 kept apart on the ECP5 board tops): the full ULX3S SoC's 64 KiB are 32 block RAMs, which the placer
 spreads over the die, too far apart for one address register to drive them all. Each array also
-takes its writes from registers of its own, a cycle after the beat."""
+takes its writes from registers of its own, a cycle after the beat.
+
+A testbench in Amaranth's simulator reads and writes the contents directly with
+:meth:`AxiRam.sim_read` and :meth:`AxiRam.sim_write` (examples/amaranth_reuse.py)."""
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
+from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In
 
 from ..bus.axi import AXI4Signature, Burst, Resp
@@ -48,7 +51,32 @@ class AxiRam(wiring.Component):
         self.slices = slices
         self.data_width = data_width
         self.sig = AXI4Signature(addr_width=addr_width, data_width=data_width, id_width=id_width)
+        #: the contents, one array per byte lane with ``slices`` (else one): see sim_read
+        self.lanes = [MemoryData(shape=data_width // (bpb if slices else 1), depth=size // bpb,
+                                 init=[]) for _ in range(bpb if slices else 1)]
         super().__init__({"s_axi": In(self.sig)})
+
+    def _places(self, address, length):
+        """(array, word, bit) of each byte from ``address`` on, checked against ``size``."""
+        if not 0 <= address <= address + length <= self.size:
+            raise ValueError(f"bytes 0x{address:x}+{length} lie outside the memory's "
+                             f"{self.size} bytes")
+        bpb, lane_bytes = self.data_width // 8, self.data_width // 8 // len(self.lanes)
+        for a in range(address, address + length):
+            word, byte = divmod(a, bpb)
+            yield self.lanes[byte // lane_bytes], word, 8 * (byte % lane_bytes)
+
+    def sim_read(self, ctx, address: int, length: int) -> bytes:
+        """In a simulation testbench (``ctx``): the ``length`` bytes from ``address``."""
+        return bytes(ctx.get(data[word]) >> bit & 0xFF
+                     for data, word, bit in self._places(address, length))
+
+    def sim_write(self, ctx, address: int, data: bytes) -> None:
+        """In a simulation testbench (``ctx``): store ``data`` at ``address``, as if written
+        before the testbench's current cycle."""
+        for (lane, word, bit), byte in zip(self._places(address, len(data)), bytes(data),
+                                           strict=True):
+            ctx.set(lane[word], ctx.get(lane[word]) & ~(0xFF << bit) | byte << bit)
 
     def _span(self, length, size, burst):
         """A burst's bytes (17 bits), and whether it is refused outright (WRAP, or a beat wider
@@ -83,14 +111,12 @@ class AxiRam(wiring.Component):
         a = self.s_axi
         bpb = self.data_width // 8
         shift = self.sig.size_code
-        depth = self.size // bpb
         # no_rw_check: the ECP5's block RAM reads undefined data where its other port writes the
         # same address in the same cycle, and Yosys would keep the old bytes by writing a cycle late
         # from registers and forwarding them to a read of their address
         lanes = bpb if self.slices else 1
         lane_bits = self.data_width // lanes
-        mems = [Memory(shape=lane_bits, depth=depth, init=[], attrs={"no_rw_check": 1})
-                for _ in range(lanes)]
+        mems = [Memory(data, attrs={"no_rw_check": 1}) for data in self.lanes]
         for k, mem in enumerate(mems):
             m.submodules["mem" if lanes == 1 else f"mem{k}"] = mem
         wps = [mem.write_port(granularity=8) for mem in mems]

@@ -1,6 +1,8 @@
 """An AXI4-Lite manager for Amaranth simulation testbenches: one register access at a time, with
-random idle cycles before it and random backpressure on B and R (the engineering rules), drawn
-from the test's ``numpy`` generator so a seed replays the run."""
+random idle cycles before it and random backpressure on B and R, drawn from the test's ``numpy``
+generator so a seed replays the run. :func:`driver` puts the named-register driver
+(:class:`model.regmap.AsyncDriver`) on top, so a testbench programs a block as software does
+(examples/amaranth_reuse.py)."""
 
 from __future__ import annotations
 
@@ -66,3 +68,25 @@ async def axil_read(ctx, bus, rng, addr: int, limit: int = 40) -> int:
             return word
         await ctx.tick()
     raise AssertionError(f"no read data from 0x{addr:02x}")
+
+
+class Transport:
+    """Word reads and writes through ``bus`` in a testbench (``ctx``), for
+    :class:`model.regmap.AsyncDriver`."""
+
+    def __init__(self, ctx, bus, rng):
+        self.ctx, self.bus, self.rng = ctx, bus, rng
+
+    async def read(self, address: int) -> int:
+        return await axil_read(self.ctx, self.bus, self.rng, address)
+
+    async def write(self, address: int, value: int) -> None:
+        await axil_write(self.ctx, self.bus, self.rng, address, value)
+
+
+def driver(ctx, bus, regmap, rng):
+    """The named-register driver of ``regmap`` over ``bus`` (a block's ``s_axil``, or a port
+    connected to one) in a testbench."""
+    from atomcube.model.regmap import AsyncDriver
+
+    return AsyncDriver(regmap, Transport(ctx, bus, rng))
