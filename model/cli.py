@@ -566,10 +566,7 @@ def _runs(key: np.ndarray, coords: list[np.ndarray], eb: int, limit: int):
 
 
 def _layout_explain(args) -> int:
-    try:
-        shape = tuple(int(v) for v in args.shape.split(","))
-    except ValueError:
-        raise FormatError("--shape", f"expected N,C,H,W (integers), not {args.shape!r}") from None
+    shape = _shape(args.shape, "--shape")
     fmt = _layout_format(args, shape)
     full = fmt.shape if len(fmt.shape) == 4 else (1, *fmt.shape)
     count = math.prod(full)
@@ -641,6 +638,84 @@ def _layout_options(p):
     p.add_argument("--transpose", action="store_true", help="DMP: DHWC (transpose_weight)")
     p.add_argument("--no-chunks", action="store_true",
                    help="DMP: plain DWHC whatever C is (network output)")
+
+
+# -- atomcube dma compile: a conversion as a descriptor chain -------------------------------------
+
+#: --format -> what the dense NCHW tensor (OIHW kernels for nvdla-weights) is converted into
+DMA_FORMATS = ("nhwc", "nvdla-feature", "sophgo", "dmp", "nvdla-weights")
+#: the element types of --format nhwc, by their bytes (the DMA moves bytes; it does not convert)
+NHWC_ELEMENT_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "fp16": 2, "int32": 4,
+                      "uint32": 4, "fp32": 4, "int64": 8, "uint64": 8, "fp64": 8}
+
+
+def _shape(text: str, field: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise FormatError(field, f"expected N,C,H,W (integers), not {text!r}") from None
+
+
+def _dma_compile(args) -> int:
+    from .dma import compile as comp
+    from .dma.descriptor import DESCRIPTOR_BYTES, DescriptorError
+    from .errors import check_shape
+
+    out = check_output(args.out, ".bin")
+    listing = check_output(out.with_suffix(".txt"), ".txt", field="-o's listing")
+    if args.chain % DESCRIPTOR_BYTES:
+        raise FormatError("--chain", f"0x{args.chain:x} is not {DESCRIPTOR_BYTES}-byte aligned")
+    what = "OIHW kernels" if args.format == "nvdla-weights" else "NCHW tensor"
+    shape = check_shape(_shape(args.shape, "--shape"),
+                        "KCRS" if args.format == "nvdla-weights" else "NCHW",
+                        leading_optional=args.format != "nvdla-weights")
+    if args.format == "nhwc":
+        eb = NHWC_ELEMENT_BYTES.get(args.dtype or "int8")
+        if eb is None:
+            raise FormatError("--dtype", f"one of {', '.join(NHWC_ELEMENT_BYTES)}, not "
+                                         f"{args.dtype!r}")
+        check_size(math.prod(shape) * eb, "--shape", "the tensor")
+        prog = comp.dense_transpose(shape, eb, args.dense, args.image, args.unpack)
+    elif args.format == "nvdla-weights":
+        from .nvdla.weights import WeightSpec
+
+        spec = WeightSpec("dc", args.precision or "int8", shape)
+        check_size(spec.image_bytes, "--shape", "the weight image")
+        prog = comp.nvdla_weights(spec, args.dense, args.image, args.unpack)
+    else:
+        fmt = _layout_format(args, shape)
+        check_size(_image_bytes(fmt), "--shape", "the memory image")
+        build = {"nvdla-feature": comp.nvdla_feature, "sophgo": comp.sophgo_local,
+                 "dmp": comp.dmp}[args.format]
+        prog = build(fmt, args.dense, args.image, args.unpack)
+    chain = (args.chain, args.chain + len(prog) * DESCRIPTOR_BYTES)
+    check_size(chain[1] - chain[0], "--shape", "the chain")
+    for i, d in enumerate(prog):
+        try:
+            d.check(args.addr_width)
+        except DescriptorError as e:
+            raise FormatError(f"descriptor {i}", f"{e} (code {e.code.name})") from None
+        for side, (lo, hi) in (("reads", d.src_range()), ("writes", d.dst_range())):
+            if lo < chain[1] and chain[0] < hi:
+                raise FormatError("--chain", f"the chain at 0x{chain[0]:x}..0x{chain[1]:x} "
+                                             f"overlaps what descriptor {i} {side} "
+                                             f"(0x{lo:x}..0x{hi:x})")
+    if chain[1] > 1 << args.addr_width:
+        raise FormatError("--chain", f"the chain ends at 0x{chain[1]:x}, past the "
+                                     f"{args.addr_width}-bit address space")
+    raw = prog.chain(args.chain)
+    read, written = prog.bytes_moved()
+    direction = f"{args.format} -> {what}" if args.unpack else f"{what} -> {args.format}"
+    head = (f"# atomcube dma compile: {direction}, shape {','.join(map(str, shape))}; dense at "
+            f"0x{args.dense:x}, image at 0x{args.image:x}\n"
+            f"# {len(prog)} descriptors, {read:,} bytes read, {written:,} written; run: write "
+            f"0x{args.chain:x} to chain_addr, then set ctrl.start_chain\n\n")
+    write_file(out, np.frombuffer(raw, np.uint8))
+    write_file(listing, (head + prog.listing(args.chain)).encode())
+    print(f"wrote {out} ({len(prog)} descriptor{'s' if len(prog) > 1 else ''}, {len(raw)} "
+          f"bytes at 0x{args.chain:x}) and "
+          f"{listing}; {read:,} bytes read, {written:,} written")
+    return 0
 
 
 # -- atomcube board: a board running the SoC, through its UART bridge ----------------------------
@@ -858,6 +933,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_at_least(1), default=48, help="rows to print (default 48)")
     _layout_options(p)
     p.set_defaults(func=_layout_explain, prog=p.prog)
+    dma = sub.add_parser("dma", help="DMA engine tools").add_subparsers(
+        dest="dma_command", required=True)
+    p = dma.add_parser("compile", help="a layout conversion as a descriptor chain (binary and "
+                                       "listing)",
+                       description="Compile the conversion of a dense NCHW tensor (OIHW "
+                                   "kernels for nvdla-weights) at --dense into a format at "
+                                   "--image, or back with --unpack, into the DMA engine's "
+                                   "descriptors, laid out as a chain at --chain: -o (a .bin, "
+                                   "128 bytes a descriptor, as dma_descriptor.h's struct) and a "
+                                   "readable listing beside it (.txt). Firmware loads the "
+                                   ".bin at --chain and starts the chain.")
+    p.add_argument("--format", choices=DMA_FORMATS, required=True,
+                   help="the layout: nhwc (dense), nvdla-feature, sophgo (local memory image "
+                        "of every NPU), dmp, nvdla-weights (direct convolution)")
+    p.add_argument("--shape", required=True, metavar="N,C,H,W",
+                   help="the tensor's shape (K,C,R,S for nvdla-weights)")
+    p.add_argument("--dense", type=_u32, required=True, help="address of the dense tensor")
+    p.add_argument("--image", type=_u32, required=True, help="address of the layout's image")
+    p.add_argument("--chain", type=_u32, required=True,
+                   help="address the chain is loaded at (128-byte aligned)")
+    p.add_argument("--unpack", action="store_true", help="image -> dense instead")
+    p.add_argument("--addr-width", type=_at_least(12, 32), default=32,
+                   help="the engine's address bits (default 32): every byte read or written "
+                        "must lie below 2**addr_width")
+    p.add_argument("-o", "--out", type=Path, required=True,
+                   help="the chain (.bin); its listing (.txt) is written beside it")
+    _layout_options(p)
+    p.set_defaults(func=_dma_compile, prog=p.prog)
     _board_parser(sub)
     return ap
 

@@ -272,6 +272,26 @@ class Program:
                                   i + 1 == n).encode())
         return b"".join(out)
 
+    def listing(self, base: int) -> str:
+        """The chain :meth:`chain` lays out at ``base``, descriptor by descriptor, as text: its
+        address, source, destination, element size, pad, flags and dimensions."""
+        from ..report import table
+
+        blocks = []
+        n = len(self.descriptors)
+        for i, d in enumerate(self.descriptors):
+            at = base + i * DESCRIPTOR_BYTES
+            flags = ", ".join(f for f, on in (("last", i + 1 == n), ("irq", d.irq)) if on)
+            head = (f"descriptor {i} at 0x{at:08x}: src 0x{d.src:08x}, dst 0x{d.dst:08x}, "
+                    f"{d.element_bytes}-byte elements, pad 0x{d.pad:x}"
+                    + (f", next 0x{at + DESCRIPTOR_BYTES:08x}" if i + 1 < n else "")
+                    + (f" ({flags})" if flags else ""))
+            rows = [(k, x.extent, x.valid, x.src_stride, x.dst_stride)
+                    for k, x in enumerate(d.dims)]
+            dims = table(("dim", "extent", "valid", "src_stride", "dst_stride"), rows)
+            blocks.append(head + "\n" + "\n".join("  " + line for line in dims.split("\n")))
+        return "\n\n".join(blocks) + "\n"
+
 
 def read_chain(memory, base: int, limit: int = 1 << 16) -> list[Descriptor]:
     """Follow a chain in ``memory`` (bytes-like, indexed by address) from ``base``."""
