@@ -56,6 +56,22 @@ def soc(**params):
     return Soc(SocConfig(**params))
 
 
+#: Verilator warnings waived on the Verilog Amaranth writes (``make lint``, the standalone cores'
+#: lint), and why each is not a defect there
+LINT_WAIVED = {
+    "DECLFILENAME": "Amaranth writes every submodule into its top's file, named top.sub",
+    "UNUSEDSIGNAL": "bits of ports and struct fields a block leaves unread by design (an "
+                    "AXI member it ignores, a payload field consumed elsewhere)",
+    "WIDTHEXPAND": "Amaranth's operands are extended to the expression's width by its "
+                   "semantics, written without explicit padding",
+    "WIDTHTRUNC": "an assignment truncates to its target's width by Amaranth's semantics",
+    "CASEINCOMPLETE": "a Switch without a default case: the signal keeps the value assigned "
+                      "before it",
+    "PROCASSINIT": "Amaranth writes every register's reset value into its declaration",
+    "CASEOVERLAP": "a Switch with wildcard cases is first-match, as casez is",
+}
+
+
 # name -> (factory, one-line description); the cocotb benches build from the same factories
 BLOCKS = {
     "regbank_selftest": (regbank_selftest,

@@ -8,7 +8,8 @@ LiteX and FuseSoC users expect, and the files that go with it.
 - ``<map>.h``: the C header of its registers (as ``make regs`` writes it);
 - ``dma_descriptor.h`` (the DMA engine): its descriptor as a packed C struct;
 - ``atomcube_<core>.json``: the parameters it was built with, its interfaces and ports, its
-  register map.
+  register map;
+- ``atomcube_<core>.core``: its FuseSoC description, with a lint and a simulation target.
 
 Port convention (docs/integration.md):
 
@@ -361,8 +362,11 @@ def core_verilog(core: Core, params: dict, module: str, ip: IpCore | None = None
 
     ip = ip or build_core(core, params)
     shown = ", ".join(f"{k}={_show(v)}" for k, v in params.items())
+    # the timescale: simulators that take no default of their own (Icarus) run the core in
+    # nanoseconds, as every bench of ours does
     return (f"/* {module}: atomcube {core.description}, standalone core ({shown}).\n"
             f"   Written by `make ip`; the ports and parameters are in {module}.json. */\n"
+            "`timescale 1ns / 1ps\n"
             + annotate(verilog.convert(ip, name=module, emit_src=False), module,
                        ip.attributes()))
 
@@ -385,6 +389,7 @@ def write_core(core: Core, outdir: Path, params: dict | None = None,
     files[f"{regmap.name}.h"] = regmap.c_header()
     if core.factory is dma_engine:
         files["dma_descriptor.h"] = c_header()
+    files[f"{module}.core"] = fusesoc_core(core, params, module, files)
     record = {
         "core": core.name, "module": module, "description": core.description,
         "parameters": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
@@ -402,6 +407,58 @@ def write_core(core: Core, outdir: Path, params: dict | None = None,
         (outdir / name).write_text(text)
         written.append(outdir / name)
     return written
+
+
+def fusesoc_core(core: Core, params: dict, module: str, files) -> str:
+    """A FuseSoC CAPI2 description of the core written as ``module`` (``files``: what lies
+    beside it): the Verilog, the headers and the record; a ``lint`` target (Verilator, ``-Wall``
+    less :data:`hw.catalog.LINT_WAIVED`) and a ``sim`` target (Icarus, running the ``ip``
+    cocotb bench, which reads the parameters from the record)."""
+    from .catalog import LINT_WAIVED
+
+    version = _version("atomcube") or "0.0.0"
+    shown = ", ".join(f"{k}={_show(v)}" for k, v in params.items())
+    headers = [f for f in files if f.endswith(".h")]
+    waivers = ", ".join(f"-Wno-{w}" for w in LINT_WAIVED)
+    return f"""CAPI=2:
+# {module}: written by `make ip` beside the core (docs/integration.md). The sim target runs the
+# cocotb bench of atomcube's ip cores: it needs the atomcube package with its sim extra.
+name: atomcube:ip:{module}:{version}
+description: {json.dumps(f"atomcube {core.description}, standalone core ({shown})")}
+
+filesets:
+  rtl:
+    files:
+      - {module}.v
+    file_type: verilogSource
+  headers:
+    files:
+{"".join(f"      - {h}: {{is_include_file: true}}{chr(10)}" for h in headers)}    file_type: cSource
+  record:
+    files:
+      - {module}.json: {{copyto: {module}.json}}
+    file_type: user
+
+targets:
+  default:
+    filesets: [rtl, headers]
+    toplevel: {module}
+  lint:
+    filesets: [rtl]
+    toplevel: {module}
+    flow: lint
+    flow_options:
+      tool: verilator
+      verilator_options: [-Wall, {waivers}]
+  sim:
+    filesets: [rtl, record]
+    toplevel: {module}
+    flow: sim
+    flow_options:
+      tool: icarus
+      iverilog_options: [-g2005]
+      cocotb_module: atomcube.sim.ip.test_ip
+"""
 
 
 def _show(v):

@@ -148,13 +148,14 @@ BENCHES: tuple[Bench, ...] = (
              ("verilator",)),
     )),
     # the standalone cores (`make ip`) through their standard ports with cocotbext-axi's own
-    # models; small builds (two LUT lanes, 16-element atoms) keep CI's time: what is tested is
-    # the ports, which every parameter set shares, and the blocks' own benches above test the
-    # datapaths at every width
+    # models, on Verilator; the same bench runs on Icarus through each core's FuseSoC sim
+    # target, with the cores' default parameters (tests/test_ip.py). Small builds here (two
+    # LUT lanes, 16-element atoms) keep CI's time: what is tested is the ports, which every
+    # parameter set shares, and the blocks' own benches above test the datapaths at every width
     Bench("ip", "atomcube.sim.ip.test_ip", _ip_core, (
-        Case("dma", {"core": "dma"}),
-        Case("sparse", {"core": "sparse", "atom_elements": 16}),
-        Case("lut_sdp", {"core": "lut_sdp", "lanes": 2}),
+        Case("dma", {"core": "dma"}, ("verilator",)),
+        Case("sparse", {"core": "sparse", "atom_elements": 16}, ("verilator",)),
+        Case("lut_sdp", {"core": "lut_sdp", "lanes": 2}, ("verilator",)),
         # 38-bit samples, each in 5 bytes of tdata
         Case("lut_cdp", {"core": "lut_cdp", "lanes": 1}, ("verilator",)),
     ), verilog=_ip_verilog),
