@@ -9,7 +9,10 @@ LiteX and FuseSoC users expect, and the files that go with it.
 - ``dma_descriptor.h`` (the DMA engine): its descriptor as a packed C struct;
 - ``atomcube_<core>.json``: the parameters it was built with, its interfaces and ports, its
   register map;
-- ``atomcube_<core>.core``: its FuseSoC description, with a lint and a simulation target.
+- ``atomcube_<core>.core``: its FuseSoC description, with a lint and a simulation target;
+- ``atomcube_<core>.xml``: its IP-XACT (IEEE 1685-2014) component, registers included, and
+  ``package_atomcube_<core>.tcl``, which packages it for Vivado's IP catalog
+  (:mod:`hw.ipxact`).
 
 Port convention (docs/integration.md):
 
@@ -389,7 +392,14 @@ def write_core(core: Core, outdir: Path, params: dict | None = None,
     files[f"{regmap.name}.h"] = regmap.c_header()
     if core.factory is dma_engine:
         files["dma_descriptor.h"] = c_header()
-    files[f"{module}.core"] = fusesoc_core(core, params, module, files)
+    from .ipxact import component, vivado_tcl
+
+    version = _version("atomcube") or "0.0.0"
+    described = f"atomcube {core.description}, standalone core"
+    sources = list(files)
+    files[f"{module}.core"] = fusesoc_core(core, params, module, sources)
+    files[f"{module}.xml"] = component(ip, module, version, described, sources)
+    files[f"package_{module}.tcl"] = vivado_tcl(module, version, described, sources)
     record = {
         "core": core.name, "module": module, "description": core.description,
         "parameters": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},

