@@ -208,8 +208,8 @@ async def test_lut_samples(dut):
     """The fitting tool's sigmoid on random and ramp samples, some lanes empty (their bytes'
     ``tkeep`` low): every result, its table and state (``tuser``) and every counter equal the
     model's."""
-    from atomcube.model.nvdla.lut import COUNTERS, evaluate
     from atomcube.model.registers.lut import program
+    from atomcube.sim.lut.checks import check_run, end_run
 
     tb = TB(dut, salt=3)
     source = tb.stream(AxiStreamSource, "s_axis")
@@ -248,20 +248,6 @@ async def test_lut_samples(dut):
                 value = _signed(int.from_bytes(bytes(frame.tdata[k:k + out_bytes]), "little"),
                                 out_bits)
                 got.append((value, user >> lane & 1, user >> (lanes + 2 * lane) & 3))
-        want = evaluate(np.array(sent, dtype=np.int64), cfg, flavor)
-        assert len(got) == len(sent), f"run {run}: {len(got)} results for {len(sent)} samples"
-        for k, g in enumerate(got):
-            w = (int(want.out[k]), int(want.chosen[k]), int(want.state[k]))
-            assert g == w, f"run {run}, sample {k} x={sent[k]}: core {g}, model {w}"
-        for _ in range(100):
-            st = await tb.drv.status.read()
-            if st.done and not st.busy:
-                break
-        else:
-            raise AssertionError("the run did not end (status.done never rose)")
-        await tb.drv.status.write(done=1)
-        for name in COUNTERS[flavor]:
-            v = (await tb.drv.read(f"cnt_{name}")).value
-            assert v == want.counters[name], f"run {run}: counter {name} {v}, model " \
-                                             f"{want.counters[name]}"
+        await end_run(tb.drv)
+        await check_run(tb.drv, cfg, flavor, sent, got, f"run {run}")
         dut._log.info("run %d: %d samples match the model", run, len(sent))

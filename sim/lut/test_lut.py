@@ -12,7 +12,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi.stream import define_stream
 
-from atomcube.model.nvdla.lut import COUNTERS, LE, LO, LutConfig, evaluate
+from atomcube.model.nvdla.lut import LE, LO, LutConfig
 from atomcube.model.registers.lut import lut_regmap, program
 from atomcube.sim.harness import (
     axil_driver,
@@ -24,6 +24,7 @@ from atomcube.sim.harness import (
     set_axil_pauses,
     start_clock,
 )
+from atomcube.sim.lut.checks import check_run, end_run
 from atomcube.sim.runner import params
 
 StreamBus, StreamTransaction, StreamSource, StreamSink, _ = define_stream(
@@ -139,27 +140,12 @@ class TB:
             got += [(out[k], chosen[k], state[k]) for k in range(L) if mask >> k & 1]
             if last:
                 break
-        for _ in range(100):
-            st = await self.drv.status.read()
-            if st.done and not st.busy:
-                break
-        else:
-            raise AssertionError("the run did not end (status.done never rose)")
-        await self.drv.status.write(done=1)
+        await end_run(self.drv)
         return sent, got
 
     async def check(self, cfg, xs, holes=0.0, what=""):
         sent, got = await self.run(xs, holes)
-        want = evaluate(np.array(sent, dtype=np.int64), cfg, self.flavor)
-        assert len(got) == len(sent), f"{what}: {len(got)} results for {len(sent)} samples"
-        for k, (o, c, s) in enumerate(got):
-            w = (int(want.out[k]), int(want.chosen[k]), int(want.state[k]))
-            assert (o, c, s) == w, (f"{what}: sample {k} x={sent[k]}: unit (out, chosen, state) "
-                                    f"= {(o, c, s)}, model {w}")
-        for name in COUNTERS[self.flavor]:
-            v = (await self.drv.read(f"cnt_{name}")).value
-            assert v == want.counters[name], f"{what}: counter {name} {v}, model " \
-                                             f"{want.counters[name]}"
+        await check_run(self.drv, cfg, self.flavor, sent, got, what)
         self.dut._log.info("%s: %d samples match the model", what, len(sent))
 
     # -- stimulus -------------------------------------------------------------------------------
