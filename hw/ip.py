@@ -55,9 +55,11 @@ __all__ = ["CORES", "Core", "IpCore", "Port", "Interface", "annotate", "build_co
 
 #: the prefix a block's member gets as a standalone core's interface
 _AXI_PREFIX = {"s_axil": "s_axi", "m_axi": "m_axi"}
-_XILINX = {"aximm": "xilinx.com:interface:aximm:1.0", "axis": "xilinx.com:interface:axis:1.0",
-           "clock": "xilinx.com:signal:clock:1.0", "reset": "xilinx.com:signal:reset:1.0",
-           "interrupt": "xilinx.com:signal:interrupt:1.0"}
+#: each interface kind's bus definition, (library, name) under vendor xilinx.com, version 1.0:
+#: Xilinx's, which Vivado's attributes and IP-XACT tools name
+BUS_DEFINITIONS = {"aximm": ("interface", "aximm"), "axis": ("interface", "axis"),
+                   "clock": ("signal", "clock"), "reset": ("signal", "reset"),
+                   "interrupt": ("signal", "interrupt")}
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,8 @@ class IpCore(wiring.Component):
         self.ports = [Port("aclk", "in", 1, "aclk", "CLK"),
                       Port("aresetn", "in", 1, "aresetn", "RST")]
         self.interfaces = []
-        self._links = []        # (flat port name, inner value, direction), or a stream's plan
-        self._streams = []
+        self._links = []        # (flat port name, inner value, direction)
+        self._streams = []      # how each stream's payload sits on its ports (_stream)
         for name, member in block.signature.members.items():
             if name in _AXI_PREFIX:
                 self._axi(name, getattr(block, name))
@@ -132,8 +134,9 @@ class IpCore(wiring.Component):
             if p.interface is None:
                 continue
             intf = next(i for i in self.interfaces if i.name == p.interface)
-            attrs = out[p.name] = {"X_INTERFACE_INFO": f"{_XILINX[intf.kind]} {intf.name} "
-                                                       f"{p.role}"}
+            library, name = BUS_DEFINITIONS[intf.kind]
+            attrs = out[p.name] = {"X_INTERFACE_INFO": f"xilinx.com:{library}:{name}:1.0 "
+                                                       f"{intf.name} {p.role}"}
             if p is next(q for q in self.ports if q.interface == p.interface):
                 params = "".join(f", {k} {v}" for k, v in intf.params.items())
                 attrs["X_INTERFACE_PARAMETER"] = f"XIL_INTERFACENAME {intf.name}{params}"

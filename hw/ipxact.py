@@ -19,12 +19,10 @@ import xml.etree.ElementTree as ET
 
 from atomcube.model.regmap import Access
 
+from .ip import BUS_DEFINITIONS
+
 NS = "http://www.accellera.org/XMLSchema/IPXACT/1685-2014"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
-#: the IP-XACT bus and abstraction definitions of each interface kind (Xilinx's, as Vivado uses)
-BUS_TYPES = {"aximm": ("interface", "aximm"), "axis": ("interface", "axis"),
-             "clock": ("signal", "clock"), "reset": ("signal", "reset"),
-             "interrupt": ("signal", "interrupt")}
 #: a field's access -> (IP-XACT access, volatile, modifiedWriteValue, readAction)
 ACCESS = {
     Access.R: ("read-only", True, None, None),
@@ -44,7 +42,7 @@ def _add(parent, tag, text=None, **attrs):
 
 
 def _vlnv(parent, tag, kind, version="1.0"):
-    library, name = BUS_TYPES[kind]
+    library, name = BUS_DEFINITIONS[kind]
     return _add(parent, tag, vendor="xilinx.com", library=library, name=name, version=version)
 
 
@@ -66,7 +64,7 @@ def component(ip, module: str, version: str, description: str, files: list[str])
         _add(bus, "name", intf.name)
         _vlnv(bus, "busType", intf.kind)
         abstraction = _add(_add(bus, "abstractionTypes"), "abstractionType")
-        library, name = BUS_TYPES[intf.kind]
+        library, name = BUS_DEFINITIONS[intf.kind]
         _add(abstraction, "abstractionRef", vendor="xilinx.com", library=library,
              name=f"{name}_rtl", version="1.0")
         maps = _add(abstraction, "portMaps")
