@@ -172,7 +172,7 @@ class AxiManagerChecks:
             addr, length = getattr(axi, f"{prefix}addr"), getattr(axi, f"{prefix}len")
             burst = getattr(axi, f"{prefix}burst")
             held_until_ready(m, prefix, valid, ready,
-                             Cat(addr, length, getattr(axi, f"{prefix}size"), burst.as_value(),
+                             Cat(addr, length, getattr(axi, f"{prefix}size"), burst,
                                  getattr(axi, f"{prefix}id")))
             end = addr[:12] + ((length + 1) << size)
             if isinstance(max_burst, dict):
