@@ -3,9 +3,11 @@ directions, Vivado's interface attributes, Verilator's lint, parameters and the 
 errors. Their behaviour through these ports is the ``ip`` cocotb bench (sim/ip/test_ip.py)."""
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,10 +27,28 @@ FROM_MANAGER = {n for n in AXI4 | AXI_LITE if n.endswith("ready") == n.startswit
 STREAM = {"tdata", "tkeep", "tlast", "tuser", "tvalid", "tready"}
 
 
-@pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ip")
-    assert main(["--out", str(out)]) == 0
+@pytest.fixture(scope="session")
+def written(tmp_path_factory, worker_id):
+    """Every core with its defaults, written once per run: the first xdist worker to get here
+    writes them (the DMA engine's takes half a minute), the others wait for it."""
+    root = tmp_path_factory.getbasetemp()
+    root = root if worker_id == "master" else root.parent
+    out, done = root / "ip_cores", root / "ip_cores.done"
+    try:
+        os.close(os.open(root / "ip_cores.lock", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        deadline = time.monotonic() + 600
+        while not done.exists():
+            assert time.monotonic() < deadline, "another worker did not finish writing the cores"
+            time.sleep(0.5)
+        assert done.read_text() == "ok", "another worker failed to write the cores"
+        return out
+    status = "failed"
+    try:
+        assert main(["--out", str(out)]) == 0
+        status = "ok"
+    finally:
+        done.write_text(status)
     return out
 
 
