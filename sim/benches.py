@@ -104,7 +104,7 @@ BENCHES: tuple[Bench, ...] = (
         # FuseSoC); `make sim` runs this one too
         Case("cdp-l4", {"lanes": 4, "flavor": "cdp"}, ("verilator",), regression=False),
         # the 12-stage pipeline makes 16-lane builds slow to compile (5 to 8 minutes each on
-        # 2 cores): CI runs 1 and 4 lanes of each flavour; `make sim` runs 16 lanes too
+        # 2 cores): CI runs 1 and 4 lanes of SDP, 1 of CDP; `make sim` runs 16 lanes too
         Case("cdp-l16", {"lanes": 16, "flavor": "cdp"}, ("verilator",), regression=False),
         # the serial datapath (one multiplier, a sample at a time): two lanes, as a 64-bit LUT
         # port feeds it, and one, as the UP5K SoC's 32-bit port does (also in `soc/up5k`)
