@@ -182,15 +182,23 @@ class FrontEnd(wiring.Component):
             descriptors that run (if any do) have ended and the mid and back end are quiet."""
             m.d.sync += [state.eq(_State.FAILED), fail_code.eq(code)]
 
-        def fetch(addr):
-            m.d.sync += [state.eq(_State.FETCH), want_fetch.eq(1), fetch_addr.eq(addr),
-                         fetch_misaligned.eq(addr[:7] != 0), fetch_over.eq(addr[aw:] != 0)]
+        def fetch():
+            m.d.sync += [state.eq(_State.FETCH), want_fetch.eq(1)]
             m.d.comb += store.fetch.eq(1)
 
         # The descriptor's read is asked for once, from FETCH's first cycle after the back end's
         # reset, and only at a good address. The back end sees the request from a register
         # that the placer can put beside its AR registers.
         if self.chains:
+            # The address a fetch would read, loaded in every cycle of the two states that may
+            # start one (IDLE: the chain's first, from the register; OFFER: the next, from the
+            # descriptor held), so that its enable is a decode of `state` alone and not the
+            # take's handshake, which reaches all 64 of its flip-flops. It holds from the
+            # fetch's start until the fetch has ended (FETCH, then LOAD).
+            nxt = Mux(state == _State.IDLE, regs.chain_addr.value.data, d.nxt)
+            with m.If((state == _State.IDLE) | (state == _State.OFFER)):
+                m.d.sync += [fetch_addr.eq(nxt), fetch_misaligned.eq(nxt[:7] != 0),
+                             fetch_over.eq(nxt[aw:] != 0)]
             go = want_fetch & ~dp_reset_q & ~fetch_misaligned & ~fetch_over
             m.d.sync += self.fetch_go.eq(go)
             with m.If(go):
@@ -230,7 +238,7 @@ class FrontEnd(wiring.Component):
                         m.d.comb += store.load_bank.eq(1)
                     with m.Else():
                         if self.chains:
-                            fetch(regs.chain_addr.value.data)
+                            fetch()
                         else:
                             finish(Error.NO_CHAIN)
             if self.chains:
@@ -268,7 +276,7 @@ class FrontEnd(wiring.Component):
                         m.d.sync += [running.eq(1), run_last.eq(d.last), run_irq.eq(d.irq)]
                     if self.chains:
                         with m.If(chain & ~d.last):
-                            fetch(d.nxt)
+                            fetch()
             with m.Case(_State.FAILED):
                 with m.If(~running & quiet & ~fetching):
                     finish(fail_code)
