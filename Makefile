@@ -36,7 +36,8 @@
 #                  place and route at each rate in turn, rerouting the nets that fail it,
 #                  until one routes, then at the board's clock (ECP5); OUT=dir: build
 #                  there instead of build/bitstream/<board>/, so two builds can run at once;
-#                  the full ULX3S SoC takes 20 to 30 minutes a placement)
+#                  PLACE_ONLY=1: synthesise and place, no routing or bitstream; the full
+#                  ULX3S SoC takes 20 to 30 minutes a placement)
 #   make formal    formal proofs of the handshakes (SymbiYosys and Yices from PyPI): stream
 #                  primitives against an ideal queue, the register bank as an AXI4-Lite
 #                  subordinate, the AXI4 managers' bursts (PROOFS="skid regbank": only those)
@@ -99,7 +100,8 @@ bitstream: $(FPGA_STAMP)
 	  $(if $(SWEEP),--sweep $(SWEEP) --jobs $(JOBS)) \
 	  $(if $(SEEDS),--seeds $(SEEDS) --jobs $(JOBS)) $(if $(SLOW),--slow-endpoints $(SLOW)) \
 	  $(if $(TIMING_WEIGHT),--timing-weight $(TIMING_WEIGHT)) \
-	  $(if $(TARGET_MHZ),--target-mhz $(TARGET_MHZ)) $(if $(OUT),--out $(OUT))
+	  $(if $(TARGET_MHZ),--target-mhz $(TARGET_MHZ)) $(if $(OUT),--out $(OUT)) \
+	  $(if $(filter 1,$(PLACE_ONLY)),--place-only)
 
 sim: $(STAMP)
 	$(PY) -m atomcube.sim --simulator $(SIM)

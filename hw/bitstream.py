@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from .catalog import BUILD, ROOT
@@ -414,7 +415,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
           router: str | None = None, tries: int | None = None, seed: int | None = None,
           sweep: int = 1, jobs: int = 1, slow_ns: float | None = None,
           seeds: list[int] | None = None, timing_weight: int | None = None,
-          target_mhz=None, **soc_changes) -> tuple[Result, Path]:
+          target_mhz=None, route: bool = True, **soc_changes) -> tuple[Result, Path | None]:
     """Build one board's bitstream; returns its figures and the bitstream's path. ``mapper``:
     Yosys's LUT mapper (:data:`hw.synth.MAPPERS`); ``router``: nextpnr's (:data:`ROUTERS`);
     ``tries``: placements to try when the placer cannot legalise, router2 diverges or router1
@@ -444,7 +445,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     (:data:`TIMING_PATIENCE`) or a routing that diverges moves it to the next, and after the
     last it is placed and routed at the board's clock as without targets. A seed's placement
     does not depend on the target (docs/board.md), so each run places it the same way. What
-    each has measured on the full SoC: docs/board.md."""
+    each has measured on the full SoC: docs/board.md. ``route=False``: synthesis and placement
+    only (nextpnr's ``--no-route``), no bitstream (the path returned is None): whether the
+    board's SoC fits and places, and its Fmax as nextpnr estimates it after placement, in a
+    fraction of the routing's time (and without its spread: the UP5K's router1 at 96 % full
+    takes 2 to 15 minutes); not with a sweep or targets."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -468,6 +473,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                              f"own) or more, not {seeds}")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (seeds placed at once), not {jobs}")
+    if not route and (sweep > 1 or seeds is not None or target_mhz is not None):
+        raise ValueError("route=False places once: not with a sweep, seeds or targets")
     if timing_weight is not None and timing_weight < 0:
         raise ValueError(f"timing_weight must be 0 or more (HeAP's weight on critical nets), "
                          f"not {timing_weight}")
@@ -507,11 +514,15 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     slow = "; about 20 minutes for the full SoC" if b.family == "ecp5" else ""
     aim = " MHz, or ".join(f"{t:g}" for t in [*(targets or ()), b.clk_hz / 1e6]) + " MHz" + (
         ", the first router2 meets" if targets else "")
-    log(f"[3/4] {b.name}: nextpnr place and route at {aim} "
-        f"({router}{slow})")
+    if route:
+        log(f"[3/4] {b.name}: nextpnr place and route at {aim} ({router}{slow})")
+    else:
+        log(f"[3/4] {b.name}: nextpnr place only (no routing) at {aim}")
     pnr = [fam["pnr"][0], *b.device, "--json", f"{top}.json", "--report", "nextpnr.json",
            "--log", "nextpnr.log", "--timing-allow-fail", "--router", router,
            *_placer_args(b.placer, timing_weight)]
+    if not route:
+        pnr.append("--no-route")
     if slow_ns is not None:
         pnr.append("--detailed-timing-report")
     if b.family == "ecp5":
@@ -552,6 +563,9 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                                "was tried on this SoC")
     data = json.loads(report.read_text())
     figures = read_report(data, b.family, ffs)
+    if not route:
+        # an unrouted design's report has no Fmax: the placer's estimate is in the log
+        figures["fmax_mhz"] = placed_fmax((out / "nextpnr.log").read_text())
     if slow_ns is not None:
         from atomcube.model.report import table
 
@@ -568,12 +582,23 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
             f"counted), by module: {out / 'slow_endpoints.txt'}")
         for line in text.splitlines()[:12]:
             log(f"      {line}")
+    result = Result(b.name, b.family, seconds=time.monotonic() - t0, mapper=mapper,
+                    commit=commit, **figures)
+    if not route:
+        log(f"[4/4] {b.name}: placed only: no bitstream")
+        return result, None
     tool, ext = PACK[b.family]
     bitstream = out / f"{top}{ext}"
     log(f"[4/4] {b.name}: {tool.removeprefix('yowasp-')} -> {bitstream.name}")
     _run([tool, placed, bitstream.name], out / "pack.stdout")
-    return Result(b.name, b.family, seconds=time.monotonic() - t0, mapper=mapper,
-                  commit=commit, **figures), bitstream
+    return replace(result, seconds=time.monotonic() - t0), bitstream
+
+
+def placed_fmax(log: str) -> float | None:
+    """The lowest of the clocks' Fmax in nextpnr's log, each clock's last estimate (after
+    placement, for a run without routing), or None if the log gives none."""
+    last = dict(re.findall(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz", log))
+    return min(map(float, last.values())) if last else None
 
 
 def _jobs(text: str):
@@ -674,7 +699,14 @@ def main(argv=None) -> int:
                          "after the clock (10 for the 100 MHz goal), into "
                          "slow_endpoints.txt beside the logs (nextpnr's "
                          "--detailed-timing-report: a report of tens of MB)")
+    ap.add_argument("--place-only", action="store_true",
+                    help="synthesise and place, without routing or a bitstream: whether the "
+                         "SoC fits and places, and nextpnr's Fmax estimate after placement "
+                         "(not with --sweep, --seeds or --target-mhz)")
     args = ap.parse_args(argv)
+    if args.place_only and (args.seeds is not None or args.sweep != 1
+                            or args.target_mhz is not None):
+        ap.error("--place-only places once: not with --sweep, --seeds or --target-mhz")
     if args.seeds is not None and (args.seed is not None or args.sweep != 1
                                    or args.tries is not None):
         ap.error("--seeds names a sweep's seeds: not with --seed, --sweep or --tries")
@@ -698,7 +730,7 @@ def main(argv=None) -> int:
                              tries=args.tries, seed=args.seed, sweep=args.sweep,
                              jobs=args.jobs, seeds=args.seeds, slow_ns=args.slow_ns,
                              timing_weight=args.timing_weight, target_mhz=args.target_mhz,
-                             **changes)
+                             route=not args.place_only, **changes)
     except (RuntimeError, ValueError) as e:
         print(f"python -m atomcube.hw.bitstream: {e}", file=sys.stderr)
         return 1
@@ -710,8 +742,11 @@ def main(argv=None) -> int:
             result.fmax_mhz < args.target_mhz[0]:
         print(f"timing: {result.fmax_mhz:.1f} MHz is below the target of "
               f"{args.target_mhz[0]:g} MHz (the board's clock, {clk:g} MHz, is met)")
-    print(f"wrote {path} "
-          f"({result.seconds:.0f} s)")
+    if path is None:
+        print(f"placed only, no bitstream; Fmax as estimated after placement "
+              f"({result.seconds:.0f} s)")
+    else:
+        print(f"wrote {path} ({result.seconds:.0f} s)")
     return 0
 
 

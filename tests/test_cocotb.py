@@ -1,8 +1,8 @@
 """The cocotb benches, launched from pytest: one node per bench, parameter set and simulator.
 
 Nodes come from sim/benches.py (the list `make sim` runs, less the cases marked
-``regression=False``: wide-bus builds that only `make sim` runs, so that CI stays under its 30
-minutes); add a bench there, not here.
+``regression=False``: the widest builds, and the variants another case covers, which only `make
+sim` runs, so that CI stays under its 30 minutes); add a bench there, not here.
 Icarus nodes skip, with the one-line reason, where Icarus is not installed. Select with -k, e.g.
 ``pytest tests/test_cocotb.py -k "regbank and icarus"``.
 """
