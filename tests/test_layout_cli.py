@@ -65,6 +65,19 @@ def test_convert_round_trip(tmp_path, tensor, capsys, extra):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_convert_keeps_fp16_nan_and_infinity(tmp_path):
+    """fp16 activations with NaN (payloads too) and infinities go to NVDLA feature data and
+    back with every bit kept."""
+    bits = np.arange(0x7BF0, 0x7BF0 + 2 * 20 * 3 * 5, dtype=np.uint16).reshape(2, 20, 3, 5)
+    bits.flat[:4] = [0x7C00, 0xFC00, 0x7E01, 0xFD55]
+    np.save(tmp_path / "a.npy", bits.view(np.float16))
+    assert cli.main(["layout", "convert", str(tmp_path / "a.npy"), "--to", "nvdla-feature",
+                     "--precision", "fp16", "-o", str(tmp_path / "a.bin")]) == 0
+    assert cli.main(["layout", "convert", str(tmp_path / "a.bin"), "-o",
+                     str(tmp_path / "back.npy")]) == 0
+    assert np.array_equal(np.load(tmp_path / "back.npy").view(np.uint16), bits)
+
+
 def test_convert_writes_the_models_bytes(tmp_path, tensor):
     path, t = tensor
     out = tmp_path / "img.bin"

@@ -519,20 +519,101 @@ def test_pixel_conversion_truncates_and_saturates():
         P.convert(d, 0, 1, "int4")
 
 
-def test_fp16_rules():
-    x = np.array([np.inf, -np.inf, np.nan, 1.0, 6e-8], dtype=np.float16)
-    v, nans = P.fp16_input(x, "conv")
-    assert list(v[:2]) == [65536.0, -65536.0] and nans == 1 and np.isnan(v[2])
-    assert P.fp16_input(x, "conv_winograd")[0][0] == 65504.0
-    assert P.fp16_input(x, "sdp")[0][1] == -3.40282e38
-    assert P.fp16_input(x, "cdp")[0][0] == 4292870144.0
-    assert np.isinf(P.fp16_input(x, "pdp_maxmin")[0][0])
-    flushed, _ = P.fp16_input(x, "sdp", flush_nan=True)
-    assert flushed[2] == 0 and flushed[4] > 0              # denormal kept
-    out, out_nans = P.fp16_output(np.array([1e9, -1e9, np.nan, 1.0 + 2 ** -11]))
-    assert list(out[:2]) == [65504, -65504] and out_nans == 1
-    assert out[3] == 1.0                                    # round to nearest even
+# The FP16 section of NVDLA's data format guide, a test per rule.
+
+@pytest.mark.parametrize("unit, big", [("conv", 65536.0), ("conv_winograd", 65504.0),
+                                       ("sdp", 3.40282e38), ("cdp", 4292870144.0),
+                                       ("pdp_average", 4292870144.0), ("pdp_maxmin", np.inf)])
+def test_fp16_infinity_becomes_each_sub_modules_value(unit, big):
+    x = np.array([np.inf, -np.inf, 1.0], dtype=np.float16)
+    v, nans = P.fp16_input(x, unit)
+    assert list(v) == [big, -big, 1.0] and nans == 0
+
+
+def test_fp16_results_saturate_and_are_never_infinite():
+    out, nans = P.fp16_output(np.array([1e9, -1e9, np.inf, -np.inf, 65519.0, 65520.0, 3.4e38]))
+    assert list(out) == [65504, -65504, 65504, -65504, 65504, 65504, 65504] and nans == 0
+    assert out.dtype == np.float16 and not np.isinf(out).any()
+    # the integer types saturate at their own ends
+    assert list(P.convert(np.array([1e6, -1e6]), 0, 1.0, "int16")) == [32767, -32768]
+    assert list(P.convert(np.array([1e6, -1e6]), 0, 1.0, "int8")) == [127, -128]
+
+
+def test_fp16_nan_propagates_or_is_flushed_and_is_counted():
+    x = np.array([np.nan, 2.0, -np.nan, np.inf], dtype=np.float16)
+    v, nans = P.fp16_input(x, "sdp")
+    assert nans == 2 and np.isnan(v[[0, 2]]).all() and v[1] == 2.0
+    out, out_nans = P.fp16_output(v * 3)                   # a result of a NaN is NaN
+    assert out_nans == 2 and np.isnan(out[[0, 2]]).all()
+    flushed, nans = P.fp16_input(x, "sdp", flush_nan=True)
+    assert nans == 2 and list(flushed[:3]) == [0.0, 2.0, 0.0]   # counted, then read as zero
+    assert P.fp16_output(flushed)[1] == 0                  # no NaN leaves
+
+
+def test_fp16_denormals_are_kept_in_and_out():
+    tiny = np.float16(2.0 ** -24)                          # the smallest fp16 denormal
+    v, _ = P.fp16_input(np.array([tiny, -tiny * 3], dtype=np.float16), "conv")
+    assert list(v) == [2.0 ** -24, -3 * 2.0 ** -24]
+    out, _ = P.fp16_output(np.array([2.0 ** -24, 5 * 2.0 ** -24, 2.0 ** -26, 2.0 ** -15]))
+    assert [float(x) for x in out] == [2.0 ** -24, 5 * 2.0 ** -24, 0.0, 2.0 ** -15]
+
+
+def test_fp16_rounds_to_nearest_even():
+    ulp = 2.0 ** -10                                       # fp16's step in [1, 2)
+    out, _ = P.fp16_output(np.array([1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2 ** -20,
+                                     2049.0, 2051.0, 1.5 * 2.0 ** -24, 2.5 * 2.0 ** -24]))
+    assert [float(x) for x in out] == [1.0, 1 + 2 * ulp, 1 + ulp, 2048.0, 2052.0,
+                                       2.0 ** -23, 2.0 ** -23]
+
+
+def test_fp16_rules_refuse_unknown_units_and_types():
     with pytest.raises(FormatError, match="^unit: "):
-        P.fp16_input(x, "gpu")
+        P.fp16_input(np.ones(2, dtype=np.float16), "gpu")
     with pytest.raises(FormatError, match="^x: "):
         P.fp16_input(np.ones(2), "sdp")
+
+
+# fp16 feature data may hold NaN and infinities (only the channel padding may not be NaN)
+
+_SPECIALS = np.array([0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00, 0x7FFF, 0x8000, 0x0001, 0x3C00],
+                     dtype=np.uint16)       # +inf, -inf, quiet, signalling and negative NaNs
+#                                             with payloads, -0, the smallest denormal, 1.0
+
+
+@pytest.mark.parametrize("shape, strides", [((1, 19, 3, 5), {}),
+                                            ((2, 40, 2, 3), {"line_stride": 128,
+                                                             "cube_stride": 4096})])
+def test_fp16_feature_data_keeps_nan_and_infinity_bits(shape, strides):
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+    bits.flat[:_SPECIALS.size] = _SPECIALS
+    tensor = bits.view(np.float16)
+    fmt = FeatureFormat("fp16", shape, fill=-2.5, **strides)
+    image = fmt.pack(tensor)
+    assert np.array_equal(fmt.unpack(image).view(np.uint16), bits)
+    # the channel padding is the fill, not NaN, whatever the data hold
+    n, c, h, w = shape
+    pad = image.view(np.float16)[fmt.address(0, np.arange(c, 16 * fmt.surfaces), 0, 0) // 2]
+    assert (pad == np.float16(-2.5)).all()
+
+
+def test_fp16_feature_data_from_wider_floats():
+    fmt = FeatureFormat("fp16", (1, 4, 1, 1))
+    back = fmt.unpack(fmt.pack(np.array([np.nan, np.inf, -np.inf, 65519.0],
+                                        dtype=np.float32).reshape(1, 4, 1, 1)))
+    assert np.isnan(back[0, 0]) and list(back.ravel()[1:]) == [np.inf, -np.inf, 65504]
+    with pytest.raises(FormatError, match="^tensor: has values beyond fp16's range .* in "
+                                          "the feature data$") as e:
+        fmt.pack(np.array([1.0, 2.0, 70000.0, 3.0]).reshape(1, 4, 1, 1))
+    assert type(e.value) is FormatError                    # not the weight tools' error
+    with pytest.raises(FormatError, match="^fill: .*except NaN"):
+        FeatureFormat("fp16", (1, 4, 1, 1), fill=float("nan"))
+
+
+def test_feature_data_errors_name_the_tensor_not_weights():
+    with pytest.raises(FormatError) as e:
+        FeatureFormat("int8", (1, 4, 1, 1)).pack(np.ones((1, 4, 1, 1)) * 0.5)
+    assert type(e.value) is FormatError and str(e.value).startswith("tensor: ")
+    assert "weight" not in str(e.value)
+    with pytest.raises(FormatError, match="^tensor: values 0 .. 300 do not fit int8"):
+        FeatureFormat("int8", (1, 2, 1, 1)).pack(np.array([0, 300]).reshape(1, 2, 1, 1))

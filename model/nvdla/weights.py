@@ -324,29 +324,36 @@ def _bits_dtype(element_bytes: int) -> np.dtype:
     return np.dtype("<u1") if element_bytes == 1 else np.dtype("<u2")
 
 
-def _convert(a: np.ndarray, precision: str, field: str) -> np.ndarray:
+def _convert(a: np.ndarray, precision: str, field: str, *, error=WeightError,
+             what: str = "weights") -> np.ndarray:
+    """``a`` as the precision's element type, refusing what the type cannot hold with ``error``
+    naming ``field``. Weights (``what="weights"``) must be finite; other data (feature data)
+    keep fp16 NaN and infinities as they are, bit for bit when already float16."""
     dt, _ = PRECISIONS[precision]
     if precision == "fp16":
         if a.dtype.kind not in "fiu":
-            raise WeightError(field, f"dtype {a.dtype} cannot become fp16 (need numbers)")
-        if a.dtype.kind == "f" and not np.isfinite(a).all():
-            raise WeightError(field, "holds NaN or infinity; weights must be finite")
+            raise error(field, f"dtype {a.dtype} cannot become fp16 (need numbers)")
+        finite_only = what == "weights"
+        if finite_only and a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise error(field, "holds NaN or infinity; weights must be finite")
         if a.dtype == dt:
-            return a                       # finite fp16 already: nothing to convert
-        with np.errstate(over="ignore"):
+            return a                       # fp16 already: nothing to convert, bits kept
+        with np.errstate(over="ignore", invalid="ignore"):
             out = a.astype(dt)
-        if not np.isfinite(out).all():
-            raise WeightError(field, "has values beyond fp16's range (|x| > 65504)")
+        grew = np.isinf(out) & (np.isfinite(a) if a.dtype.kind == "f" else True)
+        if grew.any():
+            raise error(field, f"has values beyond fp16's range (|x| > 65504), which would "
+                               f"become infinity in the {what}")
         return out
     if a.dtype.kind not in "iu" and a.dtype != np.bool_:
-        raise WeightError(field, f"dtype {a.dtype} is not an integer type; quantise to "
-                                 f"{precision} first")
+        raise error(field, f"dtype {a.dtype} is not an integer type; quantise to "
+                           f"{precision} first")
     if np.can_cast(a.dtype, dt):
         return a.astype(dt, copy=False)
     info = np.iinfo(dt)
     if a.size and (a.min() < info.min or a.max() > info.max):
-        raise WeightError(field, f"values {a.min()} .. {a.max()} do not fit {precision} "
-                                 f"({info.min} .. {info.max})")
+        raise error(field, f"values {a.min()} .. {a.max()} do not fit {precision} "
+                           f"({info.min} .. {info.max})")
     return a.astype(dt)
 
 
