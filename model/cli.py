@@ -36,6 +36,7 @@ from .files import (
     read_json,
     same_json,
     write_file,
+    write_if_changed,
 )
 from .report import table
 
@@ -129,10 +130,8 @@ def _regs(args) -> int:
 
 
 def _write_changed(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (its folder made) unless it holds that already, and say so."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        write_file(path, text.encode())
+    """Write ``text`` to ``path`` unless it holds that already, and say so."""
+    if write_if_changed(path, text):
         print(f"wrote {path}")
 
 
@@ -357,7 +356,8 @@ def _weights_unpack(args) -> int:
 #: numpy element types by the names the formats use
 _ELEMENTS = {"int8": np.dtype("i1"), "uint8": np.dtype("u1"), "int16": np.dtype("<i2"),
              "uint16": np.dtype("<u2"), "int32": np.dtype("<i4"), "uint32": np.dtype("<u4"),
-             "fp16": np.dtype("<f2"), "fp32": np.dtype("<f4")}
+             "fp16": np.dtype("<f2"), "fp32": np.dtype("<f4"), "int64": np.dtype("<i8"),
+             "uint64": np.dtype("<u8"), "fp64": np.dtype("<f8")}
 #: the element types each target stores, and the option that chooses one
 _TARGET_TYPES = {"nvdla-feature": ("--precision", ("int8", "int16", "fp16")),
                  "sophgo": ("--dtype", ("int8", "uint8", "int16", "uint16", "int32", "uint32",
@@ -645,8 +645,7 @@ def _layout_options(p):
 #: --format -> what the dense NCHW tensor (OIHW kernels for nvdla-weights) is converted into
 DMA_FORMATS = ("nhwc", "nvdla-feature", "sophgo", "dmp", "nvdla-weights")
 #: the element types of --format nhwc, by their bytes (the DMA moves bytes; it does not convert)
-NHWC_ELEMENT_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "fp16": 2, "int32": 4,
-                      "uint32": 4, "fp32": 4, "int64": 8, "uint64": 8, "fp64": 8}
+NHWC_ELEMENT_BYTES = {name: dt.itemsize for name, dt in _ELEMENTS.items()}
 
 
 def _shape(text: str, field: str) -> tuple[int, ...]:

@@ -217,3 +217,15 @@ def write_file(path: Path, data: bytes | np.ndarray) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` (its folder made, whole, as :func:`write_file`) unless the
+    file holds it already; returns whether it wrote. An unchanged file keeps its date, so a
+    simulator or a make rule that rebuilds what is newer does not run again."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.read_text() == text:
+        return False
+    write_file(path, text.encode())
+    return True

@@ -27,6 +27,8 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from atomcube.model.files import write_if_changed
+
 ROOT = Path(__file__).resolve().parent.parent
 #: outputs go under the current folder (the clone's top when run through make)
 BUILD = Path("build").resolve()
@@ -121,10 +123,8 @@ def emit_verilog(component, name: str, path: Path, platform=None) -> Path:
 
 def write_changed(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` unless it holds it already (a simulator rebuilds what is
-    newer than its build)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+    newer than its build); returns the path."""
+    write_if_changed(path, text)
     return path
 
 
@@ -134,9 +134,7 @@ def _icarus_dump(build_dir: Path, toplevel: str) -> Path:
     text = (f"module atomcube_waves;\ninitial begin\n"
             f"    $dumpfile(\"{build_dir / (toplevel + '.fst')}\");\n"
             f"    $dumpvars(0, {toplevel});\nend\nendmodule\n")
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path
+    return write_changed(path, text)
 
 
 @dataclass

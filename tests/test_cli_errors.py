@@ -460,3 +460,18 @@ def test_every_command_answers_cleanly(inputs, argv, damage):
             lines = [x for x in err.splitlines() if x.startswith("atomcube")]
             assert len(lines) == 1, err
             assert files(folder) == before, f"atomcube {' '.join(argv)} wrote on failure"
+
+
+def test_write_if_changed_keeps_an_unchanged_file(tmp_path):
+    """Generated files (headers, the simulators' Verilog) are rewritten only when their text
+    changes, so what rebuilds on a newer file does not run again."""
+    import os
+
+    from atomcube.model.files import write_if_changed
+
+    path = tmp_path / "new" / "x.h"
+    assert write_if_changed(path, "a\n") and path.read_text() == "a\n"
+    os.utime(path, (1, 1))
+    assert not write_if_changed(path, "a\n") and path.stat().st_mtime == 1
+    assert write_if_changed(path, "b\n") and path.read_text() == "b\n"
+    assert path.stat().st_mtime > 1 and list(path.parent.iterdir()) == [path]
