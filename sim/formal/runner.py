@@ -111,7 +111,6 @@ def run(name: str, harness, ports, mode: str, depth: int, *, out: Path | None = 
     (work / "proof.sby").write_text(_sby_text(mode, depth))
     env = dict(os.environ)
     env["PATH"] = f"{shims}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env.setdefault("YOWASP_CACHE_DIR", str(BUILD / ".yowasp"))
     start = time.monotonic()
     proc = subprocess.run([str(Path(sys.executable).parent / "yowasp-sby"), "-f", "proof.sby"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
