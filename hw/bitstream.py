@@ -449,7 +449,7 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     only (nextpnr's ``--no-route``), no bitstream (the path returned is None): whether the
     board's SoC fits and places, and its Fmax as nextpnr estimates it after placement, in a
     fraction of the routing's time (and without its spread: the UP5K's router1 at 96 % full
-    takes 2 to 15 minutes); not with a sweep or targets."""
+    takes 2 to 15 minutes); not with a sweep, targets or ``slow_ns``."""
     from amaranth.back import verilog
 
     from .top.board import BoardTop, board, board_platform
@@ -473,8 +473,11 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
                              f"own) or more, not {seeds}")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (seeds placed at once), not {jobs}")
-    if not route and (sweep > 1 or seeds is not None or target_mhz is not None):
-        raise ValueError("route=False places once: not with a sweep, seeds or targets")
+    if not route and (sweep > 1 or seeds is not None or target_mhz is not None
+                      or slow_ns is not None):
+        # (nextpnr's report of an unrouted design holds no path or net timings to count)
+        raise ValueError("route=False places once: not with a sweep, seeds, targets or "
+                         "slow_ns")
     if timing_weight is not None and timing_weight < 0:
         raise ValueError(f"timing_weight must be 0 or more (HeAP's weight on critical nets), "
                          f"not {timing_weight}")
@@ -702,11 +705,13 @@ def main(argv=None) -> int:
     ap.add_argument("--place-only", action="store_true",
                     help="synthesise and place, without routing or a bitstream: whether the "
                          "SoC fits and places, and nextpnr's Fmax estimate after placement "
-                         "(not with --sweep, --seeds or --target-mhz)")
+                         "(not with --sweep, --seeds, --target-mhz or --slow-endpoints: an "
+                         "unrouted design's report has no net timings)")
     args = ap.parse_args(argv)
     if args.place_only and (args.seeds is not None or args.sweep != 1
-                            or args.target_mhz is not None):
-        ap.error("--place-only places once: not with --sweep, --seeds or --target-mhz")
+                            or args.target_mhz is not None or args.slow_ns is not None):
+        ap.error("--place-only places once: not with --sweep, --seeds, --target-mhz or "
+                 "--slow-endpoints")
     if args.seeds is not None and (args.seed is not None or args.sweep != 1
                                    or args.tries is not None):
         ap.error("--seeds names a sweep's seeds: not with --seed, --sweep or --tries")

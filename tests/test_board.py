@@ -428,14 +428,17 @@ def test_placed_fmax_is_each_clocks_last_estimate():
     assert placed_fmax("Info: no timing here\n") is None
 
 
-def test_place_only_refuses_sweeps():
+def test_place_only_refuses_what_needs_routes():
     from atomcube.hw.bitstream import build, main
 
     with pytest.raises(ValueError, match="route=False places once"):
         build("icebreaker", route=False, sweep=2)
-    with pytest.raises(SystemExit) as e:
-        main(["--board", "icebreaker", "--place-only", "--sweep", "2"])
-    assert e.value.code == 2
+    with pytest.raises(ValueError, match="route=False places once"):
+        build("ulx3s", route=False, slow_ns=10.5)
+    for extra in (["--sweep", "2"], ["--slow-endpoints", "10"], ["--target-mhz", "95"]):
+        with pytest.raises(SystemExit) as e:
+            main(["--board", "ulx3s", "--place-only", *extra])
+        assert e.value.code == 2
 
 
 def test_cli_through_a_pseudo_terminal(tmp_path, capsys):
