@@ -172,7 +172,8 @@ class FeatureFormat:
                                         f"format's (N, C, H, W) = {self.shape}")
         # (fp16 feature data may hold NaN and infinities: the FP16 rules say what each
         # sub-module makes of them; packing keeps their bits)
-        a = _convert(a, self.precision, "tensor", error=FormatError, what="feature data")
+        a = _convert(a, self.precision, "tensor", error=FormatError, what="feature data",
+                     finite=False)
         n, c, h, w = self.shape
         buf = np.full(self.size, gap, dtype=np.uint8) if not self.packed or gap else \
             np.empty(self.size, dtype=np.uint8)

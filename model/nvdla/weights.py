@@ -325,17 +325,17 @@ def _bits_dtype(element_bytes: int) -> np.dtype:
 
 
 def _convert(a: np.ndarray, precision: str, field: str, *, error=WeightError,
-             what: str = "weights") -> np.ndarray:
+             what: str = "weights", finite: bool = True) -> np.ndarray:
     """``a`` as the precision's element type, refusing what the type cannot hold with ``error``
-    naming ``field``. Weights (``what="weights"``) must be finite; other data (feature data)
-    keep fp16 NaN and infinities as they are, bit for bit when already float16."""
+    naming ``field`` (``what``: the data, for the messages). With ``finite`` (weights) fp16
+    NaN and infinities are refused; without (feature data) they are kept, bit for bit when
+    already float16."""
     dt, _ = PRECISIONS[precision]
     if precision == "fp16":
         if a.dtype.kind not in "fiu":
             raise error(field, f"dtype {a.dtype} cannot become fp16 (need numbers)")
-        finite_only = what == "weights"
-        if finite_only and a.dtype.kind == "f" and not np.isfinite(a).all():
-            raise error(field, "holds NaN or infinity; weights must be finite")
+        if finite and a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise error(field, f"holds NaN or infinity; {what} must be finite")
         if a.dtype == dt:
             return a                       # fp16 already: nothing to convert, bits kept
         with np.errstate(over="ignore", invalid="ignore"):
