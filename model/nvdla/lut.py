@@ -6,6 +6,10 @@ both flavours:
 - ``"sdp"``: int32 input, 35-bit fraction, int32 output.
 - ``"cdp"``: 38-bit signed input, 16-bit fraction, int16 result per table.
 
+and SDP's floating-point pipeline (``LutConfig(precision="fp16")``, docs/lut.md, "The FP16
+pipeline"): FP32 input, START/END as FP32, FP16 table entries and slope scales, the
+interpolation in NVDLA's 17-bit float (:mod:`.nvfloat`), FP32 output.
+
 Everything is vectorised over numpy int64 arrays. Every intermediate is bounded so that int64
 holds it exactly: the SDP interpolation sum stays below 2^51, the out-of-range product below 2^48
 (SDP) or 2^54 (CDP), and before a left-shifting slope the product is clamped to +-2^40. That
@@ -25,14 +29,19 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from . import nvfloat
+from .nvfloat import FP16, FP17, FP32
+
 __all__ = ["LE_ENTRIES", "LO_ENTRIES", "LE", "LO", "HIT", "UFLOW", "OFLOW", "FLAVORS",
-           "LutConfig", "LutResult", "evaluate", "LutAccess", "round_shift", "COUNTERS"]
+           "PRECISIONS", "LutConfig", "LutResult", "evaluate", "LutAccess", "round_shift",
+           "COUNTERS"]
 
 LE_ENTRIES = 65
 LO_ENTRIES = 257
 LE, LO = 0, 1                     # table ids (also LUT_ACCESS_CFG.TABLE_ID and the priorities)
 HIT, UFLOW, OFLOW = 0, 1, 2       # per-table state
 FLAVORS = ("sdp", "cdp")
+PRECISIONS = ("int", "fp16")
 
 INPUT_BITS = {"sdp": 32, "cdp": 38}
 FRAC_BITS = {"sdp": 35, "cdp": 16}
@@ -60,6 +69,12 @@ class LutConfig:
     Values are the registers' meanings as signed integers (``le_index_select=-2``, not 0xFE), so a
     register dump plugs in after sign extension. Table entries are int16.
 
+    With ``precision="fp16"`` (SDP only) the tables and slope scales hold FP16 numbers and
+    START/END FP32 numbers: give them as floats (rounded to nearest by numpy: FP16 for table
+    entries and scales, FP32 for START/END) or as their bit patterns (ints; 16-bit patterns as
+    int16 or uint16, 32-bit ones as int32 or uint32). They are kept as bit patterns, signed as
+    the integer path's are. The SHIFT fields are not used there.
+
     Parameters
     ----------
     le_table, lo_table : array-like of int
@@ -78,6 +93,8 @@ class LutConfig:
         5 bits: 0..15 rounded right shift; 16..31 left shift by 32 - value (saturating).
     uflow_priority, oflow_priority, hybrid_priority : int
         0 = take LE, 1 = take LO.
+    precision : {"int", "fp16"}
+        The pipeline: integer (SDP's int32, CDP's 38-bit) or SDP's floating-point one.
     """
 
     le_table: np.ndarray = field(default_factory=lambda: np.zeros(LE_ENTRIES, np.int64))
@@ -101,12 +118,19 @@ class LutConfig:
     uflow_priority: int = 0
     oflow_priority: int = 0
     hybrid_priority: int = 0
+    precision: str = "int"
 
     def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not "
+                             f"{self.precision!r}")
+        fp = self.precision == "fp16"
         for name, n in (("le_table", LE_ENTRIES), ("lo_table", LO_ENTRIES)):
             t = np.asarray(getattr(self, name))
             if t.shape != (n,):
                 raise ValueError(f"{name} must have {n} entries, not shape {t.shape}")
+            if fp:
+                t = _fp_bits(t, name, FP16)
             if not np.issubdtype(t.dtype, np.integer):
                 if not np.all(np.isfinite(t)) or np.any(t != np.round(t)):
                     raise ValueError(f"{name} entries must be integers")
@@ -126,6 +150,12 @@ class LutConfig:
             for d in ("uflow", "oflow"):
                 checks[f"{t}_{d}_scale"] = _signed_range(16)
                 checks[f"{t}_{d}_shift"] = (0, 31)
+                if fp:
+                    name = f"{t}_{d}_scale"
+                    object.__setattr__(self, name, _fp_bits(getattr(self, name), name, FP16))
+        if fp:
+            for name in ("le_start", "le_end", "lo_start", "lo_end"):
+                object.__setattr__(self, name, _fp_bits(getattr(self, name), name, FP32))
         for name, (lo, hi) in checks.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -142,6 +172,9 @@ class LutConfig:
     def check(self, flavor: str) -> None:
         """Raise ValueError if a field does not fit ``flavor``'s registers."""
         _check_flavor(flavor)
+        if self.precision == "fp16" and flavor != "sdp":
+            raise ValueError(f"precision fp16 is SDP's pipeline only, not "
+                             f"{flavor.upper()}'s")
         lo, hi = _signed_range(INPUT_BITS[flavor])
         for name in ("le_start", "le_end", "lo_start", "lo_end"):
             v = getattr(self, name)
@@ -174,14 +207,35 @@ class LutConfig:
         return cls(**d)
 
 
+def _fp_bits(v, name: str, f: nvfloat.Format):
+    """A field of an FP16 configuration as its bit pattern, a signed integer of ``f``'s width
+    (floats are rounded to ``f``; ints are bit patterns, signed or unsigned)."""
+    a = np.asarray(v)
+    width = f.bits
+    if a.dtype.kind == "f":
+        bits = nvfloat.bits_of(a, f)
+    elif a.dtype.kind in "iu" and not isinstance(v, bool):
+        bits = a.astype(np.int64)
+        if bits.size and (bits.min() < -(1 << (width - 1)) or bits.max() >= 1 << width):
+            bad = int(bits.ravel()[np.flatnonzero((bits.ravel() < -(1 << (width - 1))) |
+                                                  (bits.ravel() >= 1 << width))[0]])
+            raise ValueError(f"{name}: {bad} is not a {width}-bit pattern of {f.name.upper()}")
+        bits = bits & ((1 << width) - 1)
+    else:
+        raise TypeError(f"{name} must be {f.name.upper()} numbers (floats) or their bit "
+                        f"patterns (ints), not {v!r}")
+    signed = np.where(bits >= 1 << (width - 1), bits - (1 << width), bits)
+    return int(signed) if signed.ndim == 0 else signed
+
+
 @dataclass
 class LutResult:
     """What the LUT produced for a run of samples.
 
     Attributes
     ----------
-    out : ndarray of int64
-        The output: int32 range (SDP) or int16 range (CDP).
+    out : ndarray of int64, or of float32 for the FP16 pipeline
+        The output: int32 range (SDP) or int16 range (CDP); FP32 for the FP16 pipeline.
     chosen : ndarray of int8
         The table whose result was taken: 0 = LE, 1 = LO.
     le_state, lo_state : ndarray of int8
@@ -307,6 +361,70 @@ def _table_out(x, table, cfg, flavor, index, frac, state):
     return np.where(state == HIT, hit, oor)
 
 
+def _index_fp(x, table, cfg: LutConfig):
+    """Index, fraction and state of one table in the FP16 pipeline: from ``x - START`` in
+    FP32; zero, negative and NaN differences are underflows."""
+    n = LE_ENTRIES - 1 if table == LE else LO_ENTRIES - 1
+    start = (cfg.le_start if table == LE else cfg.lo_start) & 0xFFFFFFFF
+    d = nvfloat.sub(x, start, FP32)
+    sign, expo, mant = d >> 31, (d >> 23) & 0xFF, d & 0x7FFFFF
+    under = (sign == 1) | ((expo == 0) & (mant == 0)) | ((expo == 0xFF) & (mant != 0))
+    if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
+        # one entry per octave: the difference's exponent less the offset, and its mantissa
+        # as the fraction
+        index = expo - FP32.bias - cfg.le_index_offset
+        under |= index < 0
+        frac = mant << (FRAC_BITS["sdp"] - FP32.mant)
+    else:
+        s = cfg.le_index_select if table == LE else cfg.lo_index_select
+        index, frac = nvfloat.to_index(d, s, 9, FRAC_BITS["sdp"])
+    over = ~under & (index >= n)
+    state = np.where(under, UFLOW, np.where(over, OFLOW, HIT)).astype(np.int8)
+    return np.where(state == HIT, index, 0), np.where(state == HIT, frac, 0), state
+
+
+def _table_out_fp(x, table, cfg, index, frac, state):
+    """One table's FP32 result bits in the FP16 pipeline: a hit interpolates its two entries
+    with weights (1 - fraction) and fraction, each rounded to FP17, in FP17; a miss adds
+    ``(x - reference) * SCALE`` to the edge entry, the difference in FP32 and the rest in
+    FP17."""
+    t = (cfg.le_table if table == LE else cfg.lo_table) & 0xFFFF
+    n = len(t) - 1
+    name = "le" if table == LE else "lo"
+    fb = FRAC_BITS["sdp"]
+    one = 31 << 10                                             # 1.0 in FP17
+    w0 = np.where(frac == 0, one, nvfloat.from_fraction((1 << fb) - frac, fb, FP17))
+    w1 = nvfloat.from_fraction(frac, fb, FP17)
+    y0 = nvfloat.convert(t[index], FP16, FP17)
+    y1 = nvfloat.convert(t[np.minimum(index + 1, n)], FP16, FP17)
+    hit = nvfloat.add(nvfloat.mul(w0, y0, FP17), nvfloat.mul(w1, y1, FP17), FP17)
+
+    under = state == UFLOW
+    edge = nvfloat.convert(np.where(under, t[0], t[n]), FP16, FP17)
+    ref = np.where(under, getattr(cfg, f"{name}_start"), getattr(cfg, f"{name}_end"))
+    ref = ref & 0xFFFFFFFF
+    if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
+        # below an exponential table the reference is START + 2^offset (its entry 0's x)
+        bias = int(nvfloat.bits_of(2.0 ** cfg.le_index_offset, FP32))
+        ref = np.where(under, nvfloat.add(ref, bias, FP32), ref)
+    scale = np.where(under, getattr(cfg, f"{name}_uflow_scale"),
+                     getattr(cfg, f"{name}_oflow_scale")) & 0xFFFF
+    run = nvfloat.convert(nvfloat.sub(x, ref, FP32), FP32, FP17)
+    oor = nvfloat.add(edge, nvfloat.mul(run, nvfloat.convert(scale, FP16, FP17), FP17), FP17)
+    return nvfloat.convert(np.where(state == HIT, hit, oor), FP17, FP32)
+
+
+def _as_fp_input(x):
+    """Samples of the FP16 pipeline (FP32 or FP16 numbers) as FP32 bit patterns."""
+    a = np.asarray(x)
+    if a.dtype == np.float16:
+        return nvfloat.bits_of(a.astype(np.float32), FP32)
+    if a.dtype != np.float32:
+        raise TypeError(f"x must be float32 or float16 for the FP16 pipeline, not {a.dtype} "
+                        f"(FP32 bit patterns: pass bits.view(np.float32))")
+    return a.view(np.uint32).astype(np.int64)
+
+
 def _as_input(x, flavor):
     """Samples as int64, checked against the flavour's input width."""
     a = np.asarray(x)
@@ -332,8 +450,9 @@ def evaluate(x, cfg: LutConfig, flavor: str = "sdp") -> LutResult:
 
     Parameters
     ----------
-    x : array-like of int
-        Input samples in the pipeline's encoding (int32 for SDP, signed 38-bit for CDP).
+    x : array-like of int, or of float32 / float16
+        Input samples in the pipeline's encoding: int32 for SDP, signed 38-bit for CDP; FP32
+        numbers (or FP16, widened exactly) for the FP16 pipeline (``cfg.precision``).
     cfg : LutConfig
     flavor : {"sdp", "cdp"}
 
@@ -349,13 +468,18 @@ def evaluate(x, cfg: LutConfig, flavor: str = "sdp") -> LutResult:
     """
     _check_flavor(flavor)
     cfg.check(flavor)
-    x = _as_input(x, flavor)
+    fp = cfg.precision == "fp16"
+    x = _as_fp_input(x) if fp else _as_input(x, flavor)
     shape = x.shape
     x = x.ravel()
     outs, states = [], []
     for table in (LE, LO):
-        index, frac, state = _index(x, table, cfg, flavor)
-        outs.append(_table_out(x, table, cfg, flavor, index, frac, state))
+        if fp:
+            index, frac, state = _index_fp(x, table, cfg)
+            outs.append(_table_out_fp(x, table, cfg, index, frac, state))
+        else:
+            index, frac, state = _index(x, table, cfg, flavor)
+            outs.append(_table_out(x, table, cfg, flavor, index, frac, state))
         states.append(state)
     le_s, lo_s = states
     le_hit, lo_hit = le_s == HIT, lo_s == HIT
@@ -366,6 +490,8 @@ def evaluate(x, cfg: LutConfig, flavor: str = "sdp") -> LutResult:
              np.where(both_under, cfg.uflow_priority,
              np.where(both_over, cfg.oflow_priority, cfg.hybrid_priority)))).astype(np.int8)
     out = np.where(chosen == LE, outs[0], outs[1])
+    if fp:
+        out = out.astype(np.uint32).view(np.float32)
     counters = _counters(flavor, chosen, le_s, lo_s)
     return LutResult(out.reshape(shape), chosen.reshape(shape), le_s.reshape(shape),
                      lo_s.reshape(shape), counters)
