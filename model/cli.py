@@ -2,6 +2,7 @@
 
     atomcube regs [MAP ...] [--format md|c|json] [--out DIR]
     atomcube lut fit FUNCTION --in-frac N --out-frac N [--plot PNG] [--json FILE] ...
+    atomcube lut fit FUNCTION --precision fp16 [--plot PNG] [--json FILE] ...
     atomcube weights pack KERNEL.npy --mode M --precision P [--compress] -o DIR
     atomcube weights unpack DIR -o KERNEL.npy
     atomcube layout convert TENSOR.npy --to nvdla-feature|nvdla-pixel|sophgo|dmp [...] -o IMAGE.bin
@@ -154,6 +155,12 @@ def _lut_fit(args) -> int:
     if args.x_min is not None and args.x_max is not None and not args.x_min < args.x_max:
         raise FormatError("--x-min/--x-max", f"the domain must have x_min < x_max, not "
                                              f"[{args.x_min:g}, {args.x_max:g}]")
+    if args.precision == "fp16":
+        return _lut_fit_fp16(args)
+    for option, value in (("--in-frac", args.in_frac), ("--out-frac", args.out_frac)):
+        if value is None:
+            raise FormatError(option, "the integer pipeline needs the input's and output's "
+                                      "fraction bits (--in-frac and --out-frac)")
     fmt = Formats(args.in_frac, args.out_frac, args.flavor)
     if args.function == "lrn":
         func, dom = lrn(*args.lrn), (0.0, float("inf"))
@@ -207,6 +214,73 @@ def _lut_fit(args) -> int:
         print(f"wrote {args.json} ({len(writes)} register writes)")
     if args.plot:
         plot(res, func if not isinstance(func, str) else args.function, args.plot, base)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _lut_fit_fp16(args) -> int:
+    """``atomcube lut fit --precision fp16``: tables for SDP's FP16 pipeline."""
+    from .nvdla.lut_fit import lrn
+    from .nvdla.lut_fit_fp16 import NVDLA_FP16_TABLES, fit_fp16, nvdla_baseline_fp16, plot_fp16
+    from .nvdla.nvfloat import FP16, FP32, value_of
+
+    for option, value in (("--in-frac", args.in_frac), ("--out-frac", args.out_frac)):
+        if value is not None:
+            raise FormatError(option, "the FP16 pipeline has no fixed-point formats: leave "
+                                      "out --in-frac and --out-frac")
+    if args.flavor != "sdp":
+        raise FormatError("--flavor", "the FP16 pipeline is SDP's (--flavor sdp)")
+    for option, value in (("--layout", args.layout), ("--raw", args.raw),
+                          ("--le-mode", args.le_mode)):
+        if value != "auto":
+            raise FormatError(option, "the FP16 fit chooses its own arrangement: leave it at "
+                                      "auto")
+    func = lrn(*args.lrn) if args.function == "lrn" else args.function
+    dom = (0.0, float("inf")) if args.function == "lrn" else None
+    if args.x_min is not None or args.x_max is not None:
+        dom = (args.x_min if args.x_min is not None else -float("inf"),
+               args.x_max if args.x_max is not None else float("inf"))
+    # functions over many octaves want an exponential raw table (docs/lut.md, fitting)
+    exp_raw = args.function in ("rsqrt", "lrn")
+    print(f"fitting {args.function} for the FP16 pipeline ...", file=sys.stderr, flush=True)
+    res = fit_fp16(func, domain=dom, exp_raw=exp_raw,
+                   progress=lambda s: print(f"  {s}", file=sys.stderr, flush=True))
+    cfg = res.config
+
+    def f32(bits):
+        return f"0x{bits & 0xFFFFFFFF:08x} ({float(value_of(bits & 0xFFFFFFFF, FP32)):.9g})"
+
+    def f16(bits):
+        return f"0x{bits & 0xFFFF:04x} ({float(value_of(bits & 0xFFFF, FP16)):.6g})"
+
+    rows = [(name, f32(getattr(cfg, name))) for name in ("le_start", "le_end", "lo_start",
+                                                          "lo_end")]
+    rows += [(f"{t}_{side}_scale", f16(getattr(cfg, f"{t}_{side}_scale")))
+             for t in ("le", "lo") for side in ("uflow", "oflow")]
+    rows += [(name, str(getattr(cfg, name))) for name in (
+        "le_function", "le_index_offset", "le_index_select", "lo_index_select",
+        "uflow_priority", "oflow_priority", "hybrid_priority")]
+    print(table(("field", "value"), rows))
+    for name in ("le_table", "lo_table"):
+        t = value_of(getattr(cfg, name) & 0xFFFF, FP16)
+        print(f"{name[:2].upper()} table: {len(t)} FP16 entries, {t.min():.6g} .. {t.max():.6g}")
+    r = res.report
+    line = (f"max error {r.max_ulp:.3f} FP16 ULP at x = {r.worst_x:.6g} (relative "
+            f"{r.max_rel:.3g} at most); mean {r.mean_ulp:.4f} ULP over {r.samples:,} FP16 "
+            f"inputs")
+    base = None
+    if args.function in NVDLA_FP16_TABLES and dom is None:
+        base = nvdla_baseline_fp16(args.function)
+        line += (f"\nNVDLA's own FP16 table: max {base.report.max_ulp:.3f} ULP "
+                 f"(ours is {r.max_ulp / base.report.max_ulp:.0%} of it)")
+    print(line)
+    if args.json:
+        doc = {"function": args.function, "precision": "fp16", "flavor": "sdp",
+               "layout": res.layout, "report": r.row(), "config": cfg.to_dict()}
+        write_file(args.json, (json.dumps(doc, indent=1) + "\n").encode())
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot_fp16(res, func, args.plot, base)
         print(f"wrote {args.plot}")
     return 0
 
@@ -844,8 +918,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "when the function saturates the output or the int16 table "
                                    "entries in the formats given.")
     p.add_argument("function", choices=("sigmoid", "tanh", "exp", "rsqrt", "lrn"))
-    p.add_argument("--in-frac", type=_int, required=True, help="fraction bits of the input")
-    p.add_argument("--out-frac", type=_int, required=True, help="fraction bits of the output")
+    p.add_argument("--precision", choices=("int", "fp16"), default="int",
+                   help="the pipeline: int (fixed point, --in-frac and --out-frac) or fp16 "
+                        "(SDP's floating-point one; errors in FP16 ULP over every FP16 input)")
+    p.add_argument("--in-frac", type=_int, help="fraction bits of the input (int)")
+    p.add_argument("--out-frac", type=_int, help="fraction bits of the output (int)")
     p.add_argument("--flavor", choices=("sdp", "cdp"), default="sdp")
     p.add_argument("--layout", choices=("auto", "nested", "split"), default="auto",
                    help="density table inside the raw one, beside it, or whichever measures "

@@ -309,6 +309,23 @@ def test_lut_fit_bad_requests(extra, match):
     refused(*argv, match=match)
 
 
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--in-frac", "12"], "--in-frac: the FP16 pipeline has no fixed-point formats"),
+    (["--flavor", "cdp"], "--flavor: the FP16 pipeline is SDP's"),
+    (["--layout", "nested"], "--layout: the FP16 fit chooses its own arrangement"),
+    (["--x-min", "1e-9", "--x-max", "2e-9"], "holds fewer than two FP16 numbers"),
+])
+def test_lut_fit_fp16_bad_requests(tmp_path, extra, match):
+    refused("lut", "fit", "tanh", "--precision", "fp16", "--json", tmp_path / "t.json", *extra,
+            match=match)
+    assert files(tmp_path) == {}
+
+
+def test_lut_fit_int_needs_its_formats():
+    refused("lut", "fit", "tanh", "--out-frac", "14", match="--in-frac: the integer pipeline "
+                                                             "needs")
+
+
 def test_lut_fit_advice_is_never_impossible():
     line = refused("lut", "fit", "exp", "--in-frac", "12", "--out-frac", "0", "--x-max", "30",
                    match="")
