@@ -259,12 +259,16 @@ def build_config(f, fmt: Formats, le: TableGeom, lo: TableGeom, priorities: dict
             k = _derivative(f, fmt, float(xe), domain) if slopes.get(f"{name}_{side}") else 0.0
             scale, shift = encode_slope(k)
             regs[f"{name}_{side}_scale"], regs[f"{name}_{side}_shift"] = scale, shift
-    regs["le_function"] = LeFunction.LINEAR if le.mode == "linear" else LeFunction.EXPONENTIAL
-    regs["le_index_select"] = le.select if le.mode == "linear" else 0
-    regs["le_index_offset"] = le.offset if le.mode == "exp" else 0
-    regs["lo_index_select"] = lo.select
-    regs.update(priorities)
-    return LutConfig(**regs)
+    return LutConfig(**regs, **mode_registers(le, lo, priorities))
+
+
+def mode_registers(le, lo, priorities: dict) -> dict:
+    """The LE function, index selects and offset of two table geometries (anything with
+    ``mode``, ``select`` and ``offset``), and the priorities."""
+    return {"le_function": LeFunction.EXPONENTIAL if le.mode == "exp" else LeFunction.LINEAR,
+            "le_index_select": le.select if le.mode == "linear" else 0,
+            "le_index_offset": le.offset if le.mode == "exp" else 0,
+            "lo_index_select": lo.select, **priorities}
 
 
 # -- fitting -----------------------------------------------------------------------------------
@@ -281,7 +285,12 @@ class FitResult:
 
 
 def _priorities(raw: int, layout: str, first: int | None = None) -> dict:
+    """The priorities of a layout: ``raw`` alone (the other table never hit), the density
+    table ``nested`` in the raw one, or the two side by side (``split``, ``first`` covering
+    the low end)."""
     density = LO if raw == LE else LE
+    if layout == "raw":
+        return {"hybrid_priority": raw, "uflow_priority": raw, "oflow_priority": raw}
     if layout == "nested":
         return {"hybrid_priority": density, "uflow_priority": raw, "oflow_priority": raw}
     # split: `first` covers the low end, the other the high end
@@ -289,17 +298,20 @@ def _priorities(raw: int, layout: str, first: int | None = None) -> dict:
     return {"hybrid_priority": other, "uflow_priority": first, "oflow_priority": other}
 
 
-def _improve_slopes(f, fmt, le, lo, prio, domain, x, base_cfg, base_rep):
-    """Turn on each edge's derivative-matched slope where it lowers the worst error."""
+def choose_slopes(build, score):
+    """Turn on each edge's derivative-matched slope in turn where it lowers the score (a
+    comparable: worst error, then mean). ``build(slopes)`` makes a configuration, ``score(cfg)``
+    measures it. Returns (slopes, configuration, its score)."""
     slopes: dict = {}
-    cfg, rep = base_cfg, base_rep
+    cfg = build(slopes)
+    best = score(cfg)
     for edge in ("le_uflow", "le_oflow", "lo_uflow", "lo_oflow"):
         trial = dict(slopes, **{edge: True})
-        c = build_config(f, fmt, le, lo, prio, domain, trial)
-        r = measure(c, f, fmt, x, domain)
-        if (r.max_lsb, r.mean_lsb) < (rep.max_lsb, rep.mean_lsb):
-            slopes, cfg, rep = trial, c, r
-    return cfg, rep
+        c = build(trial)
+        r = score(c)
+        if r < best:
+            slopes, cfg, best = trial, c, r
+    return slopes, cfg, best
 
 
 def _active_range(f, fmt, domain, tol_lsb=0.25):
@@ -428,7 +440,7 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
     best = None
     for g in raw_candidates():
         le_g, lo_g = (g, parked) if raw_id == LE else (parked, g)
-        prio = {"hybrid_priority": raw_id, "uflow_priority": raw_id, "oflow_priority": raw_id}
+        prio = _priorities(raw_id, "raw")
         cfg, rep = evaluate_pair(le_g, lo_g, prio)
         if best is None or (rep.max_lsb, rep.mean_lsb) < (best[2].max_lsb, best[2].mean_lsb):
             best = (g, cfg, rep)
@@ -593,9 +605,12 @@ def fit_geometry(f, fmt: Formats, le: TableGeom, lo: TableGeom, priorities: dict
               if g.start < fmt.x_hi]
     # Slopes are chosen on a coarse sweep; the report comes from the full one.
     xc = _coarse_sweep(fmt, domain, ranges)
-    cfg = build_config(f, fmt, le, lo, priorities, domain)
-    cfg, _ = _improve_slopes(f, fmt, le, lo, priorities, domain, xc, cfg,
-                             measure(cfg, f, fmt, xc, domain))
+    def score(c):
+        r = measure(c, f, fmt, xc, domain)
+        return (r.max_lsb, r.mean_lsb)
+
+    _, cfg, _ = choose_slopes(lambda s: build_config(f, fmt, le, lo, priorities, domain, s),
+                              score)
     rep = measure(cfg, f, fmt, sweep(fmt, domain, ranges), domain)
     say(f"final: max error {rep.max_lsb:.3f} LSB over {rep.samples:,} inputs")
     return FitResult(cfg, fmt, layout, le, lo, rep, domain)
@@ -631,16 +646,20 @@ def nvdla_baseline(name: str, fmt: Formats) -> FitResult:
 
 # -- report --------------------------------------------------------------------------------------
 
-def plot(result: FitResult, f, path, baseline: FitResult | None = None) -> None:
-    """Function, approximation, error and each table's coverage, to a PNG."""
+def pyplot_and_function(f):
+    """matplotlib's pyplot (drawing to files), and ``f`` resolved if it is a name."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise RuntimeError("plotting needs matplotlib: pip install matplotlib") from None
-    if isinstance(f, str):
-        f = resolve_function(f)[0]
+    return plt, resolve_function(f)[0] if isinstance(f, str) else f
+
+
+def plot(result: FitResult, f, path, baseline: FitResult | None = None) -> None:
+    """Function, approximation, error and each table's coverage, to a PNG."""
+    plt, f = pyplot_and_function(f)
     fmt, cfg = result.formats, result.config
     scale = 2.0 ** fmt.in_frac
     spans = []

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lut import LE, LE_ENTRIES, LO, LO_ENTRIES, LeFunction, LutConfig, evaluate
+from .lut import LE, LE_ENTRIES, LO, LO_ENTRIES, LutConfig, evaluate
+from .lut_fit import (
+    _priorities,
+    choose_slopes,
+    mode_registers,
+    pyplot_and_function,
+    resolve_function,
+)
 
 __all__ = ["FP16_MAX", "FpErrorReport", "FpGeom", "FpFitResult", "finite_fp16", "defined_fp16",
            "ulp16",
@@ -184,12 +191,7 @@ def build_fp16(f, le: FpGeom, lo: FpGeom, priorities: dict, domain,
         for side, xe in (("uflow", nodes[0]), ("oflow", nodes[-1])):
             regs[f"{name}_{side}_scale"] = (_derivative(f, float(xe), domain)
                                             if slopes.get(f"{name}_{side}") else 0.0)
-    regs["le_function"] = LeFunction.EXPONENTIAL if le.mode == "exp" else LeFunction.LINEAR
-    regs["le_index_select"] = le.select if le.mode == "linear" else 0
-    regs["le_index_offset"] = le.offset if le.mode == "exp" else 0
-    regs["lo_index_select"] = lo.select
-    regs.update(priorities)
-    return LutConfig(**regs)
+    return LutConfig(**regs, **mode_registers(le, lo, priorities))
 
 
 @dataclass
@@ -248,8 +250,6 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
     progress : callable, optional
         Called with a line of text as the search advances.
     """
-    from .lut_fit import resolve_function
-
     say = progress or (lambda s: None)
     if isinstance(f, str):
         f, dmin, dmax = resolve_function(f)
@@ -272,13 +272,13 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
         best.append((layout, le, lo, prio, rep))
         best.sort(key=lambda c: c[4].key(), reverse=True)
 
-    raw_prio = {"hybrid_priority": LO, "uflow_priority": LO, "oflow_priority": LO}
+    raw_prio = _priorities(LO, "raw")
     span = max(b - a, 2.0 ** -24)
     finest = math.ceil(math.log2(span / (LO_ENTRIES - 1)))
     if exp_raw:
         for off in range(-30, 12):
             consider("raw", FpGeom("exp", domain[0], offset=off), FpGeom("parked"),
-                     {"hybrid_priority": LE, "uflow_priority": LE, "oflow_priority": LE})
+                     _priorities(LE, "raw"))
     else:
         for sel in range(finest, finest + 3):
             cover = (LO_ENTRIES - 1) * 2.0 ** sel
@@ -298,14 +298,14 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
     peaks = [float(x[i]) for i in np.argsort(-err)[:40]]
     centres = sorted({0.0, *peaks[:1], *peaks[::8]})
     if exp_raw:
-        nest = {"hybrid_priority": LO, "uflow_priority": LE, "oflow_priority": LE}
+        nest = _priorities(LE, "nested")
         for sel in range(finest - 12, finest + 2):
             half = (LO_ENTRIES - 1) / 2 * 2.0 ** sel
             for c in centres:
                 start = max(_aligned(c - half, sel), domain[0])
                 consider("nested", raw_le, FpGeom("linear", start, sel), nest)
     else:
-        nest = {"hybrid_priority": LE, "uflow_priority": LO, "oflow_priority": LO}
+        nest = _priorities(LO, "nested")
         for sel in range(raw.select - 14, raw.select):
             half = (LE_ENTRIES - 1) / 2 * 2.0 ** sel
             for c in centres:
@@ -316,8 +316,7 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
         for first, second in ((LO, LE), (LE, LO)):
             n_first = LO_ENTRIES if first == LO else LE_ENTRIES
             n_second = LE_ENTRIES if first == LO else LO_ENTRIES
-            prio = {"hybrid_priority": second, "uflow_priority": first,
-                    "oflow_priority": second}
+            prio = _priorities(second, "split", first=first)
             for s1 in range(finest - 3, finest + 3):
                 g1 = FpGeom("linear", max(_aligned(a, s1), domain[0]), s1)
                 join = g1.end(n_first)
@@ -340,7 +339,9 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
     say(f"refining the {len(finalists)} best over all {x_all.size:,} inputs, at 8 node "
         f"phases each ...")
     for layout, le, lo, prio, _ in finalists:
-        slopes = _slopes(f, le, lo, prio, domain, x)
+        slopes, _, _ = choose_slopes(
+            lambda s, le=le, lo=lo, prio=prio: build_fp16(f, le, lo, prio, domain, s),
+            lambda c: measure_fp16(c, f, domain, x).key())
         if le.mode == "exp":
             phases = [0.0]
         else:
@@ -357,18 +358,6 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
     rep = measure_fp16(cfg, f, domain, x_all)
     say(f"final: max error {rep.max_ulp:.3f} ULP over {rep.samples:,} FP16 inputs")
     return FpFitResult(cfg, layout, le, lo, rep, domain)
-
-
-def _slopes(f, le, lo, prio, domain, x) -> dict:
-    """Which edges take f's derivative as their slope (the rest are flat)."""
-    slopes: dict = {}
-    rep = measure_fp16(build_fp16(f, le, lo, prio, domain), f, domain, x)
-    for edge in ("le_uflow", "le_oflow", "lo_uflow", "lo_oflow"):
-        trial = dict(slopes, **{edge: True})
-        r = measure_fp16(build_fp16(f, le, lo, prio, domain, trial), f, domain, x)
-        if r.key() < rep.key():
-            slopes, rep = trial, r
-    return slopes
 
 
 def _nudged(t: np.ndarray, steps: int) -> np.ndarray:
@@ -429,8 +418,6 @@ def _refine(cfg: LutConfig, f, domain, x, rounds: int = 3, reach: int = 2) -> Lu
 
 def nvdla_baseline_fp16(name: str) -> FpFitResult:
     """NVDLA's compiler's FP16 table for ``name`` (sigmoid or tanh), measured the same way."""
-    from .lut_fit import resolve_function
-
     if name not in NVDLA_FP16_TABLES:
         raise ValueError(f"no NVDLA FP16 table for {name!r} (have: "
                          f"{', '.join(NVDLA_FP16_TABLES)})")
@@ -449,16 +436,7 @@ def nvdla_baseline_fp16(name: str) -> FpFitResult:
 def plot_fp16(result: FpFitResult, f, path, baseline: FpFitResult | None = None) -> None:
     """f, the LUT's output and the error in FP16 ULP over every FP16 input where a table is,
     with each table's coverage, to a PNG."""
-    from .lut_fit import resolve_function
-
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("plotting needs matplotlib: pip install matplotlib") from None
-    if isinstance(f, str):
-        f = resolve_function(f)[0]
+    plt, f = pyplot_and_function(f)
     spans = [(g.start, g.end(n), name) for g, n, name in (
         (result.le, LE_ENTRIES, "LE"), (result.lo, LO_ENTRIES, "LO")) if g.mode != "parked"]
     lo = min(s[0] for s in spans)
