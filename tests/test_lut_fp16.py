@@ -260,3 +260,9 @@ def test_docs_example_gives_what_it_says():
     scope = {}
     exec(code, scope)
     assert np.array_equal(scope["res"].out, np.array([0.26904297, 0.57421875, 1.0], np.float32))
+
+
+def test_fp16_configuration_is_not_programmed_into_the_integer_unit():
+    from atomcube.model.registers.lut import program
+    with pytest.raises(ValueError, match="computes the integer pipelines only"):
+        program(_sigmoid_cfg(), "sdp")

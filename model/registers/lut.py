@@ -119,9 +119,13 @@ def program(cfg: LutConfig, flavor: str) -> list[tuple[str, dict]]:
     """The register writes that load ``cfg``: configuration, then each table from entry 0.
 
     Each item is ``(register, {field: unsigned value})``, ready for
-    ``Driver.write(register, **fields)``.
+    ``Driver.write(register, **fields)``. The unit computes the integer pipelines: an FP16
+    configuration is refused.
     """
     cfg.check(flavor)
+    if cfg.precision != "int":
+        raise ValueError(f"the LUT unit computes the integer pipelines only: a configuration "
+                         f"with precision {cfg.precision} cannot be programmed into it")
     w: list[tuple[str, dict]] = [
         ("lut_cfg", {"le_function": cfg.le_function, "uflow_priority": cfg.uflow_priority,
                      "oflow_priority": cfg.oflow_priority,
