@@ -286,12 +286,12 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
                           _aligned(b - cover, sel) + 2.0 ** sel}:
                 consider("raw", FpGeom("parked"), FpGeom("linear", max(start, domain[0]), sel),
                          raw_prio)
-    _, raw_le, raw_lo, _, rep = best[-1]
+    _, raw_le, raw_lo, prio, rep = best[-1]
     raw = raw_le if exp_raw else raw_lo
     say(f"raw table: {raw}: max error {rep.max_ulp:.3f} ULP")
 
     # nested: a density table where the raw one is worst, or around 0
-    cfg = build_fp16(f, raw_le, raw_lo, raw_prio, domain)
+    cfg = build_fp16(f, raw_le, raw_lo, prio, domain)
     out = evaluate(x, cfg).out.astype(np.float64)
     want = _target(f, x, domain)
     err = np.abs(out - want) / ulp16(want)
