@@ -41,7 +41,8 @@
 #   make formal    formal proofs of the handshakes (SymbiYosys and Yices from PyPI): stream
 #                  primitives against an ideal queue, the register bank as an AXI4-Lite
 #                  subordinate, the AXI4 managers' bursts (PROOFS="skid regbank": only those)
-#   make bench-model  model benchmarks: LUT fitting accuracy against NVDLA's own tables,
+#   make bench-model  model benchmarks: LUT fitting accuracy (integer and FP16) against
+#                     NVDLA's own tables,
 #                     weight layout and compression speed, activation layout speed
 
 PYTHON ?= python3
@@ -138,10 +139,13 @@ formal: $(FPGA_STAMP)
 bench: $(STAMP)
 	$(PY) -m atomcube.sim.bench $(if $(filter 1,$(QUICK)),--quick)
 
+# every benchmark runs, and the target fails at the end if one missed its goal
 bench-model: $(STAMP)
-	$(PY) -m atomcube.model.nvdla.lut_bench
-	$(PY) -m atomcube.model.nvdla.weights_bench
-	$(PY) -m atomcube.model.layout_bench
+	@status=0; \
+	$(PY) -m atomcube.model.nvdla.lut_bench || status=1; \
+	$(PY) -m atomcube.model.nvdla.weights_bench || status=1; \
+	$(PY) -m atomcube.model.layout_bench || status=1; \
+	exit $$status
 
 clean:
 	rm -rf build sim_build .pytest_cache
