@@ -59,13 +59,16 @@ def test_nvdla_tables(name, start, select, worst):
     assert base.report.max_ulp == pytest.approx(worst, abs=1e-3)
 
 
-def test_tanh_fit_halves_nvdlas_error():
-    res = fit_fp16("tanh")
-    base = nvdla_baseline_fp16("tanh")
+@pytest.mark.parametrize("name", ["sigmoid", "tanh"])
+def test_fit_halves_nvdlas_error(name):
+    res = fit_fp16(name)
+    base = nvdla_baseline_fp16(name)
     assert res.config.precision == "fp16"
     assert res.report.max_ulp <= 0.5 * base.report.max_ulp
-    again = measure_fp16(res.config, np.tanh)
-    assert again.max_ulp == res.report.max_ulp and again.samples == 63487
+    f = {"sigmoid": lambda v: 1 / (1 + np.exp(-v)), "tanh": np.tanh}[name]
+    again = measure_fp16(res.config, f)
+    assert again.max_ulp == pytest.approx(res.report.max_ulp, rel=1e-9)
+    assert again.samples == 63487
 
 
 def test_cli_fp16_fit_writes_its_configuration(tmp_path, capsys):

@@ -311,22 +311,25 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
             for c in centres:
                 start = max(_aligned(c - half, sel), domain[0])
                 consider("nested", FpGeom("linear", start, sel), raw_lo, nest)
-        # side by side: one table over the start of the active range at its own step, the
-        # other from its end on
+        # side by side: one table from near the start of the active range at its own step,
+        # the other from its end on, reaching the active range's end or falling a step short
+        # of it (where a flat tail costs less than a coarser step)
         for first, second in ((LO, LE), (LE, LO)):
             n_first = LO_ENTRIES if first == LO else LE_ENTRIES
             n_second = LE_ENTRIES if first == LO else LO_ENTRIES
             prio = _priorities(second, "split", first=first)
             for s1 in range(finest - 3, finest + 3):
-                g1 = FpGeom("linear", max(_aligned(a, s1), domain[0]), s1)
-                join = g1.end(n_first)
-                if join >= b:
-                    continue
-                s2 = math.ceil(math.log2((b - join) / (n_second - 1)))
-                for s in (s2, s2 + 1):
-                    g2 = FpGeom("linear", join, s)
-                    le, lo = (g1, g2) if first == LE else (g2, g1)
-                    consider("split", le, lo, prio)
+                for late in range(4):
+                    start = _aligned(a, s1) + late * (n_first - 1) / 16 * 2.0 ** s1
+                    g1 = FpGeom("linear", max(start, domain[0]), s1)
+                    join = g1.end(n_first)
+                    if join >= b:
+                        continue
+                    s2 = math.ceil(math.log2((b - join) / (n_second - 1)))
+                    for s in (s2 - 1, s2, s2 + 1):
+                        g2 = FpGeom("linear", join, s)
+                        le, lo = (g1, g2) if first == LE else (g2, g1)
+                        consider("split", le, lo, prio)
     layout, le, lo, prio, rep = best[-1]
     say(f"{layout}: LE {le}, LO {lo}: max error {rep.max_ulp:.3f} ULP")
 
