@@ -355,7 +355,18 @@ def test_soc_dma_address_width():
         with pytest.raises(ValueError, match=f"dma_addr_width {bad}: must be"):
             SocConfig(mem_bytes=mem, dma_addr_width=bad)
     SocConfig(mem_bytes=1 << 10, dma_addr_width=12)
-    dma = Soc(SocConfig(mem_bytes=64 * 1024, dma_addr_width=16)).elaborate(None).submodules.dma
+    # the whole SoC elaborated (so that none of its parts is left unused), and its engine
+    from amaranth.hdl import Fragment
+
+    from atomcube.hw.dma.engine import DmaEngine
+
+    def parts(fragment):
+        for sub, *_ in fragment.subfragments:
+            yield from sub.origins or ()
+            yield from parts(sub)
+
+    soc = Fragment.get(Soc(SocConfig(mem_bytes=64 * 1024, dma_addr_width=16)), None)
+    (dma,) = [p for p in parts(soc) if isinstance(p, DmaEngine)]
     assert dma.addr_width == 16
     # the port keeps AXI's 32 address bits (the engine drives those above 16 with 0)
     assert len(dma.m_axi.araddr) == 32

@@ -527,13 +527,15 @@ def test_transposer_reads_each_row_once():
     assert (got == want).all() and counts["beats"] == 64 * 64 // 8
 
 
-def test_engine_paths_checked(rejected):
+def test_engine_paths_checked(rejected, inspected):
     """A build leaves out the row or tile path, never the element path, which takes every
     descriptor; unknown names are refused."""
     from atomcube.hw.dma.engine import DmaEngine
 
-    assert DmaEngine(paths=("elements",)).paths == {"elements"}
-    assert DmaEngine().paths == {"rows", "tile", "elements"}
+    for paths, kept in ((("elements",), {"elements"}), (None, {"rows", "tile", "elements"})):
+        engine = DmaEngine(**({"paths": paths} if paths else {}))
+        inspected(engine)
+        assert engine.paths == kept
     with rejected(ValueError, "paths must include 'elements'"):
         DmaEngine(paths=("rows", "tile"))
     with rejected(ValueError, "unknown path 'tiles'"):
