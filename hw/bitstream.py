@@ -279,48 +279,28 @@ def _retarget_lpf(src: Path, dst: Path, mhz: float):
 def _place_and_route(pnr, folder: Path, k: int, targets, watch, say, clock_mhz=None):
     """Place with seed ``k`` and route, in ``folder`` (``pnr``: nextpnr's command line at the
     board's clock, ``clock_mhz``, without the seed), returning (why it was stopped or None,
-    the rate routed for, or None without ``targets``). ``targets``: rates in MHz, highest
+    the rate routed at, or None without ``targets``). ``targets``: rates in MHz, highest
     first, each tried in a run of its own before the run ``pnr`` asks for, until one routes,
     each with a copy of the LPF asking for it (``target-<MHz>mhz.lpf``) and ``--tmg-ripup``;
-    then the first target again without ``--tmg-ripup`` (router2 ends once the routing is
-    legal, whatever its timing); then the board's clock. Each failed run's log is kept as
-    ``nextpnr-<MHz>mhz.stdout`` (``-legal`` for the run without rip-up). ``watch(mhz)``: the
-    watch for a run (None: a run that does not reroute for timing)."""
+    each failed run's log is kept as ``nextpnr-<MHz>mhz.stdout``. ``watch(mhz)``: the watch
+    for a run (None: the run at the board's clock)."""
     seed = _seed_args(k)
-
-    def at(mhz, ripup):
-        """nextpnr at ``mhz``, rerouting the nets that fail it or not; the run's stop, if
-        any (its log is then kept under a name of its own)."""
+    if targets:
         lpf = pnr.index("--lpf") + 1
+    for n, mhz in enumerate(targets or ()):
         rung = f"target-{mhz:g}mhz.lpf"
         _retarget_lpf(folder / pnr[lpf], folder / rung, mhz)
+        say(f"placing and routing at {mhz:g} MHz, rerouting the nets that fail it")
         try:
-            stopped = _run([*pnr[:lpf], rung, *pnr[lpf + 1:], *seed,
-                            *(["--tmg-ripup"] if ripup else [])],
-                           folder / "nextpnr.stdout", watch(mhz if ripup else None))
+            stopped = _run([*pnr[:lpf], rung, *pnr[lpf + 1:], *seed, "--tmg-ripup"],
+                           folder / "nextpnr.stdout", watch(mhz))
         finally:
             (folder / rung).unlink(missing_ok=True)
-        if stopped:
-            (folder / "nextpnr.stdout").replace(
-                folder / f"nextpnr-{mhz:g}mhz{'' if ripup else '-legal'}.stdout")
-        return stopped
-
-    for n, mhz in enumerate(targets or ()):
-        say(f"placing and routing at {mhz:g} MHz, rerouting the nets that fail it")
-        stopped = at(mhz, ripup=True)
         if not stopped:
             return None, mhz
-        after = f"{targets[n + 1]:g} MHz" if n + 1 < len(targets) else (
-            f"{targets[0]:g} MHz, keeping the first legal routing")
-        say(f"{stopped}; at {after} next")
+        (folder / "nextpnr.stdout").replace(folder / f"nextpnr-{mhz:g}mhz.stdout")
+        say(f"{stopped}; at {(targets[n + 1:] or [clock_mhz])[0]:g} MHz next")
     if targets:
-        # the placement is the same; router2 without rip-up stops once no wire is overused,
-        # with the nets routed for the target as far as congestion let it
-        say(f"placing and routing at {targets[0]:g} MHz, without rerouting for timing")
-        stopped = at(targets[0], ripup=False)
-        if not stopped:
-            return None, targets[0]
-        say(f"{stopped}; at {clock_mhz:g} MHz next")
         say(f"placing and routing at {clock_mhz:g} MHz")
     stopped = _run(pnr + seed, folder / "nextpnr.stdout", watch(None))
     return stopped, (clock_mhz if targets and not stopped else None)
@@ -462,11 +442,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     at each target in turn, with nextpnr's timing-driven rip-up (``--tmg-ripup``: router2
     reroutes the nets that fail the target, where at the board's clock none fails and it
     routes each net by congestion alone), until one routes; a target router2 cannot meet
-    (:data:`TIMING_PATIENCE`) or a routing that diverges moves it to the next. After the
-    last it is routed at the first target without the rip-up (router2 ends at the first legal
-    routing, its nets routed for the target as far as congestion let them, and the timing
-    analysis says how fast it is), and only if that diverges at the board's clock as without
-    targets. A seed's placement
+    (:data:`TIMING_PATIENCE`) or a routing that diverges moves it to the next, and after the
+    last it is placed and routed at the board's clock as without targets. A seed's placement
     does not depend on the target (docs/board.md), so each run places it the same way. What
     each has measured on the full SoC: docs/board.md. ``route=False``: synthesis and placement
     only (nextpnr's ``--no-route``), no bitstream (the path returned is None): whether the
@@ -716,8 +693,7 @@ def main(argv=None) -> int:
                          "95,90), for nextpnr to meet instead of the board's clock: each "
                          "seed is placed and routed at each in turn, router2 rerouting the "
                          "nets that fail it (--tmg-ripup), until one routes; after the last, "
-                         "at the first without rerouting for timing (router2 keeps the first "
-                         "legal routing); then at the board's clock (docs/board.md)")
+                         "at the board's clock (docs/board.md)")
     ap.add_argument("--out", type=Path, metavar="DIR",
                     help="build in DIR instead of build/bitstream/<board>/, so that two builds "
                          "of one board (two netlists, or two sets of seeds) can run at once")

@@ -282,13 +282,10 @@ class FakeTools:
     at (120.5 MHz where not given); the placed design it writes names its seed, and ecppack's
     bitstream names the design it packed. A run with ``--tmg-ripup`` at a rate (the LPF's
     FREQUENCY) above ``reach`` (for its seed; none where not given) cannot meet it: nets
-    failing it stay. Without ``--tmg-ripup`` at a rate above the board's clock, router2
-    diverges at the seeds in ``diverge_legal``."""
+    failing it stay."""
 
-    def __init__(self, diverge, router1=False, fmax=None, unplaced=(), reach=None,
-                 diverge_legal=()):
+    def __init__(self, diverge, router1=False, fmax=None, unplaced=(), reach=None):
         self.diverge, self.router1, self.unplaced = diverge, router1, unplaced
-        self.diverge_legal = diverge_legal
         self.fmax = fmax or {}
         self.reach = reach or {}
         self.seeds = []
@@ -302,24 +299,21 @@ class FakeTools:
             self.seeds.append(seed)
             self.pnr.append(cmd)
             failing = [0] * 3
-            diverge = seed in self.diverge
             if "--lpf" in cmd:
                 lpf = (log.parent / cmd[cmd.index("--lpf") + 1]).read_text()
                 mhz = float(re.search(r"FREQUENCY PORT \S+ ([\d.]+) MHZ;", lpf)[1])
                 self.routed_at.append((seed, mhz))
                 if "--tmg-ripup" in cmd and mhz > self.reach.get(seed, mhz):
                     failing = [40] + [12] * (bitstream.TIMING_PATIENCE + 5)
-                if "--tmg-ripup" not in cmd and mhz > 25 and seed in self.diverge_legal:
-                    diverge = True
             if seed in self.unplaced:
                 lines = ["Info: Running main analytical placer, max placement attempts per "
                          "cell = 2000.\n",
                          "ERROR: Unable to find legal placement for all cells, design is "
                          "probably at utilisation limit.\n"]
             elif self.router1:
-                lines = router1_lines(STALLED1 if diverge else ROUTED1, 4000)
+                lines = router1_lines(STALLED1 if seed in self.diverge else ROUTED1, 4000)
             else:
-                counts = DIVERGED + [5000] * 100 if diverge else [900, 50, 0]
+                counts = DIVERGED + [5000] * 100 if seed in self.diverge else [900, 50, 0]
                 counts += [0] * (len(failing) - len(counts))
                 lines = router2_lines(counts, failing=failing)
             log.write_text("".join(lines))
@@ -525,14 +519,13 @@ def test_timing_weight_replaces_the_boards_own(tmp_path, monkeypatch):
 def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsys):
     """``target_mhz`` (``--target-mhz 95,90``, ``make bitstream TARGET_MHZ=95,90``): each seed
     is placed and routed at each target in turn, from an LPF copy asking for it and with
-    ``--tmg-ripup``, until one routes; a target router2 cannot meet stops its run; after the
-    last the seed is routed at the first target without rip-up, which keeps the first legal
-    routing, and only if that diverges at the board's clock. The repository's LPF and the
-    one beside the build keep the board's clock; bad targets are refused."""
+    ``--tmg-ripup``, until one routes; a target router2 cannot meet stops its run, and after
+    the last the seed is built at the board's clock without rip-up. The repository's LPF and
+    the one beside the build keep the board's clock; bad targets are refused."""
     lpf = 'FREQUENCY PORT "clk" {} MHZ;'
 
-    def run(out, reach, fmax=None, diverge_legal=(), **kwargs):
-        tools = FakeTools(diverge=set(), reach=reach, fmax=fmax, diverge_legal=diverge_legal)
+    def run(out, reach, fmax=None, **kwargs):
+        tools = FakeTools(diverge=set(), reach=reach, fmax=fmax)
         monkeypatch.setattr(bitstream, "_run", tools)
         said = []
         r, _ = bitstream.build("ulx3s", outdir=out, log=said.append, dma=False, sparse=False,
@@ -552,27 +545,21 @@ def test_targets_are_tried_in_turn_until_one_routes(tmp_path, monkeypatch, capsy
     assert not list(out.glob("target-*.lpf"))
     assert lpf.format(25) in (out / "ulx3s.lpf").read_text()
     assert lpf.format(25) in (bitstream.ROOT / "constraints" / "ulx3s.lpf").read_text()
-    # no target met: the first target again without rip-up, keeping the first legal routing
-    tools, said, r = run(tmp_path / "b", {None: 80}, target_mhz=[90, 85], fmax={None: 86.5})
-    assert tools.routed_at == [(None, 90), (None, 85), (None, 90)] and r.fmax_mhz == 86.5
+    # no target met: the board's clock, without rip-up
+    tools, said, r = run(tmp_path / "b", {None: 80}, target_mhz=90)
+    assert tools.routed_at == [(None, 90), (None, 25)] and r.fmax_mhz == 120.5
     assert "--tmg-ripup" not in tools.pnr[-1]
-    assert any("at 90 MHz, keeping the first legal routing next" in s for s in said), said
-    # ... and where that diverges too, the board's clock
-    tools, said, r = run(tmp_path / "f", {None: 80}, target_mhz=90, diverge_legal={None})
-    assert tools.routed_at == [(None, 90), (None, 90), (None, 25)]
-    assert (tmp_path / "f" / "nextpnr-90mhz-legal.stdout").exists()
     # a sweep: each seed its own targets, the outcome naming the one met
-    tools, said, _ = run(tmp_path / "c", {2: 80, 4: 95}, fmax={2: 86.0},
-                         target_mhz=[95, 90], seeds=[2, 4])
-    assert sorted(tools.routed_at) == [(2, 90), (2, 95), (2, 95), (4, 95)]
+    tools, said, _ = run(tmp_path / "c", {2: 80, 4: 95}, target_mhz=[95, 90], seeds=[2, 4])
+    assert sorted(tools.routed_at) == [(2, 25), (2, 90), (2, 95), (4, 95)]
     text = (tmp_path / "c" / "sweep.txt").read_text()
-    assert re.search(r"--seed 2 +86.00 +routed for 95 MHz, timed below it", text) and \
+    assert re.search(r"--seed 2 .*routed at 25 MHz", text) and \
         re.search(r"--seed 4 .*routed at 95 MHz", text), text
     # router2 met the target by its count, but the timing after routing is below it
     run(tmp_path / "e", {2: 80, 4: 95}, fmax={4: 94.2}, target_mhz=[95, 90], seeds=[2, 4])
     text = (tmp_path / "e" / "sweep.txt").read_text()
     assert re.search(r"--seed 4 +94.20 +routed for 95 MHz, timed below it", text), text
-    assert not re.search(r"--seed 4 .*routed at 95", text), text
+    assert "routed at 95" not in text, text
     # without targets: one run at the board's clock
     tools, _, _ = run(tmp_path / "d", {})
     (cmd,) = tools.pnr
