@@ -16,11 +16,14 @@ The search tries, for the raw table, linear coverings of the function's active r
 is not within a quarter ULP of its far values) at the finest steps that cover it; then a
 density table, either nested inside the raw one (around the raw table's worst errors, or
 around 0, where an input's distance from a far START would lose its low bits) or beside it
-(each table covering part of the range at its own step); or, for functions over a range of
-many octaves (``exp_raw``), an exponential LE table from the domain's start with a linear LO
-table where it is worst. Entries are each segment's chord shifted by half its signed deviation
-from f (minimax), rounded to FP16; each edge's slope is flat or f's derivative, whichever
-measures better. Every candidate is measured through the bit-exact model.
+(each table covering part of the range at its own step, the second reaching the range's end
+or stopping a step short of it); or, for functions over a range of many octaves
+(``exp_raw``), an exponential LE table from the domain's start with a linear LO table where
+it is worst. Entries are each segment's chord shifted by half its signed deviation from f
+(minimax), rounded to FP16. The four best arrangements are then tried at eight node phases,
+each edge's slope flat or f's derivative, and every entry moved by up to two FP16 steps where
+that lowers the worst error of the inputs reading it. Every candidate is measured through the
+bit-exact model.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from .lut_fit import (
 )
 
 __all__ = ["FP16_MAX", "FpErrorReport", "FpGeom", "FpFitResult", "finite_fp16", "defined_fp16",
-           "ulp16",
-           "measure_fp16", "fit_fp16", "nvdla_baseline_fp16", "NVDLA_FP16_TABLES", "plot_fp16"]
+           "ulp16", "measure_fp16", "fit_fp16", "nvdla_baseline_fp16", "NVDLA_FP16_TABLES",
+           "plot_fp16"]
 
 FP16_MAX = 65504.0
 SMALLEST_NORMAL = 2.0 ** -14
