@@ -367,7 +367,7 @@ def _index_fp(x, table, cfg: LutConfig):
     n = LE_ENTRIES - 1 if table == LE else LO_ENTRIES - 1
     start = (cfg.le_start if table == LE else cfg.lo_start) & 0xFFFFFFFF
     d = nvfloat.sub(x, start, FP32)
-    sign, expo, mant = d >> 31, (d >> 23) & 0xFF, d & 0x7FFFFF
+    sign, expo, mant = nvfloat.fields(d, FP32)
     under = (sign == 1) | ((expo == 0) & (mant == 0)) | ((expo == 0xFF) & (mant != 0))
     if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
         # one entry per octave: the difference's exponent less the offset, and its mantissa

@@ -284,7 +284,7 @@ class FitResult:
     domain: tuple
 
 
-def _priorities(raw: int, layout: str, first: int | None = None) -> dict:
+def layout_priorities(raw: int, layout: str, first: int | None = None) -> dict:
     """The priorities of a layout: ``raw`` alone (the other table never hit), the density
     table ``nested`` in the raw one, or the two side by side (``split``, ``first`` covering
     the low end)."""
@@ -440,7 +440,7 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
     best = None
     for g in raw_candidates():
         le_g, lo_g = (g, parked) if raw_id == LE else (parked, g)
-        prio = _priorities(raw_id, "raw")
+        prio = layout_priorities(raw_id, "raw")
         cfg, rep = evaluate_pair(le_g, lo_g, prio)
         if best is None or (rep.max_lsb, rep.mean_lsb) < (best[2].max_lsb, best[2].mean_lsb):
             best = (g, cfg, rep)
@@ -454,7 +454,7 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
         out = evaluate(x_search, cfg_raw, fmt.flavor).out
         err = np.abs(out - np.clip(target(f, fmt, x_search, domain), fmt.out_lo, fmt.out_hi))
         order = np.argsort(-err)
-        prio = _priorities(raw_id, "nested")
+        prio = layout_priorities(raw_id, "nested")
         sel0 = raw_g.select if raw_mode == "linear" else int(math.log2(max(
             (b - a) * scale, 1) / (raw_n - 1)))
         # Beside a linear raw table, steps a little finer than its own; beside an exponential
@@ -492,7 +492,7 @@ def fit(f, fmt: Formats, *, layout: str = "auto", raw: str = "lo", le_mode: str 
             d_end = d_g.start + int(cover)
             for r_g in _split_raw(raw_mode, raw_n, d_end, b * scale, fmt):
                 le_g, lo_g = (r_g, d_g) if raw_id == LE else (d_g, r_g)
-                prio = _priorities(raw_id, "split", first=den_id)
+                prio = layout_priorities(raw_id, "split", first=den_id)
                 cfg, rep = evaluate_pair(le_g, lo_g, prio)
                 if best_pair is None or (rep.max_lsb, rep.mean_lsb) < (
                         best_pair[3].max_lsb, best_pair[3].mean_lsb):

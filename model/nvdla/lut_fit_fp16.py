@@ -36,8 +36,8 @@ import numpy as np
 
 from .lut import LE, LE_ENTRIES, LO, LO_ENTRIES, LutConfig, evaluate
 from .lut_fit import (
-    _priorities,
     choose_slopes,
+    layout_priorities,
     mode_registers,
     pyplot_and_function,
     resolve_function,
@@ -271,17 +271,19 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
 
     def consider(layout, le, lo, prio):
         cfg = build_fp16(f, le, lo, prio, domain)
-        rep = measure_fp16(cfg, f, domain, x)
-        best.append((layout, le, lo, prio, rep))
-        best.sort(key=lambda c: c[4].key(), reverse=True)
+        best.append((layout, le, lo, prio, measure_fp16(cfg, f, domain, x)))
 
-    raw_prio = _priorities(LO, "raw")
+    def ranked():
+        """The arrangements tried so far, the best last (of equals, the one tried last)."""
+        return sorted(best, key=lambda c: c[4].key(), reverse=True)
+
+    raw_prio = layout_priorities(LO, "raw")
     span = max(b - a, 2.0 ** -24)
     finest = math.ceil(math.log2(span / (LO_ENTRIES - 1)))
     if exp_raw:
         for off in range(-30, 12):
             consider("raw", FpGeom("exp", domain[0], offset=off), FpGeom("parked"),
-                     _priorities(LE, "raw"))
+                     layout_priorities(LE, "raw"))
     else:
         for sel in range(finest, finest + 3):
             cover = (LO_ENTRIES - 1) * 2.0 ** sel
@@ -289,7 +291,7 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
                           _aligned(b - cover, sel) + 2.0 ** sel}:
                 consider("raw", FpGeom("parked"), FpGeom("linear", max(start, domain[0]), sel),
                          raw_prio)
-    _, raw_le, raw_lo, prio, rep = best[-1]
+    _, raw_le, raw_lo, prio, rep = ranked()[-1]
     raw = raw_le if exp_raw else raw_lo
     say(f"raw table: {raw}: max error {rep.max_ulp:.3f} ULP")
 
@@ -301,14 +303,14 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
     peaks = [float(x[i]) for i in np.argsort(-err)[:40]]
     centres = sorted({0.0, *peaks[:1], *peaks[::8]})
     if exp_raw:
-        nest = _priorities(LE, "nested")
+        nest = layout_priorities(LE, "nested")
         for sel in range(finest - 12, finest + 2):
             half = (LO_ENTRIES - 1) / 2 * 2.0 ** sel
             for c in centres:
                 start = max(_aligned(c - half, sel), domain[0])
                 consider("nested", raw_le, FpGeom("linear", start, sel), nest)
     else:
-        nest = _priorities(LO, "nested")
+        nest = layout_priorities(LO, "nested")
         for sel in range(raw.select - 14, raw.select):
             half = (LE_ENTRIES - 1) / 2 * 2.0 ** sel
             for c in centres:
@@ -320,7 +322,7 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
         for first, second in ((LO, LE), (LE, LO)):
             n_first = LO_ENTRIES if first == LO else LE_ENTRIES
             n_second = LE_ENTRIES if first == LO else LO_ENTRIES
-            prio = _priorities(second, "split", first=first)
+            prio = layout_priorities(second, "split", first=first)
             for s1 in range(finest - 3, finest + 3):
                 for late in range(4):
                     start = _aligned(a, s1) + late * (n_first - 1) / 16 * 2.0 ** s1
@@ -333,7 +335,7 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
                         g2 = FpGeom("linear", join, s)
                         le, lo = (g1, g2) if first == LE else (g2, g1)
                         consider("split", le, lo, prio)
-    layout, le, lo, prio, rep = best[-1]
+    layout, le, lo, prio, rep = ranked()[-1]
     say(f"{layout}: LE {le}, LO {lo}: max error {rep.max_ulp:.3f} ULP")
 
     # The four best arrangements go on. Where the nodes fall against FP16's binades moves
@@ -341,7 +343,7 @@ def fit_fp16(f, *, domain=None, exp_raw: bool = False,
     # edge's slope flat or f's derivative (whichever measures better) and its entries refined
     # once over every input; the best is refined further.
     tried = []
-    finalists = best[-4:]
+    finalists = ranked()[-4:]
     say(f"refining the {len(finalists)} best over all {x_all.size:,} inputs, at 8 node "
         f"phases each ...")
     for layout, le, lo, prio, _ in finalists:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Format", "FP16", "FP17", "FP32", "add", "sub", "mul", "convert", "from_fraction",
-           "to_index", "bits_of", "value_of"]
+           "to_index", "bits_of", "value_of", "fields"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ FP17 = Format("fp17", 6, 10)
 FP32 = Format("fp32", 8, 23)
 
 
-def _split(v, f: Format):
+def fields(v, f: Format):
+    """The sign, exponent and mantissa fields of bit patterns of ``f``."""
     v = np.asarray(v, np.int64)
     return (v >> (f.expo + f.mant)) & 1, (v >> f.mant) & f.expo_max, v & ((1 << f.mant) - 1)
 
@@ -110,8 +111,8 @@ def _is_nan(expo, mant, f: Format):
 
 
 def _nan_first(a, b, result, f: Format):
-    _, ea, ma = _split(a, f)
-    _, eb, mb = _split(b, f)
+    _, ea, ma = fields(a, f)
+    _, eb, mb = fields(b, f)
     return np.where(_is_nan(ea, ma, f), a, np.where(_is_nan(eb, mb, f), b, result))
 
 
@@ -121,8 +122,8 @@ def add(a, b, f: Format):
     b = np.asarray(b, np.int64)
     M, more = f.mant, f.mant + 2
     width = more + M + 1                          # the aligned mantissas' width
-    sa, ea, ma = _split(a, f)
-    sb, eb, mb = _split(b, f)
+    sa, ea, ma = fields(a, f)
+    sb, eb, mb = fields(b, f)
     pa = np.where((ea == 0) & (ma == 0), ma, ma | (1 << M))
     pb = np.where((eb == 0) & (mb == 0), mb, mb | (1 << M))
     a_big = (ea > eb) | ((ea == eb) & (ma >= mb))
@@ -158,8 +159,8 @@ def mul(a, b, f: Format):
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
     M = f.mant
-    sa, ea, ma = _split(a, f)
-    sb, eb, mb = _split(b, f)
+    sa, ea, ma = fields(a, f)
+    sb, eb, mb = fields(b, f)
     za = (ea == 0) & (ma == 0)
     zb = (eb == 0) & (mb == 0)
     product = np.where(za, ma, ma | (1 << M)) * np.where(zb, mb, mb | (1 << M))
@@ -184,7 +185,7 @@ def mul(a, b, f: Format):
 
 
 def _widen(v, src: Format, dst: Format, denormals: bool):
-    sign, expo, mant = _split(v, src)
+    sign, expo, mant = fields(v, src)
     zero = (expo == 0) & (mant == 0)
     nan = _is_nan(expo, mant, src)
     # a NaN keeps its mantissa in the low bits when only the exponent widens (FP16 to FP17);
@@ -204,7 +205,7 @@ def _widen(v, src: Format, dst: Format, denormals: bool):
 
 
 def _narrow(v, src: Format, dst: Format, denormals: bool):
-    sign, expo, mant = _split(v, src)
+    sign, expo, mant = fields(v, src)
     delta = src.bias - dst.bias
     cut = src.mant - dst.mant
     inf = expo >= dst.expo_max + delta
@@ -270,7 +271,7 @@ def to_index(v, select, index_bits: int, frac_bits: int):
     integer part saturating at ``2^index_bits - 1`` and a ``frac_bits``-bit fraction. The
     exponent is read as a signed 8-bit number: the all-ones exponent (infinity) counts as
     2^-128. A NaN gives 0 and 0."""
-    _, expo, mant = _split(v, FP32)
+    _, expo, mant = fields(v, FP32)
     full = mant | (1 << FP32.mant)
     e = ((expo - FP32.bias + 128) & 0xFF) - 128
     shift = e - np.asarray(select, np.int64) - FP32.mant
@@ -287,13 +288,17 @@ def to_index(v, select, index_bits: int, frac_bits: int):
     return np.where(nan, 0, integer), np.where(nan, 0, frac)
 
 
+#: numpy's float type and the unsigned type of its bits, for the formats numpy has
+_NUMPY = {FP16: (np.float16, np.uint16), FP32: (np.float32, np.uint32)}
+
+
 def bits_of(x, f: Format):
     """The bit patterns of ``x`` (floats, rounded to ``f`` by numpy; FP16 or FP32)."""
-    dtype = {FP16: (np.float16, np.uint16), FP32: (np.float32, np.uint32)}[f]
-    return np.asarray(x, dtype[0]).view(dtype[1]).astype(np.int64)
+    value, bits = _NUMPY[f]
+    return np.asarray(x, value).view(bits).astype(np.int64)
 
 
 def value_of(v, f: Format):
     """Bit patterns of FP16 or FP32 as numpy floats."""
-    dtype = {FP16: (np.float16, np.uint16), FP32: (np.float32, np.uint32)}[f]
-    return np.asarray(v, np.int64).astype(dtype[1]).view(dtype[0])
+    value, bits = _NUMPY[f]
+    return np.asarray(v, np.int64).astype(bits).view(value)
