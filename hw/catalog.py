@@ -80,6 +80,8 @@ BLOCKS = {
     "lut_cdp_l4": (lambda: lut_unit(lanes=4, flavor="cdp"), "LUT unit, CDP flavour, 4 lanes"),
     "lut_sdp_l1_serial": (lambda: lut_unit(lanes=1, flavor="sdp", serial=True),
                           "LUT unit, SDP flavour, 1 lane, serial datapath (the UP5K's)"),
+    "lut_sdp_l1_fp16": (lambda: lut_unit(lanes=1, flavor="sdp", precision="fp16"),
+                        "LUT unit, SDP flavour, 1 lane, the FP16 pipeline alone"),
     "sparse_d128_a64": (lambda: sparse_decompressor(data_width=128, atom_elements=64),
                         "sparse weight decompressor, 128-bit bus, 64-element atoms"),
     # the same design at 64 bits: routes in 3 to 6 minutes, the 128-bit build in 18 to 40

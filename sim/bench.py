@@ -35,7 +35,8 @@ def _lut_rows(results):
             good = spc >= LUT_GOAL * r["lanes"]
             ok &= good
             goal = "met" if good else "MISSED"
-        rows.append((r["flavor"] + (" serial" if r.get("serial") else ""), str(r["lanes"]),
+        rows.append((r["flavor"] + (" serial" if r.get("serial") else "") +
+                     (" fp16" if r.get("precision") == "fp16" else ""), str(r["lanes"]),
                      f"{r['samples']:,}", f"{r['cycles']:,}", f"{spc:.4f}",
                      f"{spc / r['lanes']:.4f}", f"{r['latency']} cycles", goal))
     return head, rows, ok

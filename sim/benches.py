@@ -123,6 +123,10 @@ BENCHES: tuple[Bench, ...] = (
         # as the ULX3S builds it: the stages' enable through a DCCA, each product in a
         # MULT18X18D with its own operand and product registers (sim/models/ecp5.v)
         Case("sdp-l1-ecp5", {"lanes": 1, "flavor": "sdp"}, ("verilator",), platform="ecp5"),
+        # the FP16 pipeline alone, on both simulators, and beside the integer one (the
+        # precision register switching between them)
+        Case("sdp-l1-fp16", {"lanes": 1, "flavor": "sdp", "precision": "fp16"}),
+        Case("sdp-l2-both", {"lanes": 2, "flavor": "sdp", "precision": "both"}, ("verilator",)),
         Case("cdp-l1-ecp5", {"lanes": 1, "flavor": "cdp"}, ("verilator",), platform="ecp5"),
     )),
     Bench("sparse", "atomcube.sim.sparse.test_sparse", sparse_decompressor, (
@@ -202,7 +206,9 @@ PERF: tuple[Bench, ...] = (
         Case(f"{flavor}-l{lanes}", {"lanes": lanes, "flavor": flavor}, ("verilator",))
         for flavor in ("sdp", "cdp") for lanes in (1, 2, 4, 8, 16)) + tuple(
         Case(f"{flavor}-l{lanes}-serial", {"lanes": lanes, "flavor": flavor, "serial": True},
-             ("verilator",)) for flavor, lanes in (("sdp", 1), ("sdp", 2), ("cdp", 1)))),
+             ("verilator",)) for flavor, lanes in (("sdp", 1), ("sdp", 2), ("cdp", 1))) + tuple(
+        Case(f"sdp-l{lanes}-fp16", {"lanes": lanes, "flavor": "sdp", "precision": "fp16"},
+             ("verilator",)) for lanes in (1, 4, 16))),
     Bench("sparse-perf", "atomcube.sim.sparse.bench_sparse", sparse_decompressor, (
         Case("d64-a16", {"data_width": 64, "atom_elements": 16}, ("verilator",)),
         Case("d64-a32", {"data_width": 64, "atom_elements": 32}, ("verilator",)),

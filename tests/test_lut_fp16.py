@@ -262,7 +262,34 @@ def test_docs_example_gives_what_it_says():
     assert np.array_equal(scope["res"].out, np.array([0.26904297, 0.57421875, 1.0], np.float32))
 
 
-def test_fp16_configuration_is_not_programmed_into_the_integer_unit():
-    from atomcube.model.registers.lut import program
-    with pytest.raises(ValueError, match="computes the integer pipelines only"):
-        program(_sigmoid_cfg(), "sdp")
+def test_register_program_chooses_the_pipeline_and_round_trips():
+    """``program`` starts with ``data_format``: fp16's code for an FP16 configuration,
+    int8's for an integer one; decoding the words written gives the configuration back, bit
+    patterns and all. The reserved code is refused when decoding a dump."""
+    from atomcube.model.registers.lut import LUT_SDP, config_from_registers, program
+
+    for cfg, code in ((_sigmoid_cfg(), 2), (LutConfig(le_start=-5, lo_end=7), 0)):
+        writes = program(cfg, "sdp")
+        assert writes[0] == ("data_format", {"proc_precision": code})
+        words = {n: LUT_SDP[n].encode(f) for n, f in writes if not n.startswith("lut_access")}
+        back = config_from_registers(words, cfg.le_table, cfg.lo_table, "sdp")
+        assert back.to_dict() == cfg.to_dict()
+    words["data_format"] = 3
+    with pytest.raises(ValueError, match="proc_precision: 3 is reserved"):
+        config_from_registers(words, cfg.le_table, cfg.lo_table, "sdp")
+
+
+def test_exponential_offsets_beyond_32_bits_are_hit():
+    """An FP32 difference reaches 2^127, so the FP16 pipeline takes exponential offsets the
+    integer pipeline refuses: with offset 61, 2^61 above START is entry 0."""
+    cfg = LutConfig(precision="fp16", le_function=0, le_index_offset=61, le_start=0.0,
+                    le_end=1e30, le_table=np.arange(65).astype(np.float16),
+                    lo_start=3e38, lo_end=3e38)
+    res = evaluate(np.array([2.0 ** 61, 2.0 ** 62 * 1.5, 2.0 ** 60], np.float32), cfg)
+    assert res.le_state.tolist() == [HIT, HIT, UFLOW]
+    assert res.out[:2].tolist() == [0.0, 1.5]
+    with pytest.raises(ValueError, match="le_index_offset must be at most 31"):
+        cfg.replace(precision="int", le_start=0, le_end=0, lo_start=0, lo_end=0,
+                    le_table=np.zeros(65, int), lo_table=np.zeros(257, int),
+                    le_uflow_scale=0, le_oflow_scale=0, lo_uflow_scale=0,
+                    lo_oflow_scale=0).check("sdp")

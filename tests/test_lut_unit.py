@@ -251,3 +251,4 @@ def test_table_writes_are_refused_exactly_while_busy(serial):
     assert seen["ended"], "the run did not end within the writes"
     assert seen["first_busy"] == 1 and seen["first_idle"] == 1, seen
     assert seen["refused"] and seen["taken"], seen
+

@@ -21,6 +21,8 @@
 #define ATOMCUBE_LUT_CDP_STATUS_DONE_MASK 0x00000002u
 #define ATOMCUBE_LUT_CDP_STATUS_TABLE_WRITE_REFUSED_SHIFT 2u /* RW1C [2] A table write came while a run was in progress; it was ignored. */
 #define ATOMCUBE_LUT_CDP_STATUS_TABLE_WRITE_REFUSED_MASK 0x00000004u
+#define ATOMCUBE_LUT_CDP_STATUS_PRECISION_REFUSED_SHIFT 3u /* RW1C [3] A data_format write came while a run was in progress, or named a pipeline the unit was not built with; it was ignored. */
+#define ATOMCUBE_LUT_CDP_STATUS_PRECISION_REFUSED_MASK 0x00000008u
 
 /* irq_enable: Interrupt enables (irq = status & enables). */
 #define ATOMCUBE_LUT_CDP_IRQ_ENABLE_OFFSET 0x008u
@@ -29,6 +31,8 @@
 #define ATOMCUBE_LUT_CDP_IRQ_ENABLE_DONE_MASK 0x00000002u
 #define ATOMCUBE_LUT_CDP_IRQ_ENABLE_TABLE_WRITE_REFUSED_SHIFT 2u /* RW [2] Interrupt on a refused table write. */
 #define ATOMCUBE_LUT_CDP_IRQ_ENABLE_TABLE_WRITE_REFUSED_MASK 0x00000004u
+#define ATOMCUBE_LUT_CDP_IRQ_ENABLE_PRECISION_REFUSED_SHIFT 3u /* RW [3] Interrupt on a refused data_format write. */
+#define ATOMCUBE_LUT_CDP_IRQ_ENABLE_PRECISION_REFUSED_MASK 0x00000008u
 
 /* hwinfo: How the unit was built. */
 #define ATOMCUBE_LUT_CDP_HWINFO_OFFSET 0x00cu
@@ -39,6 +43,16 @@
 #define ATOMCUBE_LUT_CDP_HWINFO_FLAVOR_MASK 0x00000100u
 #define ATOMCUBE_LUT_CDP_HWINFO_SERIAL_SHIFT 9u /* R [9] 1 = the serial datapath (one sample at a time, one multiplier); 0 = the pipeline (`lanes` samples a cycle). */
 #define ATOMCUBE_LUT_CDP_HWINFO_SERIAL_MASK 0x00000200u
+#define ATOMCUBE_LUT_CDP_HWINFO_INT_PIPELINE_SHIFT 10u /* R [10] 1 = the integer pipeline is built in. */
+#define ATOMCUBE_LUT_CDP_HWINFO_INT_PIPELINE_MASK 0x00000400u
+#define ATOMCUBE_LUT_CDP_HWINFO_FP16_PIPELINE_SHIFT 11u /* R [11] 1 = the FP16 pipeline is built in. */
+#define ATOMCUBE_LUT_CDP_HWINFO_FP16_PIPELINE_MASK 0x00000800u
+
+/* data_format: The pipeline the next runs take (changed only while idle). */
+#define ATOMCUBE_LUT_CDP_DATA_FORMAT_OFFSET 0x010u
+#define ATOMCUBE_LUT_CDP_DATA_FORMAT_RESET 0x00000000u
+#define ATOMCUBE_LUT_CDP_DATA_FORMAT_PROC_PRECISION_SHIFT 0u /* RWS [1:0] 0 = int8, 1 = int16: the integer pipeline; 2 = fp16: the FP16 pipeline (SDP); 3 reserved. Refused while busy, or for a pipeline not built in (status.precision_refused); reads the pipeline chosen. */
+#define ATOMCUBE_LUT_CDP_DATA_FORMAT_PROC_PRECISION_MASK 0x00000003u
 
 /* lut_access_cfg: Table access: address, table and direction. */
 #define ATOMCUBE_LUT_CDP_LUT_ACCESS_CFG_OFFSET 0x020u

@@ -36,7 +36,7 @@ from .arith import (
     saturate,
 )
 
-__all__ = ["LutPipeline", "STAGES", "LATENCY"]
+__all__ = ["PipelineBase", "LutPipeline", "STAGES", "LATENCY"]
 
 #: pipeline stages between the input register and the output register (P1 to P13)
 STAGES = 13
@@ -58,8 +58,12 @@ def _round_shift(v, sh):
 
 
 
-class LutPipeline(wiring.Component):
-    """The pipelined datapath.
+class PipelineBase(wiring.Component):
+    """What the pipelined datapaths (this integer one, and the FP16 one of
+    :mod:`hw.lut.fppipeline`) share: their ports, the one enable of every stage, the valid,
+    mask and last bits beside the data, and the output register, which chooses each lane's
+    table. A datapath gives ``stages`` (its stages between the input and output registers) and
+    ``_table_lane``, one table's stages for one lane.
 
     Parameters: ``lanes`` and ``flavor`` as the unit's; ``cfg_layout``, the layout of the
     configuration the unit works out from its registers (:func:`~.arith.config_layout`);
@@ -77,6 +81,8 @@ class LutPipeline(wiring.Component):
     takes for the statistics, and whether it takes a transfer this cycle.
     """
 
+    stages: int
+
     def __init__(self, *, lanes, flavor, cfg_layout, entries):
         self.lanes = lanes
         self.flavor = flavor
@@ -93,8 +99,7 @@ class LutPipeline(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        lanes, flavor = self.lanes, self.flavor
-        W, FB, OW = IN_BITS[flavor], FRAC_BITS[flavor], OUT_BITS[flavor]
+        lanes, stages = self.lanes, self.stages
         cfg = config_values(self.cfg, self.entries)
         prio = (self.prio[0], self.prio[1], self.prio[2])
         i, o = self.i, self.o
@@ -108,14 +113,14 @@ class LutPipeline(wiring.Component):
         m.d.comb += [i.ready.eq(go & self.run), accept.eq(i.valid & i.ready),
                      self.took_last.eq(accept & i.payload.last)]
 
-        # valid/mask/last beside the data: index 0 is the input register, 1 to 13 the ends of
-        # stages P1 to P13; the output register follows
-        v = [Signal(name=f"v{k}") for k in range(STAGES + 1)]
-        mask = [Signal(lanes, name=f"mask{k}") for k in range(STAGES + 1)]
-        last = [Signal(name=f"last{k}") for k in range(STAGES + 1)]
+        # valid/mask/last beside the data: index 0 is the input register, the rest the ends of
+        # the stages; the output register follows
+        v = [Signal(name=f"v{k}") for k in range(stages + 1)]
+        mask = [Signal(lanes, name=f"mask{k}") for k in range(stages + 1)]
+        last = [Signal(name=f"last{k}") for k in range(stages + 1)]
         with m.If(advance):
             m.d.sync += [v[0].eq(accept), mask[0].eq(i.payload.mask), last[0].eq(i.payload.last)]
-            for k in range(1, STAGES + 1):
+            for k in range(1, stages + 1):
                 m.d.sync += [v[k].eq(v[k - 1]), mask[k].eq(mask[k - 1]),
                              last[k].eq(last[k - 1])]
 
@@ -127,9 +132,8 @@ class LutPipeline(wiring.Component):
                 # each sits by its table's first stage: one register for both would sit between
                 # them, a long route from either table's range compare
                 x0 = registered_copy(platform, m, i.payload.data[lane], f"x0_{t}{lane}_",
-                                     enable=advance).as_signed()
-                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, W, FB, OW,
-                                              platform)
+                                     enable=advance)
+                results[t] = self._table_lane(m, advance, cfg[t], t, lane, x0, platform)
             # which table, registered into the output
             (le_out, le_st), (lo_out, lo_st) = results["le"], results["lo"]
             chosen = Signal(name=f"chosen_{lane}")
@@ -137,23 +141,33 @@ class LutPipeline(wiring.Component):
             out_data.append(Mux(chosen, lo_out, le_out))
             out_chosen.append(chosen)
             out_state.append(Mux(chosen, lo_st, le_st))
-            m.d.comb += self.counted[lane].eq(Cat(le_st, lo_st, chosen, mask[STAGES][lane]))
+            m.d.comb += self.counted[lane].eq(Cat(le_st, lo_st, chosen, mask[stages][lane]))
 
         with m.If(advance):
             m.d.sync += [
-                o.valid.eq(v[STAGES]), o.payload.mask.eq(mask[STAGES]),
-                o.payload.last.eq(last[STAGES]),
+                o.valid.eq(v[stages]), o.payload.mask.eq(mask[stages]),
+                o.payload.last.eq(last[stages]),
                 o.payload.chosen.eq(Cat(*out_chosen)),
             ]
             for lane in range(lanes):
                 m.d.sync += [o.payload.data[lane].eq(out_data[lane]),
                              o.payload.state[lane].eq(out_state[lane])]
-        m.d.comb += self.written.eq(advance & v[STAGES])
+        m.d.comb += self.written.eq(advance & v[stages])
         return m
 
-    def _table_lane(self, m, advance, c, t, lane, x0, W, FB, OW, platform):
+
+
+class LutPipeline(PipelineBase):
+    """The integer datapath (the pipelines of SDP's int32 and CDP's 38-bit inputs): thirteen
+    stages, P1 to P13."""
+
+    stages = STAGES
+
+    def _table_lane(self, m, advance, c, t, lane, x0, platform):
         """Stages P1 to P13 of one table for one lane (see :data:`STAGES`); returns (result,
         state) as registered at the end of P13."""
+        W, FB, OW = IN_BITS[self.flavor], FRAC_BITS[self.flavor], OUT_BITS[self.flavor]
+        x0 = x0.as_signed()
         name = f"{t}{lane}"
         n = c["n"]
 

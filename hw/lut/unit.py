@@ -11,7 +11,8 @@ Ports
     lanes hold a sample; empty lanes flow through and are not counted), ``last`` (the run's final
     transfer).
 ``o_stream``
-    Payload ``data`` (``lanes`` signed results: 32 bits for SDP, 16 for CDP), ``chosen`` (per lane,
+    Payload ``data`` (``lanes`` signed results: 32 bits for SDP, 16 for CDP; FP32 bit patterns
+    in and out for the FP16 pipeline), ``chosen`` (per lane,
     1 = LO), ``state`` (per lane, the chosen table's 0 hit / 1 underflow / 2 overflow), ``mask``
     and ``last`` as they came in.
 ``irq``
@@ -21,10 +22,19 @@ Ports
 
 Timing
 ------
-The pipelined datapath (:class:`~hw.lut.pipeline.LutPipeline`) takes one transfer per cycle in
-and out for every lane count; a result leaves ``LATENCY`` = 15 cycles after its sample was
-accepted when the output is not stalled, and backpressure stalls the whole pipeline, so nothing
-is dropped. ``serial=True`` trades this for size (:mod:`hw.lut.serial`).
+The pipelined datapaths (the integer one, :class:`~hw.lut.pipeline.LutPipeline`, and the FP16
+one, :class:`~hw.lut.fppipeline.FpLutPipeline`) take one transfer per cycle in and out for
+every lane count; a result leaves ``LATENCY`` = 15 cycles (FP16: ``FP_LATENCY`` = 30) after its
+sample was accepted when the output is not stalled, and backpressure stalls the whole pipeline,
+so nothing is dropped. ``serial=True`` trades this for size (:mod:`hw.lut.serial`).
+
+Precision
+---------
+``precision`` chooses the datapaths built in: ``"int"`` (the integer pipeline), ``"fp16"``
+(SDP's FP16 pipeline) or ``"both"``, where ``data_format.proc_precision`` chooses between them
+for the next runs (the two share the tables' read ports and the output). A ``data_format``
+write while busy, or naming a pipeline not built in (or the reserved code 3), is refused:
+the choice keeps its value and ``status.precision_refused`` is set.
 
 A run starts with ``ctrl.start`` (counters cleared, ``status.busy`` set). Samples are accepted
 only while busy; once the transfer marked ``last`` is accepted, input stops until it has left the
@@ -43,17 +53,20 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from atomcube.model.nvdla.lut import COUNTERS, FLAVORS, LE_ENTRIES, LO_ENTRIES
-from atomcube.model.registers.lut import lut_regmap
+from atomcube.model.registers.lut import PRECISION_CODES, lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
 from .arith import HIT, OFLOW, UFLOW, config_layout, derive_config, in_layout, out_layout
+from .fppipeline import FP_LATENCY, FpLutPipeline, derive_fp_config
 from .pipeline import LATENCY, LutPipeline
 from .serial import SerialDatapath
 
-__all__ = ["LutUnit", "LATENCY", "LANES", "in_layout", "out_layout"]
+__all__ = ["LutUnit", "LATENCY", "FP_LATENCY", "LANES", "PRECISIONS", "in_layout", "out_layout"]
 
 LANES = (1, 2, 4, 8, 16)
+#: the datapaths a unit can be built with
+PRECISIONS = ("int", "fp16", "both")
 
 
 class LutUnit(wiring.Component):
@@ -74,15 +87,29 @@ class LutUnit(wiring.Component):
     bank_mirror : bool
         The register bank reads the configuration back from a copy in a memory
         (:class:`~hw.bus.regbank.RegisterBank`'s ``mirror``). Default False.
+    precision : {"int", "fp16", "both"}
+        The datapaths built in (see "Precision" above); FP16 is SDP's and pipelined only.
+        Default ``"int"``.
     """
 
-    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12, serial=False, bank_mirror=False):
+    def __init__(self, *, lanes=1, flavor="sdp", addr_width=12, serial=False, bank_mirror=False,
+                 precision="int"):
         if lanes not in LANES:
             raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
         if not isinstance(serial, bool):
             raise ValueError(f"serial must be True or False, not {serial!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not "
+                             f"{precision!r}")
+        if precision != "int" and flavor != "sdp":
+            raise ValueError(f"precision {precision} needs flavor sdp: the FP16 pipeline is "
+                             f"SDP's")
+        if precision != "int" and serial:
+            raise ValueError(f"precision {precision} needs serial=False: the serial datapath "
+                             f"computes the integer pipelines only")
+        self.precision = precision
         self.lanes = lanes
         self.flavor = flavor
         self.serial = serial
@@ -118,14 +145,21 @@ class LutUnit(wiring.Component):
             regs.hwinfo.lanes.r_data.eq(lanes),
             regs.hwinfo.flavor.r_data.eq(int(flavor == "cdp")),
             regs.hwinfo.serial.r_data.eq(int(self.serial)),
+            regs.hwinfo.int_pipeline.r_data.eq(int(self.precision != "fp16")),
+            regs.hwinfo.fp16_pipeline.r_data.eq(int(self.precision != "int")),
             self.irq.eq(((regs.status.done.data & regs.irq_enable.done.data) |
                          (regs.status.table_write_refused.data &
-                          regs.irq_enable.table_write_refused.data)).any()),
+                          regs.irq_enable.table_write_refused.data) |
+                         (regs.status.precision_refused.data &
+                          regs.irq_enable.precision_refused.data)).any()),
         ]
         with m.If(regs.ctrl.start.pulse[0]):
             m.d.sync += [busy.eq(1), closing.eq(0)]
         with m.Elif(run_end):
             m.d.sync += busy.eq(0)
+
+        # -- the pipeline chosen: data_format.proc_precision, taken only while idle ---------------
+        fp_chosen = self._precision(m, regs, busy)
 
         # -- configuration, as the pipeline reads it -----------------------------------------------
         def bound(name):
@@ -151,6 +185,9 @@ class LutUnit(wiring.Component):
                        ushift=regs.lo_slope_shift.uflow_shift.data,
                        oshift=regs.lo_slope_shift.oflow_shift.data, n=LO_ENTRIES - 1),
         }
+        fp_cfg = {t: derive_fp_config(m, {**c, "start": c["start"].as_unsigned(),
+                                          "end": c["end"].as_unsigned()}, t)
+                  for t, c in cfg.items()} if self.precision != "int" else None
         cfg = {t: derive_config(m, c, t, flavor) for t, c in cfg.items()}
         prio_u = regs.lut_cfg.uflow_priority.data[0]
         prio_o = regs.lut_cfg.oflow_priority.data[0]
@@ -210,7 +247,7 @@ class LutUnit(wiring.Component):
         # -- the datapath, which fills the output register --------------------------------------
         o = self.o_stream
         prio = (prio_u, prio_h, prio_o)
-        counted, count = self._datapath(m, busy, closing, cfg, prio, mems)
+        counted, count = self._datapath(m, busy, closing, cfg, fp_cfg, fp_chosen, prio, mems)
         m.d.comb += run_end.eq(o.valid & o.ready & o.payload.last & busy)
 
         # -- statistics ----------------------------------------------------------------------------
@@ -256,29 +293,84 @@ class LutUnit(wiring.Component):
                 m.d.sync += cnt.eq(nxt)
         return m
 
-    def _datapath(self, m, busy, closing, cfg, prio, mems):
-        """The datapath (:class:`~.pipeline.LutPipeline`, or with ``serial``
-        :class:`~.serial.SerialDatapath`) on the unit's streams, configuration and tables.
-        Returns the counters' inputs (per lane, :data:`~.arith.counted_layout`) and when
-        they count."""
+    def _precision(self, m, regs, busy):
+        """``data_format.proc_precision``: the code last written, taken while idle and for a
+        pipeline built in, else refused. Returns the bit choosing the FP16 pipeline."""
+        field = regs.data_format.proc_precision
+        has_int, has_fp = self.precision != "fp16", self.precision != "int"
+        code = Signal(2, init=PRECISION_CODES["int8"] if has_int else PRECISION_CODES["fp16"])
+        wanted = field.w_data
+        built = Mux(wanted == PRECISION_CODES["fp16"], has_fp,
+                    (wanted != 3) & has_int)
+        write = regs.data_format.wr_stb
+        with m.If(write & ~busy & built):
+            m.d.sync += code.eq(wanted)
+        m.d.comb += [field.r_data.eq(code),
+                     regs.status.precision_refused.set.eq(write & (busy | ~built))]
+        return code == PRECISION_CODES["fp16"]
+
+    def _datapath(self, m, busy, closing, cfg, fp_cfg, fp_chosen, prio, mems):
+        """The datapaths (:class:`~.pipeline.LutPipeline`, :class:`~.fppipeline.FpLutPipeline`,
+        or with ``serial`` :class:`~.serial.SerialDatapath`) on the unit's streams,
+        configuration and tables. With both pipelines, ``fp_chosen`` steers the streams, the
+        table reads and the counters' inputs to one of them. Returns the counters' inputs (per
+        lane, :data:`~.arith.counted_layout`) and when they count."""
         entries = {t: c["n"] for t, c in cfg.items()}
-        kind = SerialDatapath if self.serial else LutPipeline
-        dp = kind(lanes=self.lanes, flavor=self.flavor, cfg_layout=config_layout(cfg),
-                  entries=entries)
-        m.submodules["serial" if self.serial else "pipeline"] = dp
-        wiring.connect(m, wiring.flipped(self.i_stream), dp.i)
-        wiring.connect(m, dp.o, wiring.flipped(self.o_stream))
-        m.d.comb += [dp.run.eq(busy & ~closing), dp.prio.eq(Cat(*prio))]
-        for t, c in cfg.items():
-            m.d.comb += [getattr(dp.cfg, t)[k].eq(v) for k, v in c.items()
-                         if not isinstance(v, int)]
-        # a read port of each table bank per lane of the pipeline, one for the serial datapath
+        built = []
+        if self.serial:
+            built.append(("serial", SerialDatapath, cfg, Const(1)))
+        else:
+            if self.precision != "fp16":
+                built.append(("pipeline", LutPipeline, cfg, ~fp_chosen))
+            if self.precision != "int":
+                built.append(("fp_pipeline", FpLutPipeline, fp_cfg, fp_chosen))
+        if len(built) == 1:
+            built[0] = (*built[0][:3], Const(1))
+        dps = []
+        for name, kind, c_all, chosen in built:
+            dp = kind(lanes=self.lanes, flavor=self.flavor, cfg_layout=config_layout(c_all),
+                      entries=entries)
+            m.submodules[name] = dp
+            m.d.comb += [dp.run.eq(busy & ~closing & chosen), dp.prio.eq(Cat(*prio))]
+            for t, c in c_all.items():
+                m.d.comb += [getattr(dp.cfg, t)[k].eq(v) for k, v in c.items()
+                             if not isinstance(v, int)]
+            dps.append((dp, chosen))
+        i, o = self.i_stream, self.o_stream
+        if len(dps) == 1:
+            dp = dps[0][0]
+            wiring.connect(m, wiring.flipped(i), dp.i)
+            wiring.connect(m, dp.o, wiring.flipped(o))
+        else:
+            # the chosen pipeline's streams: the other's input is never valid, its output
+            # never taken (and empty: a run ends only once its last result has left)
+            for dp, chosen in dps:
+                m.d.comb += [dp.i.payload.eq(i.payload), dp.i.valid.eq(i.valid & chosen),
+                             dp.o.ready.eq(o.ready & chosen)]
+                with m.If(chosen):
+                    m.d.comb += [i.ready.eq(dp.i.ready), o.valid.eq(dp.o.valid),
+                                 o.payload.eq(dp.o.payload)]
+        # a read port of each table bank per lane of the pipeline (shared by the two pipelines,
+        # addressed by the chosen one), one for the serial datapath
         for (t, parity), mem in mems.items():
-            ports = getattr(dp, f"{t}_{'odd' if parity else 'even'}")
-            for port in (ports if not self.serial else [ports]):
+            bank = f"{t}_{'odd' if parity else 'even'}"
+            for lane in range(1 if self.serial else self.lanes):
+                ports = [getattr(dp, bank) if self.serial else getattr(dp, bank)[lane]
+                         for dp, _ in dps]
                 rp = mem.read_port(domain="sync")
-                m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en), port.data.eq(rp.data)]
-        with m.If(dp.took_last):
+                for port, (_, chosen) in zip(ports, dps, strict=True):
+                    m.d.comb += port.data.eq(rp.data)
+                    with m.If(chosen):
+                        m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en)]
+        with m.If(Cat(dp.took_last for dp, _ in dps).any()):
             m.d.sync += closing.eq(1)
         # (the serial datapath counts one lane at a time, the lane it writes)
-        return (list(dp.counted) if not self.serial else [dp.counted]), dp.written
+        counted = [Signal.like(c) for c in (dps[0][0].counted if not self.serial
+                                              else [dps[0][0].counted])]
+        written = Signal()
+        for dp, chosen in dps:
+            with m.If(chosen):
+                m.d.comb += written.eq(dp.written)
+                m.d.comb += [c.eq(d) for c, d in zip(
+                    counted, dp.counted if not self.serial else [dp.counted], strict=True)]
+        return counted, written

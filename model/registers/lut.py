@@ -2,6 +2,7 @@
 :class:`model.nvdla.lut.LutConfig`.
 
 - 0x000 to 0x00c: run control, status, interrupt enables, and what the unit was built with.
+- 0x010: the pipeline's precision (NVDLA's ``D_DATA_FORMAT.PROC_PRECISION``).
 - 0x020 to 0x05c: NVDLA's ``S_LUT_*`` configuration group and the table access window. SDP has
   32-bit START/END registers; CDP splits its 38-bit values into ``*_low`` (bits 31:0) and
   ``*_high`` (bits 37:32).
@@ -16,7 +17,8 @@ import numpy as np
 from atomcube.model.nvdla.lut import COUNTERS, FLAVORS, LE, LO, LutConfig
 from atomcube.model.regmap import Field, RegisterMap, reg
 
-__all__ = ["lut_regmap", "program", "config_from_registers", "LUT_SDP", "LUT_CDP"]
+__all__ = ["lut_regmap", "program", "config_from_registers", "LUT_SDP", "LUT_CDP",
+           "PRECISION_CODES"]
 
 _BOUNDS = ("le_start", "le_end", "lo_start", "lo_end")
 
@@ -31,15 +33,22 @@ def _control_registers(flavor: str):
             Field("busy", 0, 1, "R", doc="A run is in progress."),
             Field("done", 1, 1, "RW1C", doc="A run has ended (its last sample left)."),
             Field("table_write_refused", 2, 1, "RW1C",
-                  doc="A table write came while a run was in progress; it was ignored.")),
+                  doc="A table write came while a run was in progress; it was ignored."),
+            Field("precision_refused", 3, 1, "RW1C",
+                  doc="A data_format write came while a run was in progress, or named a "
+                      "pipeline the unit was not built with; it was ignored.")),
         reg("irq_enable", 0x008, "Interrupt enables (irq = status & enables).",
             Field("done", 1, 1, "RW", doc="Interrupt when done."),
-            Field("table_write_refused", 2, 1, "RW", doc="Interrupt on a refused table write.")),
+            Field("table_write_refused", 2, 1, "RW", doc="Interrupt on a refused table write."),
+            Field("precision_refused", 3, 1, "RW",
+                  doc="Interrupt on a refused data_format write.")),
         reg("hwinfo", 0x00C, "How the unit was built.",
             Field("lanes", 0, 5, "R", doc="Samples per transfer."),
             Field("flavor", 8, 1, "R", doc="0 = SDP, 1 = CDP."),
             Field("serial", 9, 1, "R", doc="1 = the serial datapath (one sample at a time, one "
-                  "multiplier); 0 = the pipeline (`lanes` samples a cycle).")),
+                  "multiplier); 0 = the pipeline (`lanes` samples a cycle)."),
+            Field("int_pipeline", 10, 1, "R", doc="1 = the integer pipeline is built in."),
+            Field("fp16_pipeline", 11, 1, "R", doc="1 = the FP16 pipeline is built in.")),
     ]
 
 
@@ -49,8 +58,18 @@ def _counter_registers(flavor: str):
             for i, name in enumerate(COUNTERS[flavor])]
 
 
+#: ``data_format.proc_precision``'s codes (NVDLA's): 0 and 1 (int8, int16) choose the integer
+#: pipeline, 2 the FP16 one; 3 is reserved
+PRECISION_CODES = {"int8": 0, "int16": 1, "fp16": 2}
+
+
 def _config_registers(flavor: str):
     regs = [
+        reg("data_format", 0x010, "The pipeline the next runs take (changed only while idle).",
+            Field("proc_precision", 0, 2, "RWS",
+                  doc="0 = int8, 1 = int16: the integer pipeline; 2 = fp16: the FP16 pipeline "
+                      "(SDP); 3 reserved. Refused while busy, or for a pipeline not built in "
+                      "(status.precision_refused); reads the pipeline chosen.")),
         reg("lut_access_cfg", 0x020, "Table access: address, table and direction.",
             Field("addr", 0, 10, "RW", doc="Entry address; each DATA access adds one (wraps "
                                            "at 1024)."),
@@ -119,14 +138,13 @@ def program(cfg: LutConfig, flavor: str) -> list[tuple[str, dict]]:
     """The register writes that load ``cfg``: configuration, then each table from entry 0.
 
     Each item is ``(register, {field: unsigned value})``, ready for
-    ``Driver.write(register, **fields)``. The unit computes the integer pipelines: an FP16
-    configuration is refused.
+    ``Driver.write(register, **fields)``. The first chooses the pipeline: ``data_format`` with
+    int8's code for the integer pipeline, fp16's for the FP16 one.
     """
     cfg.check(flavor)
-    if cfg.precision != "int":
-        raise ValueError(f"the LUT unit computes the integer pipelines only: a configuration "
-                         f"with precision {cfg.precision} cannot be programmed into it")
+    code = PRECISION_CODES["fp16" if cfg.precision == "fp16" else "int8"]
     w: list[tuple[str, dict]] = [
+        ("data_format", {"proc_precision": code}),
         ("lut_cfg", {"le_function": cfg.le_function, "uflow_priority": cfg.uflow_priority,
                      "oflow_priority": cfg.oflow_priority,
                      "hybrid_priority": cfg.hybrid_priority}),
@@ -163,7 +181,12 @@ def config_from_registers(words: dict, le_table, lo_table, flavor: str) -> LutCo
     if missing:
         raise ValueError(f"register dump lacks {', '.join(missing)}")
     f = {name: m[name].decode(words[name]) for name in words if name in names}
+    code = f["data_format"]["proc_precision"]
+    if code == 3:
+        raise ValueError("data_format.proc_precision: 3 is reserved (0 or 1: the integer "
+                         "pipeline, 2: FP16)")
     kw = dict(
+        precision="fp16" if code == PRECISION_CODES["fp16"] else "int",
         le_table=np.asarray(le_table), lo_table=np.asarray(lo_table),
         le_function=f["lut_cfg"]["le_function"],
         uflow_priority=f["lut_cfg"]["uflow_priority"],

@@ -1,5 +1,9 @@
 """Throughput and latency of the LUT unit (``make bench``): 100 000 samples, no stalls.
 
+The integer pipeline runs the fitting tool's sigmoid on samples over [-16, 16) in Q.12; the
+FP16 pipeline (``precision="fp16"``) NVDLA's compiler's FP16 sigmoid on FP32 samples over the
+same range.
+
 Cycles run from the first cycle a sample is offered to the last output transfer, so the
 pipeline's fill is included. Latency is the cycles from the first sample being offered to its
 result's output transfer. Every result is also checked against the model. The figures go
@@ -12,7 +16,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from atomcube.hw.lut.unit import LATENCY
+from atomcube.hw.lut.unit import FP_LATENCY, LATENCY
 from atomcube.model.nvdla.lut import evaluate
 
 from .test_lut import TB, StreamTransaction, fitted_config
@@ -24,11 +28,20 @@ SERIAL_SAMPLES = 5_000            # the serial datapath takes tens of cycles a s
 @cocotb.test(timeout_time=200, timeout_unit="ms")
 async def bench_throughput(dut):
     tb = await TB.start(dut, backpressure=False, salt=11)
-    cfg = fitted_config(tb.flavor)
+    fp = tb.precision == "fp16"
+    if fp:
+        from atomcube.model.nvdla.lut_fit_fp16 import nvdla_baseline_fp16
+
+        cfg = nvdla_baseline_fp16("sigmoid").config
+    else:
+        cfg = fitted_config(tb.flavor)
     await tb.load(cfg)
     L = tb.lanes
     count = SERIAL_SAMPLES if tb.serial else SAMPLES
-    xs = tb.np_rng.integers(-16 << 12, 16 << 12, count)
+    if fp:
+        xs = tb.np_rng.uniform(-16, 16, count).astype(np.float32).view(np.uint32)
+    else:
+        xs = tb.np_rng.integers(-16 << 12, 16 << 12, count)
     await tb.drv.ctrl.write(start=1)
     transfers = [xs[k:k + L] for k in range(0, count, L)]
     for n, chunk in enumerate(transfers):
@@ -50,13 +63,19 @@ async def bench_throughput(dut):
             outs += [out[k] for k in range(L) if mask >> k & 1]
             if last:
                 last_out = cycle
-    want = evaluate(xs, cfg, tb.flavor).out
+    if fp:
+        want = evaluate(xs.view(np.float32), cfg, tb.flavor).out.view(np.uint32)
+        outs = [v & 0xFFFFFFFF for v in outs]
+    else:
+        want = evaluate(xs, cfg, tb.flavor).out
     assert np.array_equal(np.array(outs), want), "results differ from the model"
     if not tb.serial:
-        assert first_out - first_in == LATENCY, \
-            f"latency {first_out - first_in} cycles, the unit documents {LATENCY}"
+        latency = FP_LATENCY if fp else LATENCY
+        assert first_out - first_in == latency, \
+            f"latency {first_out - first_in} cycles, the unit documents {latency}"
     cycles = last_out - first_in + 1
-    result = {"lanes": L, "flavor": tb.flavor, "serial": tb.serial, "samples": count,
+    result = {"lanes": L, "flavor": tb.flavor, "serial": tb.serial, "precision": tb.precision,
+              "samples": count,
               "cycles": cycles, "samples_per_cycle": count / cycles,
               "latency": first_out - first_in}
     dut._log.info("%s", result)

@@ -20,11 +20,18 @@ async def end_run(drv):
 
 async def check_run(drv, cfg, flavor, sent, got, what):
     """The results ``got`` ((out, chosen, state) per sample, in order) and the statistics
-    counters equal the model's for the samples ``sent``."""
-    want = evaluate(np.array(sent, dtype=np.int64), cfg, flavor)
+    counters equal the model's for the samples ``sent``. For an FP16 configuration samples
+    and results are FP32 bit patterns, compared as unsigned 32-bit words."""
+    if cfg.precision == "fp16":
+        want = evaluate(np.array(sent, dtype=np.uint32).view(np.float32), cfg, flavor)
+        out = want.out.view(np.uint32)
+        got = [(g[0] & 0xFFFFFFFF, *g[1:]) for g in got]
+    else:
+        want = evaluate(np.array(sent, dtype=np.int64), cfg, flavor)
+        out = want.out
     assert len(got) == len(sent), f"{what}: {len(got)} results for {len(sent)} samples"
     for k, g in enumerate(got):
-        w = (int(want.out[k]), int(want.chosen[k]), int(want.state[k]))
+        w = (int(out[k]), int(want.chosen[k]), int(want.state[k]))
         assert tuple(g) == w, (f"{what}: sample {k} x={sent[k]}: unit (out, chosen, state) = "
                                f"{tuple(g)}, model {w}")
     for name in COUNTERS[flavor]:

@@ -3,7 +3,8 @@
 Every output sample (value, chosen table, state) and every statistics counter is compared with
 the model. Tables and registers are loaded with the register driver from the same register
 program the fitting tool writes; streams run with and without random idle cycles on the input
-and backpressure on the output.
+and backpressure on the output. The integer pipeline's tests run on units that have it, the
+FP16 pipeline's on units that have that (the case's ``precision``).
 """
 
 
@@ -25,6 +26,7 @@ from atomcube.sim.harness import (
     start_clock,
 )
 from atomcube.sim.lut.checks import check_run, end_run
+from atomcube.sim.lut.stimulus import fp16_samples, random_fp16_config
 from atomcube.sim.runner import params
 
 StreamBus, StreamTransaction, StreamSource, StreamSink, _ = define_stream(
@@ -34,6 +36,10 @@ BITS = {"sdp": 32, "cdp": 38}
 OUT_BITS = {"sdp": 32, "cdp": 16}
 BACKPRESSURE = [False, True]
 TIMEOUT = dict(timeout_time=20, timeout_unit="ms")
+#: the pipelines the case's unit has
+PRECISION = params().get("precision", "int")
+NO_INT = cocotb.skipif(PRECISION == "fp16", reason="the unit has no integer pipeline")
+NO_FP16 = cocotb.skipif(PRECISION == "int", reason="the unit has no FP16 pipeline")
 
 
 def signed(v, bits):
@@ -48,6 +54,7 @@ class TB:
         self.lanes = p.get("lanes", 1)
         self.flavor = p.get("flavor", "sdp")
         self.serial = p.get("serial", False)
+        self.precision = p.get("precision", "int")
         self.rng = rng(salt)
         self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
         self.map = lut_regmap(self.flavor)
@@ -194,6 +201,7 @@ def fitted_config(flavor):
     return sigmoid_config(flavor)
 
 
+@NO_INT
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_fitted_sigmoid(dut, backpressure):
@@ -205,6 +213,7 @@ async def test_fitted_sigmoid(dut, backpressure):
     await tb.check(cfg, xs, what="fitted sigmoid")
 
 
+@NO_INT
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_random_tables(dut, backpressure):
@@ -219,6 +228,7 @@ async def test_random_tables(dut, backpressure):
                        what=f"random config {n}")
 
 
+@NO_INT
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_directed_boundaries(dut, backpressure):
@@ -261,6 +271,7 @@ async def test_directed_boundaries(dut, backpressure):
         await tb.check(cfg, tb.boundary_inputs(cfg, 8), what=what)
 
 
+@NO_INT
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_table_readback(dut, backpressure):
@@ -280,6 +291,7 @@ async def test_table_readback(dut, backpressure):
     assert await tb.read_table(LE, 63, 3) == [int(cfg.le_table[63]), 1, 0]
 
 
+@NO_INT
 @cocotb.test(**TIMEOUT)
 @cocotb.parametrize(backpressure=BACKPRESSURE)
 async def test_table_write_while_busy(dut, backpressure):
@@ -321,8 +333,99 @@ async def test_hwinfo_and_idle_input(dut, backpressure):
     info = await tb.drv.hwinfo.read()
     assert (info.lanes, info.flavor, info.serial) == (tb.lanes, int(tb.flavor == "cdp"),
                                                       int(tb.serial))
+    assert (info.int_pipeline, info.fp16_pipeline) == (int(tb.precision != "fp16"),
+                                                       int(tb.precision != "int"))
     await ClockCycles(dut.clk, 3)
     dut.i_stream__valid.value = 1
     await ClockCycles(dut.clk, 5)
     assert int(dut.i_stream__ready.value) == 0
     dut.i_stream__valid.value = 0
+
+
+# -- the FP16 pipeline ---------------------------------------------------------------------------
+
+def fp16_ramp(lo, hi, count):
+    """``count`` FP32 samples (bit patterns) spread evenly over [lo, hi]."""
+    return np.linspace(lo, hi, count, dtype=np.float32).view(np.uint32).tolist()
+
+
+@NO_FP16
+@cocotb.test(**TIMEOUT)
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_fp16_nvdla_sigmoid(dut, backpressure):
+    """NVDLA's compiler's FP16 sigmoid table, loaded with the driver: a dense ramp over the
+    table and past both ends, and the FP32 specials (NaN, infinities, denormals)."""
+    from atomcube.model.nvdla.lut_fit_fp16 import nvdla_baseline_fp16
+
+    tb = await TB.start(dut, backpressure, salt=21)
+    cfg = nvdla_baseline_fp16("sigmoid").config
+    await tb.load(cfg)
+    xs = fp16_ramp(-20, 20, 700) + fp16_samples(tb.np_rng, cfg, 40).tolist()
+    await tb.check(cfg, xs, what="NVDLA's FP16 sigmoid")
+
+
+@NO_FP16
+@cocotb.test(**TIMEOUT)
+@cocotb.parametrize(backpressure=BACKPRESSURE)
+async def test_fp16_random_tables(dut, backpressure):
+    """Random FP16 configurations (both LE modes, selects and offsets small to extreme,
+    NaN, infinities and denormals in the tables, bounds and scales), the samples at their
+    edges and the FP32 specials, some lanes left empty."""
+    tb = await TB.start(dut, backpressure, salt=22)
+    dut._log.info("seed %d", cocotb.RANDOM_SEED)
+    for n in range(8):
+        cfg = random_fp16_config(tb.np_rng)
+        await tb.load(cfg)
+        await tb.check(cfg, fp16_samples(tb.np_rng, cfg, 60).tolist(), holes=0.2 * (n % 2),
+                       what=f"random FP16 config {n}")
+
+
+@NO_FP16
+@cocotb.test(**TIMEOUT)
+async def test_precision_register(dut):
+    """``data_format.proc_precision`` is taken only while idle and for a pipeline the unit
+    has: a write during a run, of a pipeline not built in, or of the reserved code is refused
+    (status bit and interrupt), the choice keeping its value; with both pipelines, runs of
+    each in turn all match the model."""
+    tb = await TB.start(dut, backpressure=True, salt=23)
+    fp_code, int_code = 2, (0 if tb.precision == "both" else None)
+    await tb.drv.irq_enable.write(precision_refused=1, done=0, table_write_refused=0)
+    first = (await tb.drv.data_format.read()).proc_precision
+    assert first == (0 if tb.precision == "both" else fp_code)
+
+    async def refused(code, what):
+        await tb.drv.data_format.write(proc_precision=code)
+        st = await tb.drv.status.read()
+        assert st.precision_refused == 1, f"{what}: not refused"
+        await RisingEdge(dut.clk)
+        assert int(dut.irq.value) == 1, f"{what}: no interrupt"
+        await tb.drv.status.write(precision_refused=1)
+        await RisingEdge(dut.clk)
+        assert int(dut.irq.value) == 0
+
+    before = (await tb.drv.data_format.read()).proc_precision
+    await refused(3, "reserved code 3")
+    if int_code is None:
+        await refused(0, "int8 on an FP16-only unit")
+        await refused(1, "int16 on an FP16-only unit")
+    assert (await tb.drv.data_format.read()).proc_precision == before
+    # during a run: refused, the run unaffected
+    fp = random_fp16_config(tb.np_rng)
+    await tb.load(fp)
+    await tb.drv.ctrl.write(start=1)
+    await refused(int_code if int_code is not None else fp_code, "a write while busy")
+    await tb.source.send(StreamTransaction(payload=tb.pack([0x3F800000] * tb.lanes, 1, True)))
+    await tb.sink.recv()
+    await end_run(tb.drv)
+    assert (await tb.drv.data_format.read()).proc_precision == fp_code
+    await tb.check(fp, fp16_samples(tb.np_rng, fp, 30).tolist(), what="FP16 after refusals")
+    if int_code is not None:
+        # both pipelines: int, FP16, int again, each chosen by its program's first write
+        cfg = tb.random_config()
+        await tb.load(cfg)
+        assert (await tb.drv.data_format.read()).proc_precision == int_code
+        await tb.check(cfg, tb.boundary_inputs(cfg, 30), what="integer after FP16")
+        await tb.load(fp)
+        await tb.check(fp, fp16_samples(tb.np_rng, fp, 30).tolist(), what="FP16 again")
+        await tb.load(cfg)
+        await tb.check(cfg, tb.boundary_inputs(cfg, 30), what="integer again")
