@@ -205,13 +205,9 @@ def _lut_fit(args) -> int:
     if args.json:
         doc = {"function": args.function, "flavor": fmt.flavor, "in_frac": fmt.in_frac,
                "out_frac": fmt.out_frac, "layout": res.layout, "report": r.row(),
-               "config": cfg.to_dict(),
-               # what firmware replays: (byte offset, 32-bit word), in order
-               "writes": [[m[n].offset, m[n].encode(f)] for n, f in writes],
-               # the same writes by register and field, for reading
-               "registers": [{"register": n, "fields": f} for n, f in writes]}
+               "config": cfg.to_dict(), **_register_program(cfg, fmt.flavor)}
         write_file(args.json, (json.dumps(doc, indent=1) + "\n").encode())
-        print(f"wrote {args.json} ({len(writes)} register writes)")
+        print(f"wrote {args.json} ({len(doc['writes'])} register writes)")
     if args.plot:
         plot(res, func if not isinstance(func, str) else args.function, args.plot, base)
         print(f"wrote {args.plot}")
@@ -276,13 +272,26 @@ def _lut_fit_fp16(args) -> int:
     print(line)
     if args.json:
         doc = {"function": args.function, "precision": "fp16", "flavor": "sdp",
-               "layout": res.layout, "report": r.row(), "config": cfg.to_dict()}
+               "layout": res.layout, "report": r.row(), "config": cfg.to_dict(),
+               **_register_program(cfg, "sdp")}
         write_file(args.json, (json.dumps(doc, indent=1) + "\n").encode())
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json} ({len(doc['writes'])} register writes)")
     if args.plot:
         plot_fp16(res, func, args.plot, base)
         print(f"wrote {args.plot}")
     return 0
+
+
+def _register_program(cfg, flavor) -> dict:
+    """The LUT unit's register program for ``cfg`` (:func:`model.registers.lut.program`), as
+    the fitting tool's JSON gives it."""
+    from .registers.lut import lut_regmap, program
+
+    m, writes = lut_regmap(flavor), program(cfg, flavor)
+    # what firmware replays: (byte offset, 32-bit word), in order; then the same writes by
+    # register and field, for reading
+    return {"writes": [[m[n].offset, m[n].encode(f)] for n, f in writes],
+            "registers": [{"register": n, "fields": f} for n, f in writes]}
 
 
 def _signed_view(cfg, name, fields):

@@ -83,3 +83,14 @@ def test_cli_fp16_fit_writes_its_configuration(tmp_path, capsys):
     rep = measure_fp16(cfg, np.exp, (-1.0, 1.0))
     assert doc["precision"] == "fp16" and cfg.precision == "fp16"
     assert doc["report"]["max error (FP16 ULP)"] == round(rep.max_ulp, 3) < 3
+    # the register program, FP16 pipeline first; replayed into the register model it gives
+    # back the configuration
+    from atomcube.model.registers.lut import LUT_SDP, config_from_registers
+
+    assert doc["registers"][0] == {"register": "data_format", "fields": {"proc_precision": 2}}
+    words = {}
+    for offset, word in doc["writes"]:
+        name = next(r.name for r in LUT_SDP if r.offset == offset)
+        words.setdefault(name, word)
+    back = config_from_registers(words, cfg.le_table, cfg.lo_table, "sdp")
+    assert back.to_dict() == cfg.to_dict()
