@@ -86,6 +86,42 @@ def test_lut_matches_nvdla(k):
         assert np.array_equal(fraction, frac[mine])
 
 
+def _recorded_cdp_config(k):
+    params, bounds, scales = (VECTORS[f"cdp_{n}"][k] for n in ("params", "bounds", "scales"))
+    le_fn, off, le_sel, lo_sel = (int(v) for v in params)
+    return LutConfig(precision="fp16", le_function=le_fn, le_index_offset=off,
+                     le_index_select=le_sel, lo_index_select=lo_sel,
+                     le_start=int(bounds[0]), le_end=int(bounds[1]), lo_start=int(bounds[2]),
+                     lo_end=int(bounds[3]), le_uflow_scale=int(scales[0]),
+                     le_oflow_scale=int(scales[1]), lo_uflow_scale=int(scales[2]),
+                     lo_oflow_scale=int(scales[3]), le_table=VECTORS["cdp_le"][k],
+                     lo_table=VECTORS["cdp_lo"][k])
+
+
+@pytest.mark.parametrize("k", range(len(VECTORS["cdp_params"])))
+def test_cdp_lut_matches_nvdla(k):
+    """CDP's FP16 LUT, each table on its own (its flags and FP17 result, here widened to
+    FP32), against NVDLA's C model's lookup; the choice between them and the counters are
+    the integer CDP's."""
+    cfg = _recorded_cdp_config(k)
+    x = VECTORS["cdp_x"][k]
+    rec = VECTORS["cdp_result"][k]
+    res = evaluate(x.astype(np.uint32).view(np.float32), cfg, "cdp")
+    for table, cols in ((LE, rec[:, :4]), (LO, rec[:, 4:])):
+        under, over, hit, out17 = cols.T
+        state = res.le_state if table == LE else res.lo_state
+        assert np.array_equal(state == UFLOW, under == 1), f"table {table}: underflows"
+        assert np.array_equal(state == OFLOW, over == 1), f"table {table}: overflows"
+        assert np.array_equal(state == HIT, hit == 1), f"table {table}: hits"
+        index, frac, st = lut._index_fp_cdp(x, table, cfg)
+        got = nvfloat.convert(lut._table_out_fp_cdp(x, table, cfg, index, frac, st), FP32,
+                              FP17)
+        bad = np.flatnonzero(got != out17)
+        assert bad.size == 0, (f"table {table}: {bad.size} of {x.size} differ, first "
+                               f"x={x[bad[0]]:#010x}: {got[bad[0]]:#07x} != "
+                               f"{out17[bad[0]]:#07x}")
+
+
 # -- the rules, one by one --------------------------------------------------------------------
 
 def test_rounding_is_to_nearest_even():
@@ -245,8 +281,6 @@ def test_fp16_input_errors():
     cfg = LutConfig(precision="fp16")
     with pytest.raises(TypeError, match="x must be float32 or float16 for the FP16 pipeline"):
         evaluate(np.array([1.0]), cfg)
-    with pytest.raises(ValueError, match="precision fp16 is SDP's pipeline only, not CDP's"):
-        evaluate(np.array([1.0], np.float32), cfg, "cdp")
     # FP16 samples widen exactly
     x = np.array([0.5, -3.25, 6e-8], np.float16)
     assert np.array_equal(evaluate(x, cfg).out, evaluate(x.astype(np.float32), cfg).out)

@@ -6,9 +6,10 @@ both flavours:
 - ``"sdp"``: int32 input, 35-bit fraction, int32 output.
 - ``"cdp"``: 38-bit signed input, 16-bit fraction, int16 result per table.
 
-and SDP's floating-point pipeline (``LutConfig(precision="fp16")``, docs/lut.md, "The FP16
+and the floating-point pipelines (``LutConfig(precision="fp16")``, docs/lut.md, "The FP16
 pipeline"): FP32 input, START/END as FP32, FP16 table entries and slope scales, the
-interpolation in NVDLA's 17-bit float (:mod:`.nvfloat`), FP32 output.
+interpolation in NVDLA's 17-bit float (:mod:`.nvfloat`); SDP's output FP32, CDP's FP17
+(returned widened to FP32), each as NVDLA computes it.
 
 Everything is vectorised over numpy int64 arrays. Every intermediate is bounded so that int64
 holds it exactly: the SDP interpolation sum stays below 2^51, the out-of-range product below 2^48
@@ -45,6 +46,7 @@ PRECISIONS = ("int", "fp16")
 
 INPUT_BITS = {"sdp": 32, "cdp": 38}
 FRAC_BITS = {"sdp": 35, "cdp": 16}
+CDP_FP_FRAC_BITS = 16             # the fraction's bits in CDP's FP16 pipeline
 COUNTER_MAX = (1 << 32) - 1
 # Names of the statistics counters, per flavour (docs/lut.md, "The arithmetic").
 COUNTERS = {
@@ -69,7 +71,7 @@ class LutConfig:
     Values are the registers' meanings as signed integers (``le_index_select=-2``, not 0xFE), so a
     register dump plugs in after sign extension. Table entries are int16.
 
-    With ``precision="fp16"`` (SDP only) the tables and slope scales hold FP16 numbers and
+    With ``precision="fp16"`` the tables and slope scales hold FP16 numbers and
     START/END FP32 numbers: give them as floats (rounded to nearest by numpy: FP16 for table
     entries and scales, FP32 for START/END) or as their bit patterns (ints; 16-bit patterns as
     int16 or uint16, 32-bit ones as int32 or uint32). They are kept as bit patterns, signed as
@@ -172,9 +174,6 @@ class LutConfig:
     def check(self, flavor: str) -> None:
         """Raise ValueError if a field does not fit ``flavor``'s registers."""
         _check_flavor(flavor)
-        if self.precision == "fp16" and flavor != "sdp":
-            raise ValueError(f"precision fp16 is SDP's pipeline only, not "
-                             f"{flavor.upper()}'s")
         lo, hi = _signed_range(INPUT_BITS[flavor])
         for name in ("le_start", "le_end", "lo_start", "lo_end"):
             v = getattr(self, name)
@@ -416,6 +415,65 @@ def _table_out_fp(x, table, cfg, index, frac, state):
     return nvfloat.convert(np.where(state == HIT, hit, oor), FP17, FP32)
 
 
+def _index_fp_cdp(x, table, cfg: LutConfig):
+    """Index, 16-bit fraction and state of one table in CDP's FP16 pipeline: from ``x -
+    START`` in FP32 (zero, negative and NaN differences underflow). Linear: the difference
+    over ``2^select``, its integer part the index and the 16 bits below it the fraction,
+    exactly (an infinite difference overflows). Exponential (LE): the exponent less the
+    offset, and the mantissa's top 16 bits."""
+    n = LE_ENTRIES - 1 if table == LE else LO_ENTRIES - 1
+    start = (cfg.le_start if table == LE else cfg.lo_start) & 0xFFFFFFFF
+    d = nvfloat.sub(x, start, FP32)
+    sign, expo, mant = nvfloat.fields(d, FP32)
+    under = (sign == 1) | ((expo == 0) & (mant == 0)) | ((expo == 0xFF) & (mant != 0))
+    if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
+        index = expo - FP32.bias - cfg.le_index_offset
+        under |= index < 0
+        over = ~under & (index >= n)
+        frac = mant >> (FP32.mant - CDP_FP_FRAC_BITS)
+    else:
+        s = cfg.le_index_select if table == LE else cfg.lo_index_select
+        # the difference's IEEE value (denormals as denormals, the all-ones exponent as
+        # infinity) over 2^select: exact in float64 (underflows, NaNs among them, read as 0)
+        v = np.where(under, 0, d).astype(np.uint32).view(np.float32).astype(np.float64)
+        v = v * 2.0 ** -s
+        over = ~under & (v >= n)
+        v = np.where(under | over, 0, v)
+        index = np.floor(v).astype(np.int64)
+        frac = np.floor((v - index) * (1 << CDP_FP_FRAC_BITS)).astype(np.int64)
+    state = np.where(under, UFLOW, np.where(over, OFLOW, HIT)).astype(np.int8)
+    return np.where(state == HIT, index, 0), np.where(state == HIT, frac, 0), state
+
+
+def _table_out_fp_cdp(x, table, cfg, index, frac, state):
+    """One table's FP17 result in CDP's FP16 pipeline, widened to FP32: a hit is
+    ``(T[i+1] - T[i]) * frac + T[i]``, the difference in FP32 (the entries widened) then FP17,
+    the fraction, product and sum in FP17; a miss is ``(x - ref) * SCALE + edge``, the
+    difference in FP32, the rest in FP17 (below an exponential table ``ref = START + 2^offset``,
+    with 2^offset taken as 0 for offsets of -127 and below)."""
+    t = (cfg.le_table if table == LE else cfg.lo_table) & 0xFFFF
+    n = len(t) - 1
+    name = "le" if table == LE else "lo"
+    y0, y1 = t[index], t[np.minimum(index + 1, n)]
+    step = nvfloat.sub(nvfloat.convert(y1, FP16, FP32), nvfloat.convert(y0, FP16, FP32), FP32)
+    hit = nvfloat.add(nvfloat.mul(nvfloat.convert(step, FP32, FP17),
+                                  nvfloat.from_fraction(frac, CDP_FP_FRAC_BITS, FP17), FP17),
+                      nvfloat.convert(y0, FP16, FP17), FP17)
+    under = state == UFLOW
+    edge = nvfloat.convert(np.where(under, t[0], t[n]), FP16, FP17)
+    ref = np.where(under, getattr(cfg, f"{name}_start"), getattr(cfg, f"{name}_end"))
+    ref = ref & 0xFFFFFFFF
+    if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
+        off = cfg.le_index_offset
+        bias = int(nvfloat.bits_of(2.0 ** off, FP32)) if off > -127 else 0
+        ref = np.where(under, nvfloat.add(ref, bias, FP32), ref)
+    scale = np.where(under, getattr(cfg, f"{name}_uflow_scale"),
+                     getattr(cfg, f"{name}_oflow_scale")) & 0xFFFF
+    run = nvfloat.convert(nvfloat.sub(x, ref, FP32), FP32, FP17)
+    oor = nvfloat.add(nvfloat.mul(run, nvfloat.convert(scale, FP16, FP17), FP17), edge, FP17)
+    return nvfloat.convert(np.where(state == HIT, hit, oor), FP17, FP32)
+
+
 def _as_fp_input(x):
     """Samples of the FP16 pipeline (FP32 or FP16 numbers) as FP32 bit patterns."""
     a = np.asarray(x)
@@ -476,7 +534,10 @@ def evaluate(x, cfg: LutConfig, flavor: str = "sdp") -> LutResult:
     x = x.ravel()
     outs, states = [], []
     for table in (LE, LO):
-        if fp:
+        if fp and flavor == "cdp":
+            index, frac, state = _index_fp_cdp(x, table, cfg)
+            outs.append(_table_out_fp_cdp(x, table, cfg, index, frac, state))
+        elif fp:
             index, frac, state = _index_fp(x, table, cfg)
             outs.append(_table_out_fp(x, table, cfg, index, frac, state))
         else:

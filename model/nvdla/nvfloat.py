@@ -235,12 +235,13 @@ def _narrow(v, src: Format, dst: Format, denormals: bool):
 
 
 #: the conversions the LUT uses: (source, destination) -> whether denormals are kept
-_CONVERSIONS = {(FP16, FP17): True, (FP17, FP32): False, (FP32, FP17): False}
+_CONVERSIONS = {(FP16, FP17): True, (FP16, FP32): True, (FP17, FP32): False,
+                (FP32, FP17): False}
 
 
 def convert(v, src: Format, dst: Format):
-    """``v`` from ``src`` to ``dst``: FP16 to FP17 (exact, denormals become normal numbers),
-    FP17 to FP32 (exact; an FP17 denormal reads as a normal number with exponent field 0),
+    """``v`` from ``src`` to ``dst``: FP16 to FP17 or FP32 (exact, denormals become normal
+    numbers), FP17 to FP32 (exact; an FP17 denormal reads as a normal number with exponent field 0),
     FP32 to FP17 (rounded to nearest even; below FP17's smallest normal, zero, unless rounding
     reaches it)."""
     if (src, dst) not in _CONVERSIONS:

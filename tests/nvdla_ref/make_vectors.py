@@ -2,17 +2,20 @@
 
     python tests/nvdla_ref/make_vectors.py --nvdla PATH [--seed N] [--out FILE]
 
-PATH is a checkout of https://github.com/nvdla/hw (its ``cmod/hls`` tree is what is read).
-The script copies the headers and the two SDP Y-stage functions it needs into a temporary
-folder, makes two edits that today's g++ needs to compile the old ``ac_int`` headers (casts
-in template arguments; a ``template`` keyword), builds ``reference.cpp`` beside this script
-against them, and records:
+PATH is a checkout of https://github.com/nvdla/hw (its ``cmod/hls`` tree and CDP's HLS
+wrapper are what is read). The script copies the headers, the two SDP Y-stage functions, the
+float operations of ``cmod/hls/vlibs`` and CDP's table lookup (``HLS_CDP_lookup_lut``, cut
+out of ``cmod/hls_wrapper/cdp_hls_wrapper.cpp``) into a temporary folder, makes two edits that
+today's g++ needs to compile the old ``ac_int`` headers (casts in template arguments; a
+``template`` keyword), builds ``reference.cpp`` beside this script against them, and records:
 
 - ``ops``: NVDLA's float operations (FP32 add and subtract, FP17 add and multiply, the three
   conversions, fraction to FP17, FP32 to index and fraction) on random bit patterns weighted
   towards zeros, denormals, infinities, NaNs and near-cancelling pairs;
 - ``lut``: random FP16 LUT configurations, each with samples around and far outside its
-  tables and special values, through NVDLA's index and interpolation stages.
+  tables and special values, through NVDLA's index and interpolation stages;
+- ``cdp``: random configurations of CDP's FP16 LUT (from a generator of their own, seeded
+  with the seed plus one), each with such samples, through both of its tables.
 
 The test (tests/test_lut_fp16.py) checks ``model.nvdla.nvfloat`` and ``model.nvdla.lut``
 against every recorded result. Needs g++ and numpy; run it only to change the vectors.
@@ -35,6 +38,11 @@ OUT = HERE.parent / "data" / "nvdla_lut_fp16.npz"
 SOURCES = ["cmod/hls/include/" + n for n in ("ac_int.h", "ac_fixed.h", "ac_channel.h",
                                               "nvdla_common.h", "nvdla_float.h", "nvdla_int.h")]
 SOURCES += ["cmod/hls/sdp/" + n for n in ("sdp.h", "sdp_y_idx.cpp", "sdp_y_inp.cpp")]
+#: the float operations CDP's lookup calls
+VLIBS = ["fp32_add", "fp32_sub", "fp32_to_fp17", "fp16_to_fp17", "fp16_to_fp32", "fp17_mul",
+         "fp17_add", "uint16_to_fp17"]
+SOURCES += ["cmod/hls/vlibs/vlibs.h"] + [f"cmod/hls/vlibs/{n}.cpp" for n in VLIBS]
+CDP_WRAPPER = "cmod/hls_wrapper/cdp_hls_wrapper.cpp"
 OPS = ("add32", "sub32", "add17", "mul17", "fp32_fp17", "fp16_fp17", "fp17_fp32", "fraction",
        "index")
 OP_SAMPLES = 1000
@@ -57,9 +65,16 @@ def build(nvdla: Path, work: Path) -> Path:
     ac_fixed = work / "ac_fixed.h"
     ac_fixed.write_text(ac_fixed.read_text().replace(").slc<AC_MAX(I,1)>(0)",
                                                      ").template slc<AC_MAX(I,1)>(0)"))
+    # CDP's lookup alone, without the rest of its wrapper (SystemC, the register headers)
+    wrapper = (nvdla / CDP_WRAPPER).read_text()
+    start = wrapper.index("void HLS_CDP_lookup_lut (")
+    body = wrapper[start:wrapper.index("void HLS_CDP_lookup_fp16 (")]
+    (work / "cdp_lookup.cpp").write_text('#include "vlibs.h"\n#include <cmath>\n'
+                                         "#define cslDebug(x)\n" + body)
     exe = work / "reference"
     subprocess.run(["g++", "-O1", "-std=c++11", "-fpermissive", "-w", f"-I{work}", "-o", exe,
-                    HERE / "reference.cpp", work / "sdp_y_idx.cpp", work / "sdp_y_inp.cpp"],
+                    HERE / "reference.cpp", work / "sdp_y_idx.cpp", work / "sdp_y_inp.cpp",
+                    work / "cdp_lookup.cpp", *(work / f"{n}.cpp" for n in VLIBS)],
                    check=True)
     return exe
 
@@ -180,6 +195,45 @@ def run_lut(exe: Path, rng) -> dict:
     return {f"lut_{k}": np.stack(v) for k, v in rows.items()}
 
 
+def cdp_config(rng) -> tuple[np.ndarray, ...]:
+    """A configuration of CDP's FP16 LUT: the bounds over sums of squares (mostly positive),
+    either LE mode, selects and offsets mostly small."""
+    le_fn = int(rng.integers(0, 2))
+    off = int(rng.integers(-12, 8)) if rng.random() < 0.8 else int(rng.integers(-128, 128))
+    le_sel, lo_sel = (int(v) for v in rng.integers(-8, 6, 2))
+    if rng.random() < 0.1:
+        le_sel = int(rng.integers(-128, 128))
+    le_x, lo_x = (float(v) for v in rng.uniform(-2, 10, 2))
+    le_end = le_x + (64 * 2.0 ** le_sel if le_fn else 2.0 ** min(off + 64, 100))
+    bounds = [fp32_bits(le_x), fp32_bits(min(le_end, 3e38)), fp32_bits(lo_x),
+              fp32_bits(lo_x + 256 * 2.0 ** lo_sel)]
+    if rng.random() < 0.2:
+        bounds[2] = int(rng.integers(0, 1 << 32))
+    params = [le_fn, off, le_sel, lo_sel]
+    return (np.array(params, np.int64), np.array(bounds, np.int64),
+            fp16_entries(rng, 4, 0.3), fp16_entries(rng, 65), fp16_entries(rng, 257))
+
+
+def run_cdp(exe: Path, rng) -> dict:
+    fields = ("params", "bounds", "scales", "le", "lo", "x", "result")
+    rows = {k: [] for k in fields}
+    for _ in range(CONFIGS):
+        params, bounds, scales, le, lo = cdp_config(rng)
+        # sums of squares: mostly positive, some negative, the specials
+        x = lut_samples(rng)
+        x = np.where(rng.random(len(x)) < 0.7, x & 0x7FFFFFFF, x)
+        text = " ".join(str(int(v)) for v in params) + "\n"
+        for values in (bounds, scales, le, lo, x):
+            text += " ".join(f"{int(v):x}" for v in values) + "\n"
+        out = subprocess.run([exe, "cdp"], input=text, capture_output=True, text=True,
+                             check=True)
+        result = np.array([[int(t, 16) for t in line.split()] for line in
+                           out.stdout.splitlines()], np.int64)
+        for k, v in zip(fields, (params, bounds, scales, le, lo, x, result), strict=True):
+            rows[k].append(v)
+    return {f"cdp_{k}": np.stack(v) for k, v in rows.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nvdla", type=Path, required=True, help="a checkout of nvdla/hw")
@@ -189,10 +243,11 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(args.nvdla, Path(tmp))
-        data = {**run_ops(exe, rng), **run_lut(exe, rng)}
+        data = {**run_ops(exe, rng), **run_lut(exe, rng),
+                **run_cdp(exe, np.random.default_rng(args.seed + 1))}
     np.savez_compressed(args.out, seed=args.seed, **data)
-    print(f"{args.out}: {len(OPS)} operations x {OP_SAMPLES}, {CONFIGS} LUT configurations x "
-          f"{LUT_SAMPLES} samples (seed {args.seed})")
+    print(f"{args.out}: {len(OPS)} operations x {OP_SAMPLES}, {CONFIGS} SDP and {CONFIGS} CDP "
+          f"LUT configurations x {LUT_SAMPLES} samples (seed {args.seed})")
     return 0
 
 

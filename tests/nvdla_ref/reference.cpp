@@ -7,7 +7,11 @@
 //                   operations one by one
 //   reference lut   reads one configuration, then FP32 samples (hex), writes per sample the
 //                   chosen table, its entry, the flags, the fraction and the FP32 result
+//   reference cdp   the same for CDP's FP16 LUT (cmod/hls_wrapper/cdp_hls_wrapper.cpp's
+//                   HLS_CDP_lookup_lut, with the vlibs operations it calls): per sample and
+//                   table the underflow, overflow and hit flags and the FP17 result
 #include "sdp.h"
+#include "vlibs.h"
 
 #include <cmath>
 #include <cstdint>
@@ -115,9 +119,48 @@ static int lut() {
     return 0;
 }
 
+void HLS_CDP_lookup_lut(vFp32Type, uint16_t, bool, bool, int16_t *, uint64_t, uint64_t, int16_t,
+                        int16_t, int16_t, int8_t, bool &, bool &, bool &,
+                        ac_channel<vFp17Type> &);
+
+// Each sample (the sum of squares, FP32) through both of CDP's tables, as its wrapper looks
+// them up.
+static int cdp() {
+    int le_fn, le_off, le_sel, lo_sel;
+    unsigned start[2], end[2], scale[4], e;                    // scale: LE u/o, LO u/o
+    int16_t le[65], lo[257];
+    if (scanf("%d %d %d %d", &le_fn, &le_off, &le_sel, &lo_sel) != 4) return 1;
+    if (scanf("%x %x %x %x", &start[0], &end[0], &start[1], &end[1]) != 4) return 1;
+    for (int k = 0; k < 4; k++)
+        if (scanf("%x", &scale[k]) != 1) return 1;
+    for (int k = 0; k < 65; k++) {
+        if (scanf("%x", &e) != 1) return 1;
+        le[k] = (int16_t)e;
+    }
+    for (int k = 0; k < 257; k++) {
+        if (scanf("%x", &e) != 1) return 1;
+        lo[k] = (int16_t)e;
+    }
+    unsigned x;
+    while (scanf("%x", &x) == 1) {
+        for (int t = 0; t < 2; t++) {
+            bool under, over, hit;
+            ac_channel<vFp17Type> out;
+            HLS_CDP_lookup_lut((int)x, t ? 256 : 64, t == 0, t == 0 && le_fn == 0, t ? lo : le,
+                               start[t], end[t], (int16_t)scale[2 * t], (int16_t)scale[2 * t + 1],
+                               t ? 0 : le_off, t ? lo_sel : le_sel, under, over, hit, out);
+            printf("%x %x %x %x ", (int)under, (int)over, (int)hit,
+                   out.read().to_int() & 0x1ffff);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "ops")) return ops();
     if (argc == 2 && !strcmp(argv[1], "lut")) return lut();
-    fprintf(stderr, "usage: reference ops|lut\n");
+    if (argc == 2 && !strcmp(argv[1], "cdp")) return cdp();
+    fprintf(stderr, "usage: reference ops|lut|cdp\n");
     return 2;
 }
