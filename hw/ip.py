@@ -281,7 +281,7 @@ CORES = {c.name: c for c in (
          {"data_width": 64, "addr_width": 32, "id_width": 4, "max_burst": 16, "read_fifo": 64,
           "paths": ("rows", "tile", "elements"), "chains": True}),
     Core("lut_sdp", "LUT unit, SDP flavour (32-bit samples in and out)", lut_unit,
-         {"lanes": 4, "flavor": "sdp", "serial": False}),
+         {"lanes": 4, "flavor": "sdp", "serial": False, "precision": "int"}),
     Core("lut_cdp", "LUT unit, CDP flavour (38-bit samples in, 16-bit results out)", lut_unit,
          {"lanes": 4, "flavor": "cdp", "serial": False}),
     Core("sparse", "sparse weight decompressor", sparse_decompressor,

@@ -1,8 +1,10 @@
-"""The LUT unit's pipelined datapath: ``lanes`` samples a cycle through thirteen stages.
+"""The LUT unit's pipelined integer datapath: ``lanes`` samples a cycle through thirteen stages.
 
-:class:`LutPipeline` is the datapath of :class:`~hw.lut.unit.LutUnit` (``serial=False``); the
-unit owns the registers, the tables and the counters around it and reaches the tables through
-the pipeline's read ports.
+:class:`LutPipeline` is the integer datapath of :class:`~hw.lut.unit.LutUnit`
+(``serial=False``); the unit owns the registers, the tables and the counters around it and
+reaches the tables through the pipeline's read ports. :class:`PipelineBase` is what it shares
+with the FP16 datapath (:mod:`hw.lut.fppipeline`): the ports, the stall control, the valid
+bits beside the data and the output register.
 
 Timing
 ------
