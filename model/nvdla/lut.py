@@ -362,14 +362,21 @@ def _table_out(x, table, cfg, flavor, index, frac, state):
     return np.where(state == HIT, hit, oor)
 
 
-def _index_fp(x, table, cfg: LutConfig):
-    """Index, fraction and state of one table in the FP16 pipeline: from ``x - START`` in
-    FP32; zero, negative and NaN differences are underflows."""
-    n = LE_ENTRIES - 1 if table == LE else LO_ENTRIES - 1
+def _fp_difference(x, table, cfg: LutConfig):
+    """What both FP16 pipelines' index steps start from: the table's last entry's index,
+    ``d = x - START`` in FP32, its exponent and mantissa fields, and whether it underflows
+    (zero, negative or NaN)."""
     start = (cfg.le_start if table == LE else cfg.lo_start) & 0xFFFFFFFF
     d = nvfloat.sub(x, start, FP32)
     sign, expo, mant = nvfloat.fields(d, FP32)
     under = (sign == 1) | ((expo == 0) & (mant == 0)) | ((expo == 0xFF) & (mant != 0))
+    return (LE_ENTRIES if table == LE else LO_ENTRIES) - 1, d, expo, mant, under
+
+
+def _index_fp(x, table, cfg: LutConfig):
+    """Index, fraction and state of one table in the FP16 pipeline: from ``x - START`` in
+    FP32; zero, negative and NaN differences are underflows."""
+    n, d, expo, mant, under = _fp_difference(x, table, cfg)
     if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
         # one entry per octave: the difference's exponent less the offset, and its mantissa
         # as the fraction
@@ -421,11 +428,7 @@ def _index_fp_cdp(x, table, cfg: LutConfig):
     over ``2^select``, its integer part the index and the 16 bits below it the fraction,
     exactly (an infinite difference overflows). Exponential (LE): the exponent less the
     offset, and the mantissa's top 16 bits."""
-    n = LE_ENTRIES - 1 if table == LE else LO_ENTRIES - 1
-    start = (cfg.le_start if table == LE else cfg.lo_start) & 0xFFFFFFFF
-    d = nvfloat.sub(x, start, FP32)
-    sign, expo, mant = nvfloat.fields(d, FP32)
-    under = (sign == 1) | ((expo == 0) & (mant == 0)) | ((expo == 0xFF) & (mant != 0))
+    n, d, expo, mant, under = _fp_difference(x, table, cfg)
     if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
         index = expo - FP32.bias - cfg.le_index_offset
         under |= index < 0

@@ -177,22 +177,24 @@ def lut_samples(rng) -> np.ndarray:
                            special])
 
 
-def run_lut(exe: Path, rng) -> dict:
+def run_tables(exe: Path, rng, mode: str, config, samples) -> dict:
+    """``CONFIGS`` configurations from ``config(rng)``, each with ``samples(rng)``, through the
+    reference's ``mode`` (lut: SDP's; cdp: CDP's), keyed ``{mode}_{field}``."""
     fields = ("params", "bounds", "scales", "le", "lo", "x", "result")
     rows = {k: [] for k in fields}
     for _ in range(CONFIGS):
-        params, bounds, scales, le, lo = lut_config(rng)
-        x = lut_samples(rng)
+        params, bounds, scales, le, lo = config(rng)
+        x = samples(rng)
         text = " ".join(str(int(v)) for v in params) + "\n"
         for values in (bounds, scales, le, lo, x):
             text += " ".join(f"{int(v):x}" for v in values) + "\n"
-        out = subprocess.run([exe, "lut"], input=text, capture_output=True, text=True,
+        out = subprocess.run([exe, mode], input=text, capture_output=True, text=True,
                              check=True)
         result = np.array([[int(t, 16) for t in line.split()] for line in
                            out.stdout.splitlines()], np.int64)
         for k, v in zip(fields, (params, bounds, scales, le, lo, x, result), strict=True):
             rows[k].append(v)
-    return {f"lut_{k}": np.stack(v) for k, v in rows.items()}
+    return {f"{mode}_{k}": np.stack(v) for k, v in rows.items()}
 
 
 def cdp_config(rng) -> tuple[np.ndarray, ...]:
@@ -214,24 +216,10 @@ def cdp_config(rng) -> tuple[np.ndarray, ...]:
             fp16_entries(rng, 4, 0.3), fp16_entries(rng, 65), fp16_entries(rng, 257))
 
 
-def run_cdp(exe: Path, rng) -> dict:
-    fields = ("params", "bounds", "scales", "le", "lo", "x", "result")
-    rows = {k: [] for k in fields}
-    for _ in range(CONFIGS):
-        params, bounds, scales, le, lo = cdp_config(rng)
-        # sums of squares: mostly positive, some negative, the specials
-        x = lut_samples(rng)
-        x = np.where(rng.random(len(x)) < 0.7, x & 0x7FFFFFFF, x)
-        text = " ".join(str(int(v)) for v in params) + "\n"
-        for values in (bounds, scales, le, lo, x):
-            text += " ".join(f"{int(v):x}" for v in values) + "\n"
-        out = subprocess.run([exe, "cdp"], input=text, capture_output=True, text=True,
-                             check=True)
-        result = np.array([[int(t, 16) for t in line.split()] for line in
-                           out.stdout.splitlines()], np.int64)
-        for k, v in zip(fields, (params, bounds, scales, le, lo, x, result), strict=True):
-            rows[k].append(v)
-    return {f"cdp_{k}": np.stack(v) for k, v in rows.items()}
+def cdp_samples(rng) -> np.ndarray:
+    """Sums of squares: :func:`lut_samples` with most made positive."""
+    x = lut_samples(rng)
+    return np.where(rng.random(len(x)) < 0.7, x & 0x7FFFFFFF, x)
 
 
 def main(argv=None) -> int:
@@ -243,8 +231,9 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(args.nvdla, Path(tmp))
-        data = {**run_ops(exe, rng), **run_lut(exe, rng),
-                **run_cdp(exe, np.random.default_rng(args.seed + 1))}
+        data = {**run_ops(exe, rng), **run_tables(exe, rng, "lut", lut_config, lut_samples),
+                **run_tables(exe, np.random.default_rng(args.seed + 1), "cdp", cdp_config,
+                             cdp_samples)}
     np.savez_compressed(args.out, seed=args.seed, **data)
     print(f"{args.out}: {len(OPS)} operations x {OP_SAMPLES}, {CONFIGS} SDP and {CONFIGS} CDP "
           f"LUT configurations x {LUT_SAMPLES} samples (seed {args.seed})")
