@@ -84,8 +84,8 @@ def _round(v, width: int, keep: int):
 
 def fp_add(a, b, f: Format, stage=_same):
     """``a + b`` in format ``f`` (NVDLA's adder). Cut points: after the operands are put in
-    order, after the smaller is aligned, after the sum, after its leading zeros are counted
-    and after it is normalised; the rounding follows the last."""
+    order, after each of the alignment's two shifts, after the sum, after its leading zeros
+    are counted, after it is normalised and after it is rounded."""
     a, b = Value.cast(a), Value.cast(b)
     M, more = f.mant, f.mant + 2
     width = more + M + 1                          # the aligned mantissas' width
@@ -98,8 +98,12 @@ def fp_add(a, b, f: Format, stage=_same):
     expo, sign, big, small, diff, same, nan, nan_value = stage(
         Mux(a_big, ea, eb), Mux(a_big, sa, sb), Mux(a_big, pa, pb), Mux(a_big, pb, pa),
         Mux(a_big, ea - eb, eb - ea)[:f.expo], sa == sb, nan, nan_value)
+    # the alignment in two shifts: by the difference's multiples of 8, then the rest
+    big, small, diff, expo, sign, same, nan, nan_value = stage(
+        big << more, (small << more) >> Cat(Const(0, 3), diff[3:]), diff[:3], expo, sign, same,
+        nan, nan_value)
     big, small, expo, sign, same, nan, nan_value = stage(
-        big << more, (small << more) >> diff, expo, sign, same, nan, nan_value)
+        big, small >> diff, expo, sign, same, nan, nan_value)
     total, expo, sign, nan, nan_value = stage(
         Mux(same, big + small, big - small)[:width + 1], expo, sign, nan, nan_value)
     carry = total[width]
@@ -112,7 +116,8 @@ def fp_add(a, b, f: Format, stage=_same):
     mant, expo, carry, sign, nan, nan_value = stage(
         Mux(carry, total[1:], Mux(tiny, 0, (total[:width] << zeros)[:width])),
         Mux(carry, expo + 1, Mux(tiny, 0, expo - zeros)), carry, sign, nan, nan_value)
-    kept, over = _round(mant, width, M + 1)
+    kept, over, expo, carry, sign, nan, nan_value = stage(
+        *_round(mant, width, M + 1), expo, carry, sign, nan, nan_value)
     inf = (carry & (expo >= f.expo_max)) | (over & (expo >= f.expo_max - 1))
     out = Mux(inf, _largest(sign, f), _join(sign, expo + over, kept, f))
     return Mux(nan, nan_value, out)
@@ -127,7 +132,7 @@ def fp_sub(a, b, f: Format, stage=_same):
 def fp_mul(a, b, f: Format, stage=_same, multiply=None):
     """``a * b`` in format ``f`` (NVDLA's multiplier). ``multiply(x, y)``, if given, returns
     the unsigned mantissas' product two steps later (two cut points); without it the product
-    is combinational. A further cut point follows the product's normalisation."""
+    is combinational. Two more follow the product's normalisation and its rounding."""
     a, b = Value.cast(a), Value.cast(b)
     M = f.mant
     sa, ea, ma = _split(a, f)
@@ -150,7 +155,8 @@ def fp_mul(a, b, f: Format, stage=_same, multiply=None):
     # the product with its leading one at bit 2M+1, to be rounded to M+1 bits
     product, expo, inf, zero, sign, nan, nan_value = stage(
         Mux(top, product, product << 1)[:2 * M + 2], expo, inf, zero, sign, nan, nan_value)
-    kept, over = _round(product, 2 * M + 2, M + 1)
+    kept, over, expo, inf, zero, sign, nan, nan_value = stage(
+        *_round(product, 2 * M + 2, M + 1), expo, inf, zero, sign, nan, nan_value)
     expo = expo + over
     inf = inf | (~zero & over & (expo == f.expo_max))
     zero = zero | (~inf & (expo[:f.expo + 2] == 0))
@@ -179,7 +185,7 @@ def _widen(v, src: Format, dst: Format, denormals: bool):
 
 def _narrow(v, src: Format, dst: Format, stage):
     """``src`` to the narrower ``dst``, with no denormals in ``dst`` (FP32 to FP17). Cut
-    point: after the value is classed, before its shifts and rounding."""
+    points: after the value is classed, and after its shifts and roundings."""
     sign, expo, mant = _split(v, src)
     delta = src.bias - dst.bias
     cut = src.mant - dst.mant
@@ -196,9 +202,11 @@ def _narrow(v, src: Format, dst: Format, stage):
     guard = shifted[cut - 1]
     sticky = (full & ((Const(1, src.mant + 1 + 32) << (shift + (cut - 1)))[:src.mant + 1 + 32]
                       - 1)) != 0
+    kept, over = _round(full, src.mant + 1, dst.mant + 1)
+    sign, expo, mant, inf, zero, in_sub, kept_sub, guard, sticky, kept, over = stage(
+        sign, expo, mant, inf, zero, in_sub, kept_sub, guard, sticky, kept, over)
     carried = (kept_sub + (guard & (sticky | kept_sub[0])))[dst.mant]
     zero = zero | (in_sub & ~carried)
-    kept, over = _round(full, src.mant + 1, dst.mant + 1)
     norm_expo = (expo - delta + over)[:dst.expo + 1]
     inf = inf | (~in_sub & ~zero & (norm_expo == dst.expo_max))
     out = Mux(in_sub, _join(sign, 1, 0, dst), _join(sign, norm_expo, kept, dst))
@@ -208,7 +216,7 @@ def _narrow(v, src: Format, dst: Format, stage):
 
 def fp_convert(v, src: Format, dst: Format, stage=_same):
     """``v`` from ``src`` to ``dst``: FP16 to FP17, FP17 to FP32 (no cut points), FP32 to FP17
-    (one)."""
+    (two)."""
     if (src, dst) == (FP16, FP17):
         return _widen(v, src, dst, denormals=True)
     if (src, dst) == (FP17, FP32):
@@ -220,11 +228,11 @@ def fp_convert(v, src: Format, dst: Format, stage=_same):
 
 def fp_from_fraction(frac, frac_bits: int, f: Format, stage=_same):
     """The ``frac_bits``-bit fraction as a positive float of ``f`` (zero for 0 and below the
-    smallest normal, unless rounding reaches it). Cut point: after its leading zeros are
-    counted."""
+    smallest normal, unless rounding reaches it). Cut points: after its leading zeros are
+    counted, and after it is shifted to them."""
     frac = Value.cast(frac)[:frac_bits]
     frac, z, empty = stage(frac, leading_zeros(frac, frac_bits), frac == 0)
-    aligned = (frac << (z + 1))[:frac_bits + 1]
+    aligned, z, empty = stage((frac << (z + 1))[:frac_bits + 1], z, empty)
     kept, over = _round(aligned, frac_bits + 1, f.mant + 1)
     zero = empty | (~over & (z + 1 >= f.bias))
     expo = Mux(over, f.bias - z, f.bias - 1 - z)
@@ -234,8 +242,8 @@ def fp_from_fraction(frac, frac_bits: int, f: Format, stage=_same):
 def fp_to_index(v, select, index_bits: int, frac_bits: int, stage=_same):
     """An FP32 value over ``2^select`` (``select`` signed, 8 bits) as an integer part
     saturating at ``2^index_bits - 1`` and a ``frac_bits``-bit fraction; the exponent read as
-    a signed 8-bit number; a NaN gives 0 and 0. Returns (integer part, fraction). Cut point:
-    after the shift is worked out, before the shifts."""
+    a signed 8-bit number; a NaN gives 0 and 0. Returns (integer part, fraction). Cut points:
+    after the shift is worked out, and after the shifts."""
     _, expo, mant = _split(v, FP32)
     e = (expo - FP32.bias)[:8].as_signed()
     shift = e - Value.cast(select).as_signed() - FP32.mant              # -278 .. 232
@@ -244,8 +252,10 @@ def fp_to_index(v, select, index_bits: int, frac_bits: int, stage=_same):
     top = (1 << index_bits) - 1
     big = shift >= index_bits - FP32.mant
     right = (-shift)[:9]
-    integer = Mux(big, top, (full >> right)[:index_bits])
     fs = shift + frac_bits
-    frac = Mux(shift >= 0, 0,
-               Mux(fs >= 0, (full << fs[:6])[:frac_bits], full >> (-fs)[:9]))[:frac_bits]
+    shifted, up, down, big, left, fs_up, nan = stage(
+        (full >> right)[:index_bits], (full << fs[:6])[:frac_bits], (full >> (-fs)[:9])[:frac_bits],
+        big, shift >= 0, fs >= 0, nan)
+    integer = Mux(big, top, shifted)
+    frac = Mux(left, 0, Mux(fs_up, up, down))
     return Mux(nan, 0, integer), Mux(nan, 0, frac)

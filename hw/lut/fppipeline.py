@@ -127,6 +127,11 @@ SCHEDULE = _schedule()
 FP_STAGES = SCHEDULE["end"]
 #: cycles from a sample's acceptance to its result's leaving, the output not stalled
 FP_LATENCY = FP_STAGES + 2
+#: cycles from a register write until :func:`derive_fp_config`'s values follow it
+CONFIG_DELAY = LATENCIES["sub32"] + 2
+# a run's first sample reaches the addresses' step at least this long after the last register
+# write before the run's start (which is a write of its own)
+assert CONFIG_DELAY <= SCHEDULE["address"], "the derived configuration would come too late"
 
 
 def _pow2_fp32(e):
@@ -137,14 +142,16 @@ def _pow2_fp32(e):
 
 def derive_fp_config(m, c, t):
     """What table ``t``'s FP16 configuration implies, worked out once for every lane: the
-    underflow reference (``START + 2^offset`` in FP32 for an exponential table, in the
-    adder's registers, ready seven cycles after a register write) and the slope scales in
-    FP17. The registers only change while the unit is idle, and a sample reaches the step
-    that reads these (:data:`SCHEDULE`'s ``address``) well after that. Returns ``c`` with them
-    added."""
+    underflow reference (``START + 2^offset`` in FP32 for an exponential table, through the
+    adder's registers, ready :data:`CONFIG_DELAY` cycles after a register write) and the
+    slope scales in FP17. The registers only change while the unit is idle, and a sample
+    reaches the step that reads these (:data:`SCHEDULE`'s ``address``) only after that: the
+    write of ``ctrl.start``, the input register, then the stages before it. Returns ``c`` with
+    them added."""
     stages = Stages(m, None, f"refu_{t}_")
-    start, offset = c["start"], c["offset"]
-    biased = fparith.fp_add(start, _pow2_fp32(offset), FP32, stage=stages)
+    # the adder's operands registered first: the power of two is an add and a choice deep
+    start, bias = stages(c["start"], _pow2_fp32(c["offset"]))
+    biased = fparith.fp_add(start, bias, FP32, stage=stages)
     ref_under = Signal(32, name=f"fp_refu_{t}")
     m.d.sync += ref_under.eq(Mux(c["exp"], biased, start))
     scales = {}

@@ -24,7 +24,7 @@ Timing
 ------
 The pipelined datapaths (the integer one, :class:`~hw.lut.pipeline.LutPipeline`, and the FP16
 one, :class:`~hw.lut.fppipeline.FpLutPipeline`) take one transfer per cycle in and out for
-every lane count; a result leaves ``LATENCY`` = 15 cycles (FP16: ``FP_LATENCY`` = 30) after its
+every lane count; a result leaves ``LATENCY`` = 15 cycles (FP16: ``FP_LATENCY`` = 39) after its
 sample was accepted when the output is not stalled, and backpressure stalls the whole pipeline,
 so nothing is dropped. ``serial=True`` trades this for size (:mod:`hw.lut.serial`).
 
