@@ -219,7 +219,7 @@ def test_program_replays_through_the_driver(flavor):
 
 
 def test_register_dump_must_be_complete():
-    with pytest.raises(ValueError, match="register dump lacks lut_cfg"):
+    with pytest.raises(ValueError, match="register dump lacks data_format, lut_cfg"):
         config_from_registers({}, np.zeros(65), np.zeros(257), "sdp")
 
 
