@@ -205,7 +205,7 @@ def _lut_fit(args) -> int:
     if args.json:
         doc = {"function": args.function, "flavor": fmt.flavor, "in_frac": fmt.in_frac,
                "out_frac": fmt.out_frac, "layout": res.layout, "report": r.row(),
-               "config": cfg.to_dict(), **_register_program(cfg, fmt.flavor)}
+               "config": cfg.to_dict(), **_register_program(m, writes)}
         write_file(args.json, (json.dumps(doc, indent=1) + "\n").encode())
         print(f"wrote {args.json} ({len(doc['writes'])} register writes)")
     if args.plot:
@@ -219,6 +219,7 @@ def _lut_fit_fp16(args) -> int:
     from .nvdla.lut_fit import lrn
     from .nvdla.lut_fit_fp16 import NVDLA_FP16_TABLES, fit_fp16, nvdla_baseline_fp16, plot_fp16
     from .nvdla.nvfloat import FP16, FP32, value_of
+    from .registers.lut import lut_regmap, program
 
     for option, value in (("--in-frac", args.in_frac), ("--out-frac", args.out_frac)):
         if value is not None:
@@ -273,7 +274,7 @@ def _lut_fit_fp16(args) -> int:
     if args.json:
         doc = {"function": args.function, "precision": "fp16", "flavor": "sdp",
                "layout": res.layout, "report": r.row(), "config": cfg.to_dict(),
-               **_register_program(cfg, "sdp")}
+               **_register_program(lut_regmap("sdp"), program(cfg, "sdp"))}
         write_file(args.json, (json.dumps(doc, indent=1) + "\n").encode())
         print(f"wrote {args.json} ({len(doc['writes'])} register writes)")
     if args.plot:
@@ -282,12 +283,9 @@ def _lut_fit_fp16(args) -> int:
     return 0
 
 
-def _register_program(cfg, flavor) -> dict:
-    """The LUT unit's register program for ``cfg`` (:func:`model.registers.lut.program`), as
-    the fitting tool's JSON gives it."""
-    from .registers.lut import lut_regmap, program
-
-    m, writes = lut_regmap(flavor), program(cfg, flavor)
+def _register_program(m, writes) -> dict:
+    """A register program (:func:`model.registers.lut.program`'s ``writes``, on the map
+    ``m``) as the fitting tool's JSON gives it."""
     # what firmware replays: (byte offset, 32-bit word), in order; then the same writes by
     # register and field, for reading
     return {"writes": [[m[n].offset, m[n].encode(f)] for n, f in writes],

@@ -48,17 +48,20 @@ def test_operation_matches_nvdla(op):
                            f"{a[bad[0]]:#x}, {b[bad[0]]:#x}: {got[bad[0]]:#x} != {ref[bad[0]]:#x}")
 
 
-def _recorded_config(k):
-    params, bounds, scales = (VECTORS[f"lut_{n}"][k] for n in ("params", "bounds", "scales"))
-    le_fn, off, le_sel, lo_sel, upri, opri, hpri = (int(v) for v in params)
+def _recorded_config(k, flavor="sdp"):
+    """The k-th configuration recorded for ``flavor`` (SDP's carry the priorities too)."""
+    prefix = "lut" if flavor == "sdp" else "cdp"
+    params, bounds, scales = (VECTORS[f"{prefix}_{n}"][k] for n in ("params", "bounds", "scales"))
+    le_fn, off, le_sel, lo_sel, *prio = (int(v) for v in params)
+    names = ("uflow_priority", "oflow_priority", "hybrid_priority")[:len(prio)]
+    priorities = dict(zip(names, prio, strict=True))
     return LutConfig(precision="fp16", le_function=le_fn, le_index_offset=off,
                      le_index_select=le_sel, lo_index_select=lo_sel,
                      le_start=int(bounds[0]), le_end=int(bounds[1]), lo_start=int(bounds[2]),
                      lo_end=int(bounds[3]), le_uflow_scale=int(scales[0]),
                      le_oflow_scale=int(scales[1]), lo_uflow_scale=int(scales[2]),
-                     lo_oflow_scale=int(scales[3]), le_table=VECTORS["lut_le"][k],
-                     lo_table=VECTORS["lut_lo"][k], uflow_priority=upri, oflow_priority=opri,
-                     hybrid_priority=hpri)
+                     lo_oflow_scale=int(scales[3]), le_table=VECTORS[f"{prefix}_le"][k],
+                     lo_table=VECTORS[f"{prefix}_lo"][k], **priorities)
 
 
 @pytest.mark.parametrize("k", range(len(VECTORS["lut_params"])))
@@ -86,24 +89,12 @@ def test_lut_matches_nvdla(k):
         assert np.array_equal(fraction, frac[mine])
 
 
-def _recorded_cdp_config(k):
-    params, bounds, scales = (VECTORS[f"cdp_{n}"][k] for n in ("params", "bounds", "scales"))
-    le_fn, off, le_sel, lo_sel = (int(v) for v in params)
-    return LutConfig(precision="fp16", le_function=le_fn, le_index_offset=off,
-                     le_index_select=le_sel, lo_index_select=lo_sel,
-                     le_start=int(bounds[0]), le_end=int(bounds[1]), lo_start=int(bounds[2]),
-                     lo_end=int(bounds[3]), le_uflow_scale=int(scales[0]),
-                     le_oflow_scale=int(scales[1]), lo_uflow_scale=int(scales[2]),
-                     lo_oflow_scale=int(scales[3]), le_table=VECTORS["cdp_le"][k],
-                     lo_table=VECTORS["cdp_lo"][k])
-
-
 @pytest.mark.parametrize("k", range(len(VECTORS["cdp_params"])))
 def test_cdp_lut_matches_nvdla(k):
     """CDP's FP16 LUT, each table on its own (its flags and FP17 result, here widened to
     FP32), against NVDLA's C model's lookup; the choice between them and the counters are
     the integer CDP's."""
-    cfg = _recorded_cdp_config(k)
+    cfg = _recorded_config(k, "cdp")
     x = VECTORS["cdp_x"][k]
     rec = VECTORS["cdp_result"][k]
     res = evaluate(x.astype(np.uint32).view(np.float32), cfg, "cdp")

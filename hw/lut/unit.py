@@ -53,7 +53,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from atomcube.model.nvdla.lut import COUNTERS, FLAVORS, LE_ENTRIES, LO_ENTRIES
-from atomcube.model.registers.lut import PRECISION_CODES, lut_regmap
+from atomcube.model.registers.lut import PRECISION_CODES, PRECISION_RESERVED, lut_regmap
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
@@ -301,7 +301,7 @@ class LutUnit(wiring.Component):
         code = Signal(2, init=PRECISION_CODES["int8"] if has_int else PRECISION_CODES["fp16"])
         wanted = field.w_data
         built = Mux(wanted == PRECISION_CODES["fp16"], has_fp,
-                    (wanted != 3) & has_int)
+                    (wanted != PRECISION_RESERVED) & has_int)
         write = regs.data_format.wr_stb
         with m.If(write & ~busy & built):
             m.d.sync += code.eq(wanted)
@@ -316,16 +316,15 @@ class LutUnit(wiring.Component):
         table reads and the counters' inputs to one of them. Returns the counters' inputs (per
         lane, :data:`~.arith.counted_layout`) and when they count."""
         entries = {t: c["n"] for t, c in cfg.items()}
-        built = []
         if self.serial:
-            built.append(("serial", SerialDatapath, cfg, Const(1)))
+            built = [("serial", SerialDatapath, cfg, Const(1))]
+        elif self.precision == "both":
+            built = [("pipeline", LutPipeline, cfg, ~fp_chosen),
+                     ("fp_pipeline", FpLutPipeline, fp_cfg, fp_chosen)]
+        elif self.precision == "fp16":
+            built = [("fp_pipeline", FpLutPipeline, fp_cfg, Const(1))]
         else:
-            if self.precision != "fp16":
-                built.append(("pipeline", LutPipeline, cfg, ~fp_chosen))
-            if self.precision != "int":
-                built.append(("fp_pipeline", FpLutPipeline, fp_cfg, fp_chosen))
-        if len(built) == 1:
-            built[0] = (*built[0][:3], Const(1))
+            built = [("pipeline", LutPipeline, cfg, Const(1))]
         dps = []
         for name, kind, c_all, chosen in built:
             dp = kind(lanes=self.lanes, flavor=self.flavor, cfg_layout=config_layout(c_all),

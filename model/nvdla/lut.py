@@ -398,28 +398,38 @@ def _table_out_fp(x, table, cfg, index, frac, state):
     FP17."""
     t = (cfg.le_table if table == LE else cfg.lo_table) & 0xFFFF
     n = len(t) - 1
-    name = "le" if table == LE else "lo"
     fb = FRAC_BITS["sdp"]
-    one = 31 << 10                                             # 1.0 in FP17
+    one = FP17.bias << FP17.mant                               # 1.0 in FP17
     w0 = np.where(frac == 0, one, nvfloat.from_fraction((1 << fb) - frac, fb, FP17))
     w1 = nvfloat.from_fraction(frac, fb, FP17)
     y0 = nvfloat.convert(t[index], FP16, FP17)
     y1 = nvfloat.convert(t[np.minimum(index + 1, n)], FP16, FP17)
     hit = nvfloat.add(nvfloat.mul(w0, y0, FP17), nvfloat.mul(w1, y1, FP17), FP17)
 
+    edge, slope = _fp_miss_terms(x, table, cfg, state, "sdp")
+    oor = nvfloat.add(edge, slope, FP17)
+    return nvfloat.convert(np.where(state == HIT, hit, oor), FP17, FP32)
+
+
+def _fp_miss_terms(x, table, cfg, state, flavor):
+    """What a miss adds in the FP16 pipelines, both FP17: the edge entry (entry 0 below the
+    table, N above) and ``(x - ref) * SCALE``, the difference in FP32. ``ref`` is END above
+    the table and START below it, plus 2^offset below an exponential table (its entry 0's x),
+    which CDP takes as 0 for offsets of -127 and below."""
+    t = (cfg.le_table if table == LE else cfg.lo_table) & 0xFFFF
+    name = "le" if table == LE else "lo"
     under = state == UFLOW
-    edge = nvfloat.convert(np.where(under, t[0], t[n]), FP16, FP17)
+    edge = nvfloat.convert(np.where(under, t[0], t[-1]), FP16, FP17)
     ref = np.where(under, getattr(cfg, f"{name}_start"), getattr(cfg, f"{name}_end"))
     ref = ref & 0xFFFFFFFF
     if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
-        # below an exponential table the reference is START + 2^offset (its entry 0's x)
-        bias = int(nvfloat.bits_of(2.0 ** cfg.le_index_offset, FP32))
+        off = cfg.le_index_offset
+        bias = 0 if flavor == "cdp" and off <= -127 else int(nvfloat.bits_of(2.0 ** off, FP32))
         ref = np.where(under, nvfloat.add(ref, bias, FP32), ref)
     scale = np.where(under, getattr(cfg, f"{name}_uflow_scale"),
                      getattr(cfg, f"{name}_oflow_scale")) & 0xFFFF
     run = nvfloat.convert(nvfloat.sub(x, ref, FP32), FP32, FP17)
-    oor = nvfloat.add(edge, nvfloat.mul(run, nvfloat.convert(scale, FP16, FP17), FP17), FP17)
-    return nvfloat.convert(np.where(state == HIT, hit, oor), FP17, FP32)
+    return edge, nvfloat.mul(run, nvfloat.convert(scale, FP16, FP17), FP17)
 
 
 def _index_fp_cdp(x, table, cfg: LutConfig):
@@ -456,24 +466,13 @@ def _table_out_fp_cdp(x, table, cfg, index, frac, state):
     with 2^offset taken as 0 for offsets of -127 and below)."""
     t = (cfg.le_table if table == LE else cfg.lo_table) & 0xFFFF
     n = len(t) - 1
-    name = "le" if table == LE else "lo"
     y0, y1 = t[index], t[np.minimum(index + 1, n)]
     step = nvfloat.sub(nvfloat.convert(y1, FP16, FP32), nvfloat.convert(y0, FP16, FP32), FP32)
     hit = nvfloat.add(nvfloat.mul(nvfloat.convert(step, FP32, FP17),
                                   nvfloat.from_fraction(frac, CDP_FP_FRAC_BITS, FP17), FP17),
                       nvfloat.convert(y0, FP16, FP17), FP17)
-    under = state == UFLOW
-    edge = nvfloat.convert(np.where(under, t[0], t[n]), FP16, FP17)
-    ref = np.where(under, getattr(cfg, f"{name}_start"), getattr(cfg, f"{name}_end"))
-    ref = ref & 0xFFFFFFFF
-    if table == LE and cfg.le_function == LeFunction.EXPONENTIAL:
-        off = cfg.le_index_offset
-        bias = int(nvfloat.bits_of(2.0 ** off, FP32)) if off > -127 else 0
-        ref = np.where(under, nvfloat.add(ref, bias, FP32), ref)
-    scale = np.where(under, getattr(cfg, f"{name}_uflow_scale"),
-                     getattr(cfg, f"{name}_oflow_scale")) & 0xFFFF
-    run = nvfloat.convert(nvfloat.sub(x, ref, FP32), FP32, FP17)
-    oor = nvfloat.add(nvfloat.mul(run, nvfloat.convert(scale, FP16, FP17), FP17), edge, FP17)
+    edge, slope = _fp_miss_terms(x, table, cfg, state, "cdp")
+    oor = nvfloat.add(slope, edge, FP17)                      # (the product first)
     return nvfloat.convert(np.where(state == HIT, hit, oor), FP17, FP32)
 
 

@@ -18,7 +18,7 @@ from atomcube.model.nvdla.lut import COUNTERS, FLAVORS, LE, LO, LutConfig
 from atomcube.model.regmap import Field, RegisterMap, reg
 
 __all__ = ["lut_regmap", "program", "config_from_registers", "LUT_SDP", "LUT_CDP",
-           "PRECISION_CODES"]
+           "PRECISION_CODES", "PRECISION_RESERVED"]
 
 _BOUNDS = ("le_start", "le_end", "lo_start", "lo_end")
 
@@ -59,8 +59,9 @@ def _counter_registers(flavor: str):
 
 
 #: ``data_format.proc_precision``'s codes (NVDLA's): 0 and 1 (int8, int16) choose the integer
-#: pipeline, 2 the FP16 one; 3 is reserved
+#: pipeline, 2 the FP16 one; :data:`PRECISION_RESERVED` is refused
 PRECISION_CODES = {"int8": 0, "int16": 1, "fp16": 2}
+PRECISION_RESERVED = 3
 
 
 def _config_registers(flavor: str):
@@ -182,9 +183,9 @@ def config_from_registers(words: dict, le_table, lo_table, flavor: str) -> LutCo
         raise ValueError(f"register dump lacks {', '.join(missing)}")
     f = {name: m[name].decode(words[name]) for name in words if name in names}
     code = f["data_format"]["proc_precision"]
-    if code == 3:
-        raise ValueError("data_format.proc_precision: 3 is reserved (0 or 1: the integer "
-                         "pipeline, 2: FP16)")
+    if code == PRECISION_RESERVED:
+        raise ValueError(f"data_format.proc_precision: {PRECISION_RESERVED} is reserved (0 or "
+                         f"1: the integer pipeline, 2: FP16)")
     kw = dict(
         precision="fp16" if code == PRECISION_CODES["fp16"] else "int",
         le_table=np.asarray(le_table), lo_table=np.asarray(lo_table),

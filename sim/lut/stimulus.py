@@ -1,12 +1,12 @@
-"""What the LUT unit's benches send to its FP16 pipeline (sim/lut/test_lut.py, and
-tests/test_lut_unit.py at the Amaranth level): random configurations with the FP16 corner
+"""What the LUT unit's cocotb bench (sim/lut/test_lut.py) sends to its FP16 pipeline: random
+configurations with the FP16 corner
 cases in their tables, bounds and scales, and samples around every edge a configuration has.
-All values are bit patterns: FP16 ones as int16, FP32 ones as uint32."""
+All values are bit patterns (unsigned), as :class:`~model.nvdla.lut.LutConfig` takes them."""
 
 import numpy as np
 
 from atomcube.model.nvdla.lut import LE_ENTRIES, LO_ENTRIES, LutConfig
-from atomcube.model.nvdla.nvfloat import FP16, FP32, bits_of
+from atomcube.model.nvdla.nvfloat import FP16, FP32, bits_of, value_of
 
 __all__ = ["FP16_SPECIALS", "FP32_SPECIALS", "random_fp16_config", "fp16_samples"]
 
@@ -21,11 +21,11 @@ FP32_SPECIALS = (0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7
 
 
 def _fp16_entries(rng, n):
-    """``n`` FP16 patterns (int16): mostly numbers in [-8, 8], some specials."""
+    """``n`` FP16 patterns: mostly numbers in [-8, 8], some specials."""
     v = bits_of((rng.random(n) * 16 - 8).astype(np.float32), FP16)
     special = rng.random(n) < 0.04
     v[special] = rng.choice(FP16_SPECIALS, int(special.sum()))
-    return np.where(v >= 0x8000, v - 0x10000, v)
+    return v
 
 
 def _fp32(value):
@@ -46,7 +46,6 @@ def random_fp16_config(rng) -> LutConfig:
         return int(rng.integers(a, b + 1) if rng.random() < 0.8 else rng.integers(lo, hi + 1))
 
     exp = rng.random() < 0.4
-    as16 = lambda v: v - 0x10000 if v >= 0x8000 else v
     return LutConfig(
         precision="fp16",
         le_table=_fp16_entries(rng, LE_ENTRIES), lo_table=_fp16_entries(rng, LO_ENTRIES),
@@ -55,8 +54,8 @@ def random_fp16_config(rng) -> LutConfig:
         le_index_select=small_or_any(-128, 127, -8, 4),
         lo_index_select=small_or_any(-128, 127, -8, 4),
         le_start=bound(), le_end=bound(), lo_start=bound(), lo_end=bound(),
-        **{f"{t}_{s}_scale": as16(int(rng.choice(FP16_SPECIALS)) if rng.random() < 0.1 else
-                                  int(bits_of(np.float32(rng.uniform(-4, 4)), FP16)))
+        **{f"{t}_{s}_scale": (int(rng.choice(FP16_SPECIALS)) if rng.random() < 0.1 else
+                              int(bits_of(np.float32(rng.uniform(-4, 4)), FP16)))
            for t in ("le", "lo") for s in ("uflow", "oflow")},
         uflow_priority=int(rng.integers(0, 2)), oflow_priority=int(rng.integers(0, 2)),
         hybrid_priority=int(rng.integers(0, 2)))
@@ -67,7 +66,7 @@ def fp16_samples(rng, cfg: LutConfig, count: int) -> np.ndarray:
     neighbours, entries' positions of both tables (first, second, last, past the last), the
     octaves of an exponential table, and ``count`` random ones (numbers and patterns)."""
     xs = list(FP32_SPECIALS)
-    f32 = lambda bits: float(np.uint32(bits & 0xFFFFFFFF).view(np.float32))
+    f32 = lambda bits: float(value_of(bits & 0xFFFFFFFF, FP32))
     for name in ("le_start", "le_end", "lo_start", "lo_end"):
         b = getattr(cfg, name) & 0xFFFFFFFF
         xs += [b, (b + 1) & 0xFFFFFFFF, (b - 1) & 0xFFFFFFFF]
