@@ -99,6 +99,24 @@ def _pair(text: str) -> tuple[int, int]:
 
 # -- atomcube regs --------------------------------------------------------------------------------
 
+def _configs(args) -> int:
+    from .nvdla.config import CONFIGS, FEATURES
+
+    if args.json:
+        print(json.dumps({n: c.describe() for n, c in CONFIGS.items()}, indent=1))
+        return 0
+    rows = []
+    for c in CONFIGS.values():
+        kpg = "/".join(str(c.kernels_per_group(p)) for p in ("int8", "int16") if
+                       p in c.precisions or p == "int8")
+        rows.append((c.name, ", ".join(c.precisions), c.atomic_c, c.atomic_k, kpg,
+                     c.memory_atom, c.weight_align, c.memif_bits,
+                     ", ".join(f for f in FEATURES if getattr(c, f)) or "-"))
+    print(table(("config", "precisions", "atomic C", "atomic K", "kernels/group",
+                 "atom bytes", "weight pad", "memif bits", "features"), rows))
+    return 0
+
+
 def _regs(args) -> int:
     from .registers import MAPS
 
@@ -312,11 +330,13 @@ MANIFEST = {"format": "atomcube-nvdla-weights", "version": 1}
 
 def _derived(spec) -> dict:
     """The manifest fields that follow from a weight spec: written by pack, checked by unpack."""
+    from .nvdla.weights import ADDRESS_ALIGN
+
     return {"laid_shape": list(spec.laid_shape), "groups": spec.groups,
             "kernels_per_group": spec.kernels_per_group, "sets": spec.sets,
             "element_bytes": spec.element_bytes, "bytes_per_kernel": spec.bytes_per_kernel,
             "dense_bytes": spec.dense_bytes, "image_bytes": spec.image_bytes,
-            "alignment": {"address": 256, "size": 128}}
+            "alignment": {"address": ADDRESS_ALIGN, "size": spec.config.weight_align}}
 
 
 def _weights_pack(args) -> int:
@@ -333,11 +353,14 @@ def _weights_pack(args) -> int:
         raise WeightError("kernels", f"must be OIHW (K, C, R, S), rank 4; {args.kernel} holds "
                                      f"rank {kernels.ndim}, shape {kernels.shape}")
     spec = WeightSpec(args.mode, args.precision, kernels.shape, args.stride or (1, 1),
-                      args.pixel_channels, args.post_extension, args.scale)
+                      args.pixel_channels, args.post_extension, args.scale, args.config)
+    if args.compress:
+        spec.config.require("compression", "--compress")
     check_size(spec.image_bytes, str(args.kernel), "the weight image")
     kernels = spec.prepare(kernels)       # dtype and range errors before any progress line
     t0 = time.perf_counter()
-    step(f"laying out {kernels.size:,} weights ({args.mode}, {args.precision}) ...")
+    step(f"laying out {kernels.size:,} weights ({args.mode}, {args.precision}, "
+         f"{spec.config.name}) ...")
     image = spec.layout(kernels)
     packed = None
     if args.compress:
@@ -400,7 +423,7 @@ def _weights_unpack(args) -> int:
         if not same_json(manifest.get(k), v):
             raise FormatError(f"{mpath}: {k}", f"must be {json.dumps(v)}, not "
                                                f"{json.dumps(manifest.get(k))}")
-    keys = list(WeightSpec("dc", "int8", (1, 1, 1, 1)).to_dict())
+    keys = list(WeightSpec("dc", "int8", (1, 1, 1, 1)).to_dict())      # config among them
     spec = from_record(WeightSpec, {k: manifest[k] for k in keys if k in manifest}, str(mpath))
     for k, v in _derived(spec).items():
         if not same_json(manifest.get(k), v):
@@ -517,7 +540,7 @@ def _layout_format(args, shape, element: str | None = None):
         from .nvdla.feature import FeatureFormat
 
         return FeatureFormat(element or args.precision or "int8", shape, args.line_stride,
-                             args.surface_stride, args.cube_stride, args.fill)
+                             args.surface_stride, args.cube_stride, args.fill, args.config)
     if args.format == "nvdla-pixel":
         from .nvdla.pixel import PixelImage
 
@@ -687,7 +710,16 @@ def _layout_explain(args) -> int:
     return 0
 
 
+def _config_option(p):
+    from .nvdla.config import CONFIGS, DEFAULT
+
+    p.add_argument("--config", choices=tuple(CONFIGS), default=DEFAULT,
+                   help=f"NVDLA configuration whose atoms and groups the layout uses (default "
+                        f"{DEFAULT}; 'atomcube configs' lists them)")
+
+
 def _layout_options(p):
+    _config_option(p)
     p.add_argument("--precision", help="NVDLA feature data element type: int8, int16 or fp16 "
                                        "(default: the tensor's own)")
     p.add_argument("--line-stride", type=_at_least(1), help="NVDLA: bytes per line "
@@ -759,7 +791,7 @@ def _dma_compile(args) -> int:
     elif args.format == "nvdla-weights":
         from .nvdla.weights import WeightSpec
 
-        spec = WeightSpec("dc", args.precision or "int8", shape)
+        spec = WeightSpec("dc", args.precision or "int8", shape, config=args.config)
         check_size(spec.image_bytes, "--shape", "the weight image")
         prog = comp.nvdla_weights(spec, args.dense, args.image, args.unpack)
     else:
@@ -899,6 +931,16 @@ def build_parser() -> argparse.ArgumentParser:
                                               "line on stderr and exit status 2, nothing "
                                               "written.")
     sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("configs", help="the NVDLA configurations the formats follow",
+                       description="List NVDLA's configurations (nv_small ... nv_full) with the "
+                                   "parameters that shape the memory formats: atomic C (weight "
+                                   "chunk channels), atomic K (kernels per int8 group; "
+                                   "int16/fp16 groups hold half), the memory atom (feature data "
+                                   "atom bytes), the weight surface padding, and the optional "
+                                   "features each has.")
+    p.add_argument("--json", action="store_true", help="every parameter as JSON")
+    p.set_defaults(func=_configs, prog=p.prog)
+
     p = sub.add_parser("regs", help="print or write register maps (Markdown, C header, JSON)",
                        description="Print a register map, or write every format to --out.")
     p.add_argument("maps", nargs="*", metavar="MAP", help="map names (default: all)")
@@ -969,6 +1011,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="image mode: channel post-extension factor (default 1: none)")
     p.add_argument("--scale", type=_finite, help="Winograd: scale G g G^T before the cast")
     p.add_argument("--compress", action="store_true", help="sparse-compress (WMB, WGS)")
+    _config_option(p)
     p.add_argument("--base", type=_u32, default=0, metavar="ADDR",
                    help="with --compress: where the surfaces start in the manifest's "
                         "decompressor job (default 0; rounded up to 256)")

@@ -151,11 +151,16 @@ def same_json(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+#: fields a record may leave out, the object's default then applying (a record without
+#: ``config`` describes nv_full's format)
+OPTIONAL_FIELDS = ("config",)
+
+
 def from_record(cls, d: dict, where: str, extra: Iterable[str] = ()):
-    """``cls.from_dict(d)``, strictly: every field ``to_dict`` writes must be there, no other
-    (but ``extra``), and each must be what the object built from them gives back, so that a
-    hand-edited derived field (a stride, a plane offset) is refused rather than ignored.
-    ``where`` names the file in messages."""
+    """``cls.from_dict(d)``, strictly: every field ``to_dict`` writes must be there (but
+    :data:`OPTIONAL_FIELDS`), no other (but ``extra``), and each must be what the object built
+    from them gives back, so that a hand-edited derived field (a stride, a plane offset) is
+    refused rather than ignored. ``where`` names the file in messages."""
     try:
         obj = cls.from_dict(d)
     except KeyError as e:
@@ -170,6 +175,8 @@ def from_record(cls, d: dict, where: str, extra: Iterable[str] = ()):
         raise FormatError(where, f"unknown field {unknown[0]!r}")
     for k, v in want.items():
         if k not in d:
+            if k in OPTIONAL_FIELDS:
+                continue
             raise FormatError(where, f"missing field {k!r}")
         if not same_json(d[k], v):
             raise FormatError(f"{where}: {k}", f"is {json.dumps(d[k])}, but the other fields "

@@ -25,7 +25,7 @@ import numpy as np
 from ..dmp.layout import DTYPES as DMP_DTYPES
 from ..dmp.layout import DmpLayout
 from ..errors import FormatError
-from ..nvdla.feature import ATOM, FeatureFormat
+from ..nvdla.feature import FeatureFormat
 from ..nvdla.weights import WeightSpec
 from ..sophgo.local import LocalTensor
 from .descriptor import MAX_DIMS, Descriptor, Dim, Program
@@ -117,16 +117,16 @@ def dense_transpose(shape, element_bytes: int, dense: int, image: int,
 
 
 def nvdla_feature(fmt: FeatureFormat, dense: int, image: int, unpack: bool = False) -> Program:
-    """Dense NCHW at ``dense`` <-> NVDLA feature data at ``image`` (32-byte atoms, the format's
-    line, surface and cube strides; channel padding written with ``fmt.fill``). Bytes between
-    lines, surfaces and cubes are not written."""
+    """Dense NCHW at ``dense`` <-> NVDLA feature data at ``image`` (the configuration's atoms,
+    the format's line, surface and cube strides; channel padding written with ``fmt.fill``).
+    Bytes between lines, surfaces and cubes are not written."""
     n, c, h, w = fmt.shape
     eb, cpa = fmt.element_bytes, fmt.channels_per_atom
     full, rem = divmod(c, cpa)
     hw = h * w * eb
 
     def dims(surfaces, valid):
-        return [(cpa, valid, hw, eb), (w, w, eb, ATOM), (h, h, w * eb, fmt.line_stride),
+        return [(cpa, valid, hw, eb), (w, w, eb, fmt.atom), (h, h, w * eb, fmt.line_stride),
                 (surfaces, surfaces, cpa * hw, fmt.surface_stride),
                 (n, n, c * hw, fmt.cube_stride)]
     pieces: list[Piece] = []

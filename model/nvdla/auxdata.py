@@ -1,8 +1,9 @@
 """NVDLA auxiliary data for SDP: bias, PReLU, batch-norm and element-wise operands.
 
-NVDLA data format guide's rule: these formats do not use 32-byte atoms but
+NVDLA data format guide's rule: these formats do not use the feature data atom but
 ``BytesPerAtom = ElementPerAtom * ComponentsPerElement * BytesPerComponent``, where
-ElementPerAtom is 32 for an INT8 processing precision and 16 for INT16/FP16; components are 1
+ElementPerAtom is the configuration's atomic K for an INT8 processing precision and half of it for
+INT16/FP16 (32 and 16 on nv_full, 8 on nv_small); components are 1
 (bias, PReLU, element-wise with ALU or MUL), or 2 (batch-norm: the addend and the multiplier,
 always packed together; element-wise with both ALU and MUL); BytesPerComponent is the DATA_SIZE,
 1 or 2 bytes (fp16 always 2).
@@ -11,7 +12,10 @@ always packed together; element-wise with both ALU and MUL); BytesPerComponent i
 - Per channel: a 1x1xC run of elements from the start address, channels padded to a whole
   atom (the project pads with zeros so the DMA reads whole atoms).
 - Per element (bias, element-wise): a W x H x C cube of such atoms, scanned like feature data
-  (atom -> W -> H -> channel surface), with line and surface strides, 32-byte aligned.
+  (atom -> W -> H -> channel surface), with line and surface strides aligned to the
+  configuration's memory atom (32 bytes on nv_full).
+
+Element-wise operands exist only in configurations with SDP's element-wise unit (not nv_small).
 
 Tensors: per channel (C,) or (C, k) for k components; per element (C, H, W) or (C, H, W, k).
 """
@@ -23,13 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FormatError
+from .config import NvdlaConfig
+from .config import config as _config
 
 USES = {"bias": 1, "prelu": 1, "batchnorm": 2, "eltwise": 1, "eltwise_both": 2}
 SCOPES = {"bias": ("layer", "channel", "element"), "prelu": ("channel",),
           "batchnorm": ("layer", "channel"), "eltwise": ("element",),
           "eltwise_both": ("element",)}
-PROC = {"int8": 32, "int16": 16, "fp16": 16}          #: ElementPerAtom
-ALIGN = 32
+PROC = ("int8", "int16", "fp16")          #: SDP processing precisions
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,8 @@ class AuxFormat:
     proc        SDP processing precision: int8, int16 or fp16.
     data_bytes  bytes per component (DATA_SIZE): 1 or 2; fp16 is always 2.
     shape       (C,) per channel, (C, H, W) per element.
-    line_stride, surface_stride: per element only (default packed)."""
+    line_stride, surface_stride: per element only (default packed).
+    config      the NVDLA configuration (a name or an ``NvdlaConfig``; default nv_full)."""
 
     use: str
     scope: str
@@ -48,8 +54,11 @@ class AuxFormat:
     shape: tuple
     line_stride: int | None = None
     surface_stride: int | None = None
+    config: NvdlaConfig | str | None = None
 
     def __post_init__(self):
+        cfg = _config(self.config)
+        object.__setattr__(self, "config", cfg)
         if self.use not in USES:
             raise FormatError("use", f"must be one of {', '.join(USES)}, not {self.use!r}")
         if self.scope not in SCOPES[self.use]:
@@ -57,6 +66,9 @@ class AuxFormat:
                                        f", not per {self.scope}")
         if self.proc not in PROC:
             raise FormatError("proc", f"must be int8, int16 or fp16, not {self.proc!r}")
+        cfg.check_precision(self.proc, "proc")
+        if self.use.startswith("eltwise"):
+            cfg.require("sdp_eltwise", "use")
         if self.data_bytes not in (1, 2):
             raise FormatError("data_bytes", f"must be 1 or 2, not {self.data_bytes}")
         if self.proc == "fp16" and self.data_bytes != 2:
@@ -71,15 +83,17 @@ class AuxFormat:
         object.__setattr__(self, "shape", shape)
         if self.scope == "element":
             c, h, w = shape
-            # packed lines, rounded up to the 32-byte stride alignment (16-byte atoms exist:
-            # INT16 processing with 1-byte components)
+            # packed lines, rounded up to the stride alignment (atoms smaller than the memory
+            # atom exist: INT16 processing with 1-byte components)
+            align = cfg.memory_atom
             line = self.line_stride if self.line_stride is not None else \
-                -(-w * self.atom_bytes // ALIGN) * ALIGN
+                -(-w * self.atom_bytes // align) * align
             surf = self.surface_stride if self.surface_stride is not None else h * line
             for name, v, least in (("line_stride", line, w * self.atom_bytes),
                                    ("surface_stride", surf, (h - 1) * line + w * self.atom_bytes)):
-                if v % ALIGN:
-                    raise FormatError(name, f"{v} is not a multiple of {ALIGN} bytes")
+                if v % align:
+                    raise FormatError(name, f"{v} is not a multiple of {cfg.name}'s {align}-byte "
+                                            f"memory atom")
                 if v < least:
                     raise FormatError(name, f"{v} bytes is below the {least} needed")
             object.__setattr__(self, "line_stride", line)
@@ -93,7 +107,7 @@ class AuxFormat:
 
     @property
     def elements_per_atom(self) -> int:
-        return PROC[self.proc]
+        return self.config.kernels_per_group(self.proc)
 
     @property
     def atom_bytes(self) -> int:

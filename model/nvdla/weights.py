@@ -2,7 +2,10 @@
 
 The rules are those docs/weights.md states (NVDLA's data format guide, with every ordering and
 corner case its lost figures showed pinned down); section names below follow it. Everything is
-vectorised numpy.
+vectorised numpy. The guide's figures are nv_full's; a spec's ``config`` (``model.nvdla.config``)
+scales them: chunks of atomic C channels, groups of atomic K kernels (half for int16/fp16),
+the dense surface padded to the configuration's weight alignment. Compression and Winograd
+exist only where the configuration has them.
 
 A kernel tensor is OIHW: (K, C, R, S), K kernels of C channels, R rows, S columns.
 
@@ -26,6 +29,8 @@ import numpy as np
 
 from ..errors import FormatError, check_shape
 from ..parallel import run as _parallel
+from .config import ConfigError, NvdlaConfig
+from .config import config as _config
 
 # --- constants from NVDLA's data format guide --------------------------------------------------
 
@@ -33,9 +38,8 @@ from ..parallel import run as _parallel
 PRECISIONS = {"int8": (np.dtype("<i1"), 1), "int16": (np.dtype("<i2"), 2),
               "fp16": (np.dtype("<f2"), 2)}
 MODES = ("dc", "image", "winograd", "deconv")
-CHUNK_ELEMENTS = 64          #: channels per 1x1xC' small cube (64 bytes int8, 128 int16/fp16)
 WINOGRAD_CUBE = 4            #: 4x4x4 element cubes
-SIZE_ALIGN = 128             #: every surface is padded to a multiple of 128 bytes
+SIZE_ALIGN = 128             #: compressed surfaces (weight, WMB, WGS) pad to 128 bytes
 ADDRESS_ALIGN = 256          #: weight, WMB and WGS surfaces start on 256-byte boundaries
 WGS_BYTES = 4                #: one little-endian uint32 per kernel group
 
@@ -48,13 +52,9 @@ class WeightError(FormatError):
     """Bad input to the weight tools. The message names the field and the rule it breaks."""
 
 
-#: kernels per group by element size: 32 for int8, 16 for int16 and fp16
+#: kernels per group by element size in the configurations with compression (nv_full): the
+#: sparse weight decompressor's groups
 KERNELS_PER_GROUP = {1: 32, 2: 16}
-
-
-def kernels_per_group(precision: str) -> int:
-    """32 kernels per group for int8, 16 for int16 and fp16."""
-    return KERNELS_PER_GROUP[PRECISIONS[precision][1]]
 
 
 def pad_to(n: int, align: int) -> int:
@@ -75,6 +75,7 @@ class WeightSpec:
     pixel_channels  image mode: the pixel format's channel count C is padded to (default C).
     post_extension  image mode: channel post-extension factor 1, 2 or 4.
     scale           Winograd: factor applied to G g G^T (float32) before the cast.
+    config          the NVDLA configuration (a name or an ``NvdlaConfig``; default nv_full).
     """
 
     mode: str
@@ -84,13 +85,19 @@ class WeightSpec:
     pixel_channels: int | None = None
     post_extension: int = 1
     scale: float | None = None
+    config: NvdlaConfig | str | None = None
 
     def __post_init__(self):
+        cfg = _config(self.config)
+        object.__setattr__(self, "config", cfg)
         if self.mode not in MODES:
             raise WeightError("mode", f"must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode == "winograd":
+            cfg.require("winograd", "mode")
         if self.precision not in PRECISIONS:
             raise WeightError("precision", f"must be one of {', '.join(PRECISIONS)}, "
                               f"not {self.precision!r}")
+        cfg.check_precision(self.precision)
         shape = check_shape(self.shape, "KCRS", error=WeightError)
         object.__setattr__(self, "shape", shape)
         stride = tuple(int(v) for v in self.stride)
@@ -116,10 +123,11 @@ class WeightSpec:
                 raise WeightError("post_extension", "is available for image input weights only "
                                   "(NVDLA's data format guide: not supported for DC, Winograd, "
                                   "deconvolution)")
-            limit = 32 if p == 2 else 16
+            limit = cfg.atomic_c // p
             if self.pre_channels > limit:
                 raise WeightError("post_extension", f"factor {p} needs C' <= {limit} after "
-                                  f"pre-extension; C' = {self.pre_channels}")
+                                  f"pre-extension (p x C' within {cfg.name}'s {cfg.atomic_c}-"
+                                  f"channel chunk); C' = {self.pre_channels}")
         if self.scale is not None:
             if self.mode != "winograd":
                 raise WeightError("scale", "applies to Winograd weights only")
@@ -141,7 +149,12 @@ class WeightSpec:
 
     @property
     def kernels_per_group(self) -> int:
-        return kernels_per_group(self.precision)
+        return self.config.kernels_per_group(self.precision)
+
+    @property
+    def chunk_elements(self) -> int:
+        """Channels per 1x1xC' small cube: the configuration's atomic C."""
+        return self.config.atomic_c
 
     @property
     def sets(self) -> int:
@@ -164,7 +177,7 @@ class WeightSpec:
             p = self.post_extension
             return (k, self.pre_channels * p, -(-r // p), 1)
         if self.mode == "winograd":
-            cpad = pad_to(c, 32 // self.element_bytes)
+            cpad = pad_to(c, self.config.channels_per_atom(self.precision))
             return (k, cpad * sx * sy, WINOGRAD_CUBE, WINOGRAD_CUBE)
         if self.mode == "deconv":
             return (k, c, -(-r // sy), -(-s // sx))
@@ -202,7 +215,7 @@ class WeightSpec:
 
     @property
     def elements(self) -> int:
-        """Elements of the image before the 128-byte padding."""
+        """Elements of the image before the padding to the weight alignment."""
         return self.shape[0] * self.kernel_elements * self.sets
 
     @property
@@ -211,18 +224,21 @@ class WeightSpec:
 
     @property
     def image_bytes(self) -> int:
-        """Size of the dense weight surface: dense bytes padded to 128."""
-        return pad_to(self.dense_bytes, SIZE_ALIGN)
+        """Size of the dense weight surface: dense bytes padded to the configuration's weight
+        alignment (128 bytes on nv_full)."""
+        return pad_to(self.dense_bytes, self.config.weight_align)
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "precision": self.precision, "shape": list(self.shape),
                 "stride": list(self.stride), "pixel_channels": self.pixel_channels,
-                "post_extension": self.post_extension, "scale": self.scale}
+                "post_extension": self.post_extension, "scale": self.scale,
+                "config": self.config.to_json()}
 
     @classmethod
     def from_dict(cls, d: dict) -> WeightSpec:
         return cls(d["mode"], d["precision"], tuple(d["shape"]), tuple(d.get("stride", (1, 1))),
-                   d.get("pixel_channels"), d.get("post_extension", 1), d.get("scale"))
+                   d.get("pixel_channels"), d.get("post_extension", 1), d.get("scale"),
+                   d.get("config"))
 
     # the two directions -----------------------------------------------------------------------
 
@@ -236,7 +252,7 @@ class WeightSpec:
         return _convert(a, self.precision, "kernels")
 
     def layout(self, kernels) -> WeightImage:
-        """Lay OIHW kernels out as NVDLA weight memory (dense, padded to 128 bytes)."""
+        """Lay OIHW kernels out as NVDLA weight memory (dense, padded to the weight alignment)."""
         w = self.prepare(kernels)
         src = self._scan_kernels(w)
         flat = np.empty(self.image_bytes // self.element_bytes, dtype=self.dtype)
@@ -274,8 +290,9 @@ class WeightSpec:
             # channel c' = s * C + c holds weight (r, s, c): (K, S, C, R) -> (K, S*C, R, 1)
             return w.transpose(0, 3, 1, 2).reshape(k, s * pc, r, 1)
         if self.mode == "winograd":
-            return winograd_transform(winograd_extend(w, self.stride, self.element_bytes),
-                                      self.precision, self.scale)
+            return winograd_transform(
+                winograd_extend(w, self.stride, self.element_bytes, self.config.memory_atom),
+                self.precision, self.scale)
         if self.mode == "deconv":
             return deconv_split(w, self.stride)
         return w
@@ -292,22 +309,24 @@ class WeightSpec:
 
     def _pieces(self, scan: np.ndarray, flat: np.ndarray):
         """(kernel view, image view) pairs covering the dense image."""
+        kpg, chunk = self.kernels_per_group, self.chunk_elements
         if self.mode == "winograd":
-            return _winograd_pieces(scan, flat, self.kernels_per_group)
+            return _winograd_pieces(scan, flat, kpg)
         if self.mode == "image" and self.post_extension > 1:
-            return _post_extension_pieces(scan, flat, self.kernels_per_group, self.post_extension)
+            return _post_extension_pieces(scan, flat, kpg, self.post_extension)
         if self.mode == "deconv":
             pieces, per_set = [], self.shape[0] * self.kernel_elements
             for i in range(self.sets):
                 pieces += _dc_pieces(scan[i, :, :, ::-1, ::-1],
-                                     flat[i * per_set:(i + 1) * per_set], self.kernels_per_group)
+                                     flat[i * per_set:(i + 1) * per_set], kpg, chunk)
             return pieces
-        return _dc_pieces(scan, flat, self.kernels_per_group)
+        return _dc_pieces(scan, flat, kpg, chunk)
 
 
 @dataclass(frozen=True)
 class WeightImage:
-    """A dense weight image: ``data`` is the weight surface (uint8, padded to 128 bytes)."""
+    """A dense weight image: ``data`` is the weight surface (uint8, padded to the
+    configuration's weight alignment)."""
 
     spec: WeightSpec
     data: np.ndarray
@@ -366,14 +385,15 @@ def _as_bytes(a, field: str) -> np.ndarray:
     return a.view(np.uint8) if a.dtype != np.uint8 else a
 
 
-def winograd_extend(w: np.ndarray, stride, element_bytes: int) -> np.ndarray:
-    """Pad channels to 32 bytes, then (stride > 1) fold the kernel into a 3x3 one with
-    C * sx * sy channels: weight (r, s, c) goes to row r div sy, column s div sx, channel
-    ((r mod sy) * sx + (s mod sx)) * C + c (the project's order; weights.md leaves it open).
+def winograd_extend(w: np.ndarray, stride, element_bytes: int, atom: int = 32) -> np.ndarray:
+    """Pad channels to a whole ``atom`` bytes (the memory atom), then (stride > 1) fold the
+    kernel into a 3x3 one with C * sx * sy channels: weight (r, s, c) goes to row r div sy,
+    column s div sx, channel ((r mod sy) * sx + (s mod sx)) * C + c (the project's order;
+    weights.md leaves it open).
     Rows and columns beyond R and S are zero."""
     k, c, r, s = w.shape
     sx, sy = stride
-    cp = pad_to(c, 32 // element_bytes)
+    cp = pad_to(c, atom // element_bytes)
     out = np.zeros((k, cp, 3 * sy, 3 * sx), dtype=w.dtype)
     out[:, :c, :r, :s] = w
     return out.reshape(k, cp, 3, sy, 3, sx).transpose(0, 3, 5, 1, 2, 4).reshape(k, sy * sx * cp,
@@ -454,11 +474,11 @@ def _kernel_blocks(scan: np.ndarray, kpg: int):
         yield full * kpg, 1, k % kpg
 
 
-def _dc_pieces(scan: np.ndarray, flat: np.ndarray, kpg: int):
+def _dc_pieces(scan: np.ndarray, flat: np.ndarray, kpg: int, chunk: int):
     """Direct convolution: group, channel chunk, R, S, kernel in group, element in chunk.
-    Chunks are 64 elements; the last holds C mod 64 and is not padded."""
+    Chunks are ``chunk`` (atomic C) elements; the last holds C mod chunk and is not padded."""
     k, c, r, s = scan.shape
-    full_chunks, rem = divmod(c, CHUNK_ELEMENTS)
+    full_chunks, rem = divmod(c, chunk)
     pieces, pos = [], 0
     for k0, g, kg in _kernel_blocks(scan, kpg):
         ker = _split_view(scan[k0:k0 + g * kg], (g, kg, c, r, s))
@@ -466,16 +486,16 @@ def _dc_pieces(scan: np.ndarray, flat: np.ndarray, kpg: int):
         img = _split_view(flat[pos:pos + g * per_group], (g, per_group))
         col = 0
         if full_chunks:
-            n = full_chunks * CHUNK_ELEMENTS * r * s * kg
-            kv = ker[:, :, :full_chunks * CHUNK_ELEMENTS]
-            kv = _split_view(kv, (g, kg, full_chunks, CHUNK_ELEMENTS, r, s))
+            n = full_chunks * chunk * r * s * kg
+            kv = ker[:, :, :full_chunks * chunk]
+            kv = _split_view(kv, (g, kg, full_chunks, chunk, r, s))
             kv = kv.transpose(0, 2, 4, 5, 1, 3)
-            iv = _split_view(img[:, col:col + n], (g, full_chunks, r, s, kg, CHUNK_ELEMENTS))
+            iv = _split_view(img[:, col:col + n], (g, full_chunks, r, s, kg, chunk))
             pieces.append((kv, iv))
             col += n
         if rem:
             n = rem * r * s * kg
-            kv = ker[:, :, full_chunks * CHUNK_ELEMENTS:].transpose(0, 3, 4, 1, 2)
+            kv = ker[:, :, full_chunks * chunk:].transpose(0, 3, 4, 1, 2)
             iv = _split_view(img[:, col:col + n], (g, r, s, kg, rem))
             pieces.append((kv, iv))
         pos += g * per_group
@@ -484,7 +504,7 @@ def _dc_pieces(scan: np.ndarray, flat: np.ndarray, kpg: int):
 
 def _post_extension_pieces(scan: np.ndarray, flat: np.ndarray, kpg: int, p: int):
     """Image weights with channel post-extension p: row r of the pre-extended kernel becomes
-    row r div p, channel (r mod p) * C' + c'. C'' = p*C' <= 64, one chunk, so the order is
+    row r div p, channel (r mod p) * C' + c'. C'' = p*C' fits one chunk, so the order is
     group, folded row, kernel, channel; the last row holds (R mod p) * C' channels."""
     k, cp, r, _ = scan.shape
     full_rows, rem = divmod(r, p)
@@ -621,6 +641,7 @@ def compress(image: WeightImage) -> CompressedWeights:
     """WMB (one bit per element, 1 = non-zero, little-endian bit string over all groups),
     packed non-zero elements, WGS (compressed bytes per group); each padded to 128 bytes."""
     spec = image.spec
+    spec.config.require("compression")
     elems = image.elements()
     mask = elems != 0
     packed = np.concatenate(_parallel(lambda a, b: np.extract(mask[a:b], elems[a:b]),
@@ -634,6 +655,7 @@ def decompress(weight, wmb, wgs, spec: WeightSpec) -> np.ndarray:
     """The dense weight surface (padded to 128 bytes) from the three compressed surfaces.
     Raises WeightError on any inconsistency the hardware also reports: a group whose mask
     popcount disagrees with its WGS, WGS totals beyond the weight surface, a surface too short."""
+    spec.config.require("compression")
     weight = _as_bytes(weight, "weight")
     wmb = _as_bytes(wmb, "wmb")
     wgs = _as_bytes(wgs, "wgs")
@@ -766,6 +788,10 @@ def plan_job(packed: CompressedWeights, base: int = 0, dst: bool | int = False,
     if not 0 <= base < 1 << address_bits:
         raise WeightError("base", f"must be an address in [0, 2^{address_bits}), not {base}")
     spec = packed.spec
+    if spec.kernels_per_group != KERNELS_PER_GROUP[spec.element_bytes]:
+        raise ConfigError("config", f"the sparse weight decompressor expands nv_full's groups "
+                                    f"({KERNELS_PER_GROUP[spec.element_bytes]} kernels), not "
+                                    f"{spec.config.name}'s {spec.kernels_per_group}")
     addr = pad_to(base, ADDRESS_ALIGN)
     where = {}
     for name in ("wgs", "wmb", "weight"):
