@@ -59,11 +59,15 @@ export SIM WAVES SEED
 help:
 	@sed -n '2,/^[^#]/{/^#/s/^# //p}' Makefile
 
-# Reinstall only when pyproject.toml changes.
+# Reinstall only when pyproject.toml changes. The pretrained networks the tests and README run
+# through `atomcube net` (ppocr-cls, ppocr-det: docs/net.md) are ONNX files inside the
+# rapidocr-onnxruntime wheel; only the files are read, so none of its runtime (onnxruntime,
+# OpenCV) is installed.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[sim]'
+	$(PY) -m pip install --quiet --no-deps 'rapidocr-onnxruntime==1.4.4'
 	@touch $@
 
 setup: $(STAMP)

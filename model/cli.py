@@ -68,6 +68,16 @@ def _at_least(low: int, high: int | None = None):
     return parse
 
 
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a fraction in [0, 1), not {text!r}") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"a fraction in [0, 1), not {text}")
+    return v
+
+
 def _finite(text: str) -> float:
     try:
         v = float(text)
@@ -768,6 +778,55 @@ def _shape(text: str, field: str) -> tuple[int, ...]:
         raise FormatError(field, f"expected N,C,H,W (integers), not {text!r}") from None
 
 
+def _net(args) -> int:
+    from .errors import check_shape
+    from .files import MAX_BYTES
+    from .net.flow import BREAK_EVEN, Options, build_network
+    from .net.graph import EXAMPLES, example, read_onnx
+    from .net.report import summary, text
+    from .report import Progress
+
+    if args.model.name in EXAMPLES and not args.model.exists():
+        args.model, shape = example(args.model.name)
+    else:
+        shape = None
+    check_output(args.out, None, [args.model], folder=True)
+    if args.input_shape is not None:
+        try:
+            shape = check_shape(_shape(args.input_shape, "--input-shape"), "NCHW")
+        except FormatError as e:
+            raise FormatError("--input-shape", e.rule) from None
+    opts = Options(args.config, args.precision, args.compress, args.prune, args.prune_scope,
+                   not args.no_winograd)
+    if args.model.is_file() and args.model.stat().st_size > MAX_BYTES:
+        raise FormatError(str(args.model), f"{args.model.stat().st_size:,} bytes, over the "
+                                           f"command's limit of {MAX_BYTES:,} (1 GiB)")
+    net = read_onnx(args.model, shape)
+    build = build_network(net, opts, Progress("laying out"))
+    check_size(int(build.weight_buffer.size), str(args.model), "the weight buffer")
+    names = build.write(args.out)
+    print(text(build))
+    t = summary(build)["totals"]
+    comp = "no compression" if t["compressed_bytes"] is None else \
+        f"compressed {t['compressed_bytes']:,}"
+    print(f"{t['layers']} layers, {t['parameters']:,} weights, {t['zeros']:,} zeros "
+          f"({t['zeros'] / max(t['parameters'], 1):.1%}); dense {t['dense_bytes']:,} bytes, "
+          f"{comp}, stored {t['stored_bytes']:,}")
+    under = [b for b in build.layers if any(BREAK_EVEN in w for w in b.warnings)]
+    if under:
+        eb = 1 if opts.precision == "int8" else 2
+        fate = "compressed anyway" if opts.compress == "always" else "left dense"
+        print(f"warning: {len(under)} of {len(build.layers)} layers have fewer zeros than the "
+              f"{100 / (8 * eb):.2f} % break-even ({fate}; report.md lists them; --prune raises "
+              f"the zeros)", file=sys.stderr)
+    for b in build.layers:
+        for w in b.warnings:
+            if BREAK_EVEN not in w:
+                print(f"warning: {b.layer.name}: {w}", file=sys.stderr)
+    print(f"wrote {', '.join(names)} to {args.out}/")
+    return 0
+
+
 def _dma_compile(args) -> int:
     from .dma import compile as comp
     from .dma.descriptor import DESCRIPTOR_BYTES, DescriptorError
@@ -931,6 +990,40 @@ def build_parser() -> argparse.ArgumentParser:
                                               "line on stderr and exit status 2, nothing "
                                               "written.")
     sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("net", help="an ONNX network's weights as NVDLA memory, with a report",
+                       description="Read an ONNX model's Conv, ConvTranspose and fully "
+                                   "connected layers, quantise (per-kernel symmetric int8 or "
+                                   "int16, or fp16; a quantised model keeps its own scales), "
+                                   "optionally prune, lay each out in its NVDLA weight mode, "
+                                   "compress where it saves bytes, and write into the folder -o: "
+                                   "weights.bin (every surface and auxiliary operand), net.json "
+                                   "(the figures, scales and memory plan), report.md and "
+                                   "report.png (density and compression per layer). "
+                                   "docs/net.md has the details.")
+    p.add_argument("model", type=Path,
+                   help="the .onnx file, or an example network the setup installs: "
+                        "ppocr-cls (PP-OCR's text direction classifier) or ppocr-det (its "
+                        "text detector)")
+    p.add_argument("--precision", choices=("int8", "int16", "fp16"), default="int8",
+                   help="element type of weights and feature data (default int8)")
+    p.add_argument("--input-shape", metavar="N,C,H,W",
+                   help="the first input's shape, where the model leaves dimensions free")
+    p.add_argument("--compress", choices=("auto", "always", "never"), default="auto",
+                   help="compress each layer where it saves bytes (auto, the default), always, "
+                        "or never; only configurations with compression (nv_full)")
+    p.add_argument("--prune", type=_fraction, default=0.0, metavar="FRACTION",
+                   help="zero this fraction of the weights, those of least magnitude, before "
+                        "quantising (default 0)")
+    p.add_argument("--prune-scope", choices=("layer", "global"), default="layer",
+                   help="prune that fraction of each layer (default), or of all weights "
+                        "together")
+    p.add_argument("--no-winograd", action="store_true",
+                   help="lay out 3x3 stride-1 convolutions for direct convolution even where "
+                        "the configuration has Winograd")
+    p.add_argument("-o", "--out", type=Path, required=True, help="output folder")
+    _config_option(p)
+    p.set_defaults(func=_net, prog=p.prog)
+
     p = sub.add_parser("configs", help="the NVDLA configurations the formats follow",
                        description="List NVDLA's configurations (nv_small ... nv_full) with the "
                                    "parameters that shape the memory formats: atomic C (weight "

@@ -219,7 +219,9 @@ def write_file(path: Path, data: bytes | np.ndarray) -> None:
             if isinstance(data, np.ndarray) and path.suffix == ".npy":
                 np.save(f, data, allow_pickle=False)
             else:
-                f.write(data.tobytes() if isinstance(data, np.ndarray) else data)
+                # an array's own buffer, not a copy: a 256 MiB image stays 256 MiB
+                f.write(memoryview(np.ascontiguousarray(data)).cast("B")
+                        if isinstance(data, np.ndarray) else data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

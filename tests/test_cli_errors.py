@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from atomcube.model import cli
+from atomcube.model.files import MAX_BYTES
 
 
 def run(*argv, cwd: Path | None = None) -> tuple[int, str, str]:
@@ -354,6 +355,19 @@ def _make_inputs(folder: Path) -> None:
                    folder / f"{to}.bin")[0] == 0
     assert run("weights", "pack", folder / "k.npy", "--precision", "int8", "--compress", "-o",
                folder / "w")[0] == 0
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    w = [numpy_helper.from_array(rng.normal(0, 1, s).astype(np.float32), n)
+         for n, s in (("w0", (4, 3, 3, 3)), ("w1", (5, 4)))]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w0"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+         helper.make_node("Flatten", ["p"], ["f"]),
+         helper.make_node("Gemm", ["f", "w1"], ["y"], transB=1)], "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], w)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+         str(folder / "m.onnx"))
 
 
 _VALUES = st.one_of(
@@ -362,26 +376,28 @@ _VALUES = st.one_of(
                                                           "1,0,1,1", "int8", "fp16", "T_R8"]),
     st.text(max_size=8))
 _FILES = st.sampled_from(["t.npy", "t.npz", "k.npy", "nvdla-feature.bin", "sophgo.bin",
-                          "dmp.bin", "w", "missing.npy", "nvdla-feature.json", "."])
+                          "dmp.bin", "w", "missing.npy", "nvdla-feature.json", ".", "m.onnx"])
 _OUTS = st.sampled_from(["o.bin", "o.npy", "o", "t.npy", "nope/o.bin", "o.json", "w",
                          "dmp.bin", "nvdla-feature.json"])
 _OPTIONS = ["--to", "--precision", "--dtype", "--line-stride", "--surface-stride",
             "--cube-stride", "--fill", "--npus", "--npu-bytes", "--address", "--mode",
             "--pixel-format", "--x-offset", "--layout", "--key", "--limit", "--shape",
             "--format", "--mode", "--stride", "--pixel-channels", "--post-extension",
-            "--scale", "--base", "--sidecar"]
-_FLAGS = ["--lossy", "--transpose", "--no-chunks", "--compress"]
+            "--scale", "--base", "--sidecar", "--config", "--input-shape", "--prune",
+            "--prune-scope"]
+_FLAGS = ["--lossy", "--transpose", "--no-chunks", "--compress", "--no-winograd"]
 
 
 @st.composite
 def _argv(draw):
     command = draw(st.sampled_from([
         ["layout", "convert"], ["layout", "explain"], ["weights", "pack"], ["weights", "unpack"],
-        ["regs"], ["board", "peek", "--port", "/dev/null-atomcube"]]))
+        ["regs"], ["board", "peek", "--port", "/dev/null-atomcube"], ["net"], ["configs"]]))
     argv = list(command)
     working = draw(st.booleans())
-    right = {"convert": "t.npy", "pack": "k.npy", "unpack": "w"}.get(command[-1])
-    if command[0] != "regs" and command[-1] != "explain":
+    right = {"convert": "t.npy", "pack": "k.npy", "unpack": "w", "net": "m.onnx"}.get(
+        command[-1])
+    if command[0] not in ("regs", "configs") and command[-1] != "explain":
         argv.append(right if working and right else draw(_FILES))
     if working:                      # half the time, the arguments a working call needs
         argv += {"convert": ["--to", draw(st.sampled_from(["nvdla-feature", "sophgo", "dmp"])),
@@ -390,7 +406,9 @@ def _argv(draw):
                  "explain": ["--format", draw(st.sampled_from(["nvdla-feature", "sophgo",
                                                                "dmp"])),
                              "--shape", draw(st.sampled_from(["1,3,4,5", "2,40,3,3"]))],
-                 "pack": ["--precision", "int8", "-o", "wout"]}.get(command[-1], [])
+                 "pack": ["--precision", "int8", "-o", "wout"],
+                 "net": ["--input-shape", draw(st.sampled_from(["1,3,8,8", "1,3,5,40"])),
+                         "-o", "netout"]}.get(command[-1], [])
     for _ in range(draw(st.integers(0, 2 if working else 5))):
         argv += [draw(st.sampled_from(_OPTIONS)), draw(_VALUES)]
     argv += draw(st.lists(st.sampled_from(_FLAGS), max_size=2))
@@ -449,9 +467,10 @@ def inputs(tmp_path_factory):
                                                                    HealthCheck.data_too_large])
 @given(argv=_argv(), damage=_damage())
 def test_every_command_answers_cleanly(inputs, argv, damage):
-    """Exit status 0 or 2; on 2, one line naming the command and nothing written; within 20 s
-    and 512 MiB of Python and numpy allocations. (`board` has no port here, so it can only
-    refuse.)"""
+    """Exit status 0 or 2; on 2, one line naming the command and nothing written; within 20 s,
+    and within the 1 GiB an output may reach plus 64 MiB of Python and numpy allocations (a
+    Sophgo image of 2,046 NPUs is 511.5 MiB by itself). (`board` has no port here, so it can
+    only refuse.)"""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         shutil.copytree(inputs, folder, dirs_exist_ok=True)
@@ -469,7 +488,7 @@ def test_every_command_answers_cleanly(inputs, argv, damage):
             tracemalloc.stop()
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
-        assert peak < 512 << 20, f"atomcube {' '.join(argv)}: {peak:,} bytes"
+        assert peak < MAX_BYTES + (64 << 20), f"atomcube {' '.join(argv)}: {peak:,} bytes"
         event(f"{' '.join(argv[:2])}: {rc}")
         assert rc in (0, 2), err
         assert "Traceback" not in err
