@@ -40,7 +40,8 @@ class Layer:
     op          "conv", "deconv" or "fc".
     weight      (K, C/group, R, S) float32, or a quantised model's integers (``scales`` then
                 holds one float32 scale per kernel). Deconvolution: (K out, C in, R, S).
-    stride      (sx, sy); dilation (dx, dy); group: the convolution's group count.
+    stride      (sx, sy); dilation (dx, dy); pads (top, left, bottom, right) as ONNX gives
+                them (an ``auto_pad`` model's are left 0); group: the group count.
     bias, bn_mul, bn_add, prelu: (K,) float32 per-channel operands, or None.
     input, output: tensor names (``output`` after the folded operations).
     input_shape, output_shape: (N, C, H, W) feature data, or None where inference could not
@@ -53,6 +54,7 @@ class Layer:
     scales: np.ndarray | None = None
     stride: tuple = (1, 1)
     dilation: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)
     group: int = 1
     bias: np.ndarray | None = None
     bn_mul: np.ndarray | None = None
@@ -264,14 +266,15 @@ def read_onnx(path, input_shape: tuple | None = None) -> Network:
 
 
 def _spatial(n, a) -> dict:
-    """stride and dilation as (x, y), refusing what is not a 2-D convolution."""
-    for key in ("strides", "dilations"):
-        if len(a.get(key, (1, 1))) != 2:
+    """stride and dilation as (x, y), and pads, refusing what is not a 2-D convolution."""
+    for key, count in (("strides", 2), ("dilations", 2), ("pads", 4)):
+        if len(a.get(key, (0,) * count)) != count:
             raise NetError(_name(n), f"{key} {a[key]}: only 2-D convolutions lay out as NVDLA "
                                      f"weights")
     sy, sx = a.get("strides", (1, 1))
     dy, dx = a.get("dilations", (1, 1))
-    return {"stride": (int(sx), int(sy)), "dilation": (int(dx), int(dy))}
+    return {"stride": (int(sx), int(sy)), "dilation": (int(dx), int(dy)),
+            "pads": tuple(int(v) for v in a.get("pads", (0, 0, 0, 0)))}
 
 
 def _conv(n, graph) -> Layer:

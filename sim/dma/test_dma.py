@@ -234,6 +234,25 @@ async def test_nvdla_feature(dut):
 
 
 @cocotb.test()
+async def test_real_activation(dut):
+    """A real network's activation: the first layer of PP-OCR's pretrained text detector on a
+    generated page (sim/realnet.py), 16 x 32 x 32 int8, to NVDLA feature data and back, in
+    nv_full's 32-byte atoms and nv_small's 8-byte ones."""
+    from atomcube.sim.realnet import first_activation
+
+    tb = await TB.start(dut, salt=11)
+    t = first_activation()
+    for config, back in (("nv_full", True), ("nv_small", False)):
+        fmt = FeatureFormat("int8", t.shape, config=config)
+        what = f"ppocr-det first activation {t.shape}, {config}"
+        await tb.convert(f"{what} pack", nvdla_feature(fmt, DENSE, IMAGE), _bytes(t),
+                         fmt.pack(t), IMAGE, chain=True)
+        if back:
+            await tb.convert(f"{what} unpack", nvdla_feature(fmt, DENSE, IMAGE, unpack=True),
+                             fmt.pack(t), _bytes(t), DENSE, chain=True)
+
+
+@cocotb.test()
 async def test_sophgo(dut):
     """Start NPUs 0 to 7, aligned and compact, 4N and 2N with N not a multiple of the group."""
     tb = await TB.start(dut, salt=2)

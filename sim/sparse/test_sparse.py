@@ -213,6 +213,18 @@ async def test_corner_cases(dut):
 
 
 @cocotb.test()
+async def test_real_layer(dut):
+    """A layer of a pretrained network (PP-OCR's text detector, sim/realnet.py), pruned by half
+    and quantised to int8 by atomcube net's flow: its compressed surfaces expand to the model's
+    dense image, on the stream and in memory."""
+    from atomcube.sim.realnet import layer_surface
+
+    tb = await TB.start(dut, salt=9)
+    surface, what = layer_surface()
+    await tb.check(surface.spec, surface.spec.unlayout(surface.data), what)
+
+
+@cocotb.test()
 async def test_all_zero_group(dut):
     """A group with WGS = 0 between two with data; and an image with no non-zero at all."""
     tb = await TB.start(dut, salt=2)
