@@ -43,7 +43,8 @@
 #                  subordinate, the AXI4 managers' bursts (PROOFS="skid regbank": only those)
 #   make bench-model  model benchmarks: LUT fitting accuracy (integer and FP16) against
 #                     NVDLA's own tables,
-#                     weight layout and compression speed, activation layout speed
+#                     weight layout and compression speed (per NVDLA configuration, and
+#                     the whole `atomcube net` flow), activation layout speed
 
 PYTHON ?= python3
 VENV   := .venv

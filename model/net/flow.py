@@ -255,7 +255,7 @@ def _aux(build: LayerBuild, opts: Options) -> None:
         values, scales = zip(*(quantise_aux(p, precision) for p in parts), strict=True)
         tensor = values[0] if len(values) == 1 else np.stack(values, axis=1)
         build.aux[name] = (fmt, fmt.pack(tensor))
-        build.aux_scales[name] = [s for s in scales] if precision != "fp16" else None
+        build.aux_scales[name] = list(scales) if precision != "fp16" else None
 
 
 # --- the network --------------------------------------------------------------------------
