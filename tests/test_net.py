@@ -47,11 +47,15 @@ def tiny_model(path, quantised=False, free=False):
         q = np.clip(np.rint(W1 / 0.01), -127, 127).astype(np.int8)
         init += [numpy_helper.from_array(q, "w1q"),
                  numpy_helper.from_array(np.full(16, 0.01, np.float32), "w1s"),
-                 numpy_helper.from_array(np.zeros(16, np.int8), "w1z")]
-        nodes.append(helper.make_node("DequantizeLinear", ["w1q", "w1s", "w1z"], ["w1"], axis=0))
+                 numpy_helper.from_array(np.zeros(16, np.int8), "w1z"),
+                 numpy_helper.from_array(np.arange(16, dtype=np.int32) * 100, "b1q"),
+                 numpy_helper.from_array(np.float32(0.001), "b1s")]
+        nodes += [helper.make_node("DequantizeLinear", ["w1q", "w1s", "w1z"], ["w1"], axis=0),
+                  helper.make_node("DequantizeLinear", ["b1q", "b1s"], ["b1"])]
     else:
         init.append(numpy_helper.from_array(W1, "w1"))
-    nodes += [helper.make_node("Conv", ["t2", "w1"], ["t3"], pads=[1, 1, 1, 1]),
+    conv1 = ["t2", "w1", "b1"] if quantised else ["t2", "w1"]
+    nodes += [helper.make_node("Conv", conv1, ["t3"], pads=[1, 1, 1, 1]),
               helper.make_node("Add", ["t3", "add1"], ["t4"]),
               helper.make_node("Relu", ["t4"], ["t5"]),
               helper.make_node("Conv", ["t5", "w2"], ["t6"], pads=[1, 1, 1, 1], group=16,
@@ -203,6 +207,8 @@ def test_quantised_model_keeps_its_scales(tmp_path):
     net = read_onnx(tiny_model(tmp_path / "q.onnx", quantised=True))
     layer = net.layers[1]
     assert layer.weight.dtype == np.int8 and np.allclose(layer.scales, 0.01)
+    # its int32 bias dequantised, then the per-channel Add folded onto it
+    assert np.allclose(layer.bias, np.arange(16) * 0.1 + ADD1)
     build = build_network(net, Options("nv_small", "int8"))
     b = build.layers[1]
     assert np.allclose(b.scales, 0.01)

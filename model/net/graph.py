@@ -176,12 +176,30 @@ class _Graph:
             raise NetError(_name(n), "scales run along another axis than the kernels")
         return q, scale
 
+    def value(self, name: str):
+        """A constant's value; a DequantizeLinear of constants (a quantised model's bias) is
+        worked out in float32. None if it is computed in the graph."""
+        if name in self.consts:
+            return self.consts[name]
+        n = self.producer.get(name)
+        if n is None or n.op_type != "DequantizeLinear" or any(
+                x and x not in self.consts for x in n.input):
+            return None
+        q, scale = (np.asarray(self.consts[x], np.float32) for x in n.input[:2])
+        zero = np.asarray(self.consts[n.input[2]], np.float32) if len(n.input) > 2 and \
+            n.input[2] else np.float32(0)
+        if scale.size > 1 and q.ndim > 1:
+            shape = [1] * q.ndim
+            shape[self.attrs(n).get("axis", 1) % q.ndim] = scale.size
+            scale, zero = scale.reshape(shape), np.broadcast_to(zero, scale.shape).reshape(shape)
+        return (q - zero) * scale
+
     def per_channel(self, name: str, k: int, rank: int | None = None):
         """A constant holding one value per channel, as float32 (k,), or None if it is not
         one. Without ``rank`` it must be (k,) (an operator's own per-channel input); with it,
         it broadcasts against an activation of that rank, so it is one value, or k along axis
         1 once right-aligned ((k, 1, 1) or (1, k, 1, 1) for a cube; (k,) for (N, C))."""
-        v = self.consts.get(name)
+        v = self.value(name)
         if v is None or v.dtype.kind not in "fiu":
             return None
         v = np.asarray(v, np.float32)
@@ -277,6 +295,16 @@ def _spatial(n, a) -> dict:
             "pads": tuple(int(v) for v in a.get("pads", (0, 0, 0, 0)))}
 
 
+def _bias(n, graph, k: int):
+    """A convolution's own bias input (K,), or None without one."""
+    if len(n.input) < 3 or not n.input[2]:
+        return None
+    bias = graph.per_channel(n.input[2], k)
+    if bias is None:
+        raise NetError(_name(n), "its bias is computed in the graph, not a constant")
+    return bias
+
+
 def _conv(n, graph) -> Layer:
     got = graph.weight(n.input[1], 0)
     if got is None:
@@ -287,8 +315,7 @@ def _conv(n, graph) -> Layer:
                                  f"NVDLA weights")
     a = graph.attrs(n)
     layer = Layer(_name(n), "conv", w, scales, group=int(a.get("group", 1)), **_spatial(n, a))
-    if len(n.input) > 2 and n.input[2]:
-        layer.bias = graph.per_channel(n.input[2], w.shape[0])
+    layer.bias = _bias(n, graph, layer.kernels)
     return layer
 
 
@@ -306,8 +333,7 @@ def _deconv(n, graph) -> Layer:
     # ONNX holds (C in, K out, R, S); NVDLA's kernels are (K, C, R, S)
     layer = Layer(_name(n), "deconv", np.ascontiguousarray(w.transpose(1, 0, 2, 3)), scales,
                   **_spatial(n, a))
-    if len(n.input) > 2 and n.input[2]:
-        layer.bias = graph.per_channel(n.input[2], layer.kernels)
+    layer.bias = _bias(n, graph, layer.kernels)
     return layer
 
 
