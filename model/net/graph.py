@@ -305,14 +305,19 @@ def _bias(n, graph, k: int):
     return bias
 
 
-def _conv(n, graph) -> Layer:
-    got = graph.weight(n.input[1], 0)
+def _conv_weight(n, graph, kernel_axis: int):
+    """(weight, scales) of a Conv or ConvTranspose: a constant (or dequantised) 4-D tensor."""
+    got = graph.weight(n.input[1], kernel_axis)
     if got is None:
         raise NetError(_name(n), "its weight is computed in the graph, not a constant")
-    w, scales = got
-    if w.ndim != 4:
-        raise NetError(_name(n), f"weight of rank {w.ndim}: only 2-D convolutions lay out as "
-                                 f"NVDLA weights")
+    if got[0].ndim != 4:
+        raise NetError(_name(n), f"weight of rank {got[0].ndim}: only 2-D convolutions lay out "
+                                 f"as NVDLA weights")
+    return got
+
+
+def _conv(n, graph) -> Layer:
+    w, scales = _conv_weight(n, graph, 0)
     a = graph.attrs(n)
     layer = Layer(_name(n), "conv", w, scales, group=int(a.get("group", 1)), **_spatial(n, a))
     layer.bias = _bias(n, graph, layer.kernels)
@@ -320,16 +325,11 @@ def _conv(n, graph) -> Layer:
 
 
 def _deconv(n, graph) -> Layer:
-    got = graph.weight(n.input[1], 1)
-    if got is None:
-        raise NetError(_name(n), "its weight is computed in the graph, not a constant")
-    w, scales = got
     a = graph.attrs(n)
     if int(a.get("group", 1)) != 1:
         raise NetError(_name(n), "a grouped ConvTranspose: NVDLA's deconvolution weights have "
                                  "one group")
-    if w.ndim != 4:
-        raise NetError(_name(n), f"weight of rank {w.ndim}: only 2-D deconvolutions lay out")
+    w, scales = _conv_weight(n, graph, 1)
     # ONNX holds (C in, K out, R, S); NVDLA's kernels are (K, C, R, S)
     layer = Layer(_name(n), "deconv", np.ascontiguousarray(w.transpose(1, 0, 2, 3)), scales,
                   **_spatial(n, a))
