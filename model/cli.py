@@ -117,8 +117,8 @@ def _configs(args) -> int:
         return 0
     rows = []
     for c in CONFIGS.values():
-        kpg = "/".join(str(c.kernels_per_group(p)) for p in ("int8", "int16") if
-                       p in c.precisions or p == "int8")
+        kpg = "/".join(str(c.kernels_per_group(p)) for p in ("int8", "int16")
+                       if p in c.precisions)
         rows.append((c.name, ", ".join(c.precisions), c.atomic_c, c.atomic_k, kpg,
                      c.memory_atom, c.weight_align, c.memif_bits,
                      ", ".join(f for f in FEATURES if getattr(c, f)) or "-"))
@@ -781,9 +781,9 @@ def _shape(text: str, field: str) -> tuple[int, ...]:
 def _net(args) -> int:
     from .errors import check_shape
     from .files import MAX_BYTES
-    from .net.flow import BREAK_EVEN, Options, build_network
+    from .net.flow import Options, break_even, build_network
     from .net.graph import EXAMPLES, example, read_onnx
-    from .net.report import summary, text
+    from .net.report import text
     from .report import Progress
 
     if args.model.name in EXAMPLES and not args.model.exists():
@@ -806,23 +806,16 @@ def _net(args) -> int:
     check_size(int(build.weight_buffer.size), str(args.model), "the weight buffer")
     names = build.write(args.out)
     print(text(build))
-    t = summary(build)["totals"]
-    comp = "no compression" if t["compressed_bytes"] is None else \
-        f"compressed {t['compressed_bytes']:,}"
-    print(f"{t['layers']} layers, {t['parameters']:,} weights, {t['zeros']:,} zeros "
-          f"({t['zeros'] / max(t['parameters'], 1):.1%}); dense {t['dense_bytes']:,} bytes, "
-          f"{comp}, stored {t['stored_bytes']:,}")
-    under = [b for b in build.layers if any(BREAK_EVEN in w for w in b.warnings)]
+    under = [b for b in build.layers if b.below_break_even]
     if under:
-        eb = 1 if opts.precision == "int8" else 2
         fate = "compressed anyway" if opts.compress == "always" else "left dense"
         print(f"warning: {len(under)} of {len(build.layers)} layers have fewer zeros than the "
-              f"{100 / (8 * eb):.2f} % break-even ({fate}; report.md lists them; --prune raises "
-              f"the zeros)", file=sys.stderr)
+              f"{100 * break_even(opts.precision):.2f} % break-even ({fate}; report.md lists "
+              f"them; --prune raises the zeros)", file=sys.stderr)
     for b in build.layers:
-        for w in b.warnings:
-            if BREAK_EVEN not in w:
-                print(f"warning: {b.layer.name}: {w}", file=sys.stderr)
+        # (the break-even warning, the first of a layer's when it has one, is counted above)
+        for w in b.warnings[1 if b.below_break_even else 0:]:
+            print(f"warning: {b.layer.name}: {w}", file=sys.stderr)
     print(f"wrote {', '.join(names)} to {args.out}/")
     return 0
 

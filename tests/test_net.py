@@ -293,6 +293,6 @@ def test_real_network_report(tmp_path):
     assert took < 20, f"the flow took {took:.1f} s"
 
 
-def test_unknown_example():
+def test_missing_file():
     with pytest.raises(NetError):
         read_onnx("no-such.onnx")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,6 @@ from ..nvdla.weights import WINOGRAD_G, CompressionStats, WeightSpec, compress, 
 from .graph import Layer, NetError, Network
 from .quant import QMAX, dequantise, prune_masks, quantise, quantise_aux, relative_error
 
-BREAK_EVEN = "break-even"     #: the word that marks a break-even warning
 REGION_ALIGN = 256          #: every region of the plan starts on a 256-byte boundary
 COMPRESS = ("auto", "always", "never")
 #: the pixel format a convolution reading the network's input takes, by precision and channel
@@ -77,6 +77,12 @@ class Options:
             self.config.require("compression", "--compress")
 
 
+def break_even(precision: str) -> float:
+    """The fraction of zeros above which compression saves bytes: the mask's bit per element
+    over the element's bits (1/8 for int8, 1/16 for int16 and fp16)."""
+    return 1 / (8 * (1 if precision == "int8" else 2))
+
+
 @dataclass
 class Surface:
     """One weight surface: its spec and dense image, and its compressed form where the
@@ -86,7 +92,7 @@ class Surface:
     data: np.ndarray
     packed: object = None
 
-    @property
+    @cached_property
     def stats(self) -> CompressionStats | None:
         return self.packed.stats() if self.packed is not None else None
 
@@ -136,6 +142,12 @@ class LayerBuild:
     def density(self) -> float:
         return 1 - self.zeros / self.elements if self.elements else 0.0
 
+    @property
+    def below_break_even(self) -> bool:
+        """Compressible, but with fewer zeros than compression needs to save bytes."""
+        return (self.compressed_bytes is not None and
+                self.zeros / self.elements < break_even(self.surfaces[0].spec.precision))
+
 
 @dataclass
 class NetBuild:
@@ -146,15 +158,22 @@ class NetBuild:
     activation_regions: list
     weight_buffer: np.ndarray
 
+    @cached_property
+    def summary(self) -> dict:
+        """net.json's content (:func:`.report.summary`), worked out once."""
+        from .report import summary
+
+        return summary(self)
+
     def write(self, folder) -> list:
         """weights.bin, net.json, report.md and report.png into ``folder``; the names."""
         from ..files import write_file
-        from .report import markdown, plot, summary
+        from .report import markdown, plot
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         write_file(folder / "weights.bin", self.weight_buffer)
-        write_file(folder / "net.json", (json.dumps(summary(self), indent=1) + "\n").encode())
+        write_file(folder / "net.json", (json.dumps(self.summary, indent=1) + "\n").encode())
         write_file(folder / "report.md", markdown(self).encode())
         plot(self, folder / "report.png")
         return ["weights.bin", "net.json", "report.md", "report.png"]
@@ -220,13 +239,12 @@ def _layer(layer: Layer, mask, opts: Options) -> LayerBuild:
     zeros = int(q.size - np.count_nonzero(q.view(np.uint16 if q.itemsize == 2 else np.uint8)))
     build = LayerBuild(layer, mode, surfaces, scales, wg_scale, zeros, int(q.size), prune_error,
                        total_error, False, {}, {}, [])
-    eb = surfaces[0].spec.element_bytes
     if build.compressed_bytes is not None:
         build.compressed = opts.compress == "always" or build.compressed_bytes < build.dense_bytes
-        if zeros / q.size < 1 / (8 * eb):
-            build.warnings.append(f"{zeros / q.size:.1%} zeros, below the {100 / (8 * eb):.2f} % "
-                                  f"{BREAK_EVEN}" + (": compressed anyway, larger"
-                                                     if build.compressed else ""))
+    if build.below_break_even:
+        build.warnings.append(f"{zeros / q.size:.1%} zeros, below the "
+                              f"{100 * break_even(precision):.2f} % break-even"
+                              + (": compressed anyway, larger" if build.compressed else ""))
     _aux(build, opts)
     return build
 
@@ -280,11 +298,17 @@ def build_network(net: Network, opts: Options, progress=None) -> NetBuild:
     if progress is not None:
         progress(len(net.layers), len(net.layers), "")
     weights, buffer = _weight_plan(layers)
-    return NetBuild(net, opts, layers, weights, _activation_plan(net, layers, opts), buffer)
+    return NetBuild(net, opts, layers, weights, _activation_plan(layers, opts), buffer)
 
 
 def _weight_plan(layers) -> tuple[list, np.ndarray]:
-    regions, blobs, at = [], [], 0
+    regions, blobs = [], []
+
+    def place(name, kind, data, fmt):
+        at = pad_to(regions[-1].offset + regions[-1].size, REGION_ALIGN) if regions else 0
+        regions.append(Region(name, at, data.size, kind, fmt))
+        blobs.append((at, data))
+
     for b in layers:
         name = b.layer.name
         for g, s in enumerate(b.surfaces):
@@ -292,22 +316,19 @@ def _weight_plan(layers) -> tuple[list, np.ndarray]:
             pieces = ([("weight", s.packed.weight), ("wmb", s.packed.wmb), ("wgs", s.packed.wgs)]
                       if b.compressed else [("weight", s.data)])
             for kind, data in pieces:
-                regions.append(Region(f"{tag}/{kind}", at, data.size, kind, s.spec.to_dict()))
-                blobs.append((at, data))
-                at = pad_to(at + data.size, REGION_ALIGN)
+                place(f"{tag}/{kind}", kind, data, s.spec.to_dict())
         for kind, (fmt, data) in b.aux.items():
-            regions.append(Region(f"{name}/{kind}", at, data.size, kind,
-                                  {"use": fmt.use, "proc": fmt.proc, "channels": fmt.shape[0],
-                                   "atom_bytes": fmt.atom_bytes}))
-            blobs.append((at, data))
-            at = pad_to(at + data.size, REGION_ALIGN)
-    buffer = np.zeros(at, np.uint8)
+            place(f"{name}/{kind}", kind, data, {"use": fmt.use, "proc": fmt.proc,
+                                                 "channels": fmt.shape[0],
+                                                 "atom_bytes": fmt.atom_bytes})
+    end = regions[-1].offset + regions[-1].size if regions else 0
+    buffer = np.zeros(pad_to(end, REGION_ALIGN), np.uint8)
     for offset, data in blobs:
         buffer[offset:offset + data.size] = data
     return regions, buffer
 
 
-def _activation_plan(net: Network, layers, opts: Options) -> list:
+def _activation_plan(layers, opts: Options) -> list:
     regions, at, seen = [], 0, set()
     for b in layers:
         layer = b.layer

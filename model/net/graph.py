@@ -157,13 +157,20 @@ class _Graph:
                 self.consumers.setdefault(t, []).append(n)
         self.outputs = {o.name for o in g.output}
 
+    def _dequantised(self, name: str):
+        """The DequantizeLinear node that makes ``name`` from constants, or None."""
+        n = self.producer.get(name)
+        if n is None or n.op_type != "DequantizeLinear" or any(
+                x and x not in self.consts for x in n.input):
+            return None
+        return n
+
     def weight(self, name: str, kernel_axis: int):
         """(array, per-kernel scales or None) of a constant weight, or None if computed."""
         if name in self.consts:
             return self.consts[name], None
-        n = self.producer.get(name)
-        if n is None or n.op_type != "DequantizeLinear" or n.input[0] not in self.consts \
-                or n.input[1] not in self.consts:
+        n = self._dequantised(name)
+        if n is None:
             return None
         q, scale = self.consts[n.input[0]], np.asarray(self.consts[n.input[1]], np.float32)
         if len(n.input) > 2 and n.input[2] and np.any(self.consts.get(n.input[2], 1) != 0):
@@ -181,9 +188,8 @@ class _Graph:
         worked out in float32. None if it is computed in the graph."""
         if name in self.consts:
             return self.consts[name]
-        n = self.producer.get(name)
-        if n is None or n.op_type != "DequantizeLinear" or any(
-                x and x not in self.consts for x in n.input):
+        n = self._dequantised(name)
+        if n is None:
             return None
         q, scale = (np.asarray(self.consts[x], np.float32) for x in n.input[:2])
         zero = np.asarray(self.consts[n.input[2]], np.float32) if len(n.input) > 2 and \

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..nvdla.weights import PRECISIONS
 from .graph import Layer, NetError
 
 QMAX = {"int8": 127, "int16": 32767}
@@ -37,20 +38,20 @@ def quantise(layer: Layer, precision: str, weight: np.ndarray | None = None):
         if np.isinf(h).any():
             raise NetError(layer.name, "weights beyond fp16's ±65504")
         return h, None
-    qmax = QMAX[precision]
+    qmax, dtype = QMAX[precision], PRECISIONS[precision][0]
     if layer.scales is not None:
-        info = np.iinfo(np.int8 if precision == "int8" else np.int16)
+        info = np.iinfo(dtype)
         if w.min(initial=0) < info.min or w.max(initial=0) > info.max:
             raise NetError(layer.name, f"the model's quantised weights ({w.dtype}) do not fit "
                                        f"{precision}")
-        return w.astype(info.dtype), layer.scales
+        return w.astype(dtype), layer.scales
     f = w.astype(np.float32)
     if not np.isfinite(f).all():
         raise NetError(layer.name, "weights hold NaN or infinity")
     peak = np.abs(f).reshape(f.shape[0], -1).max(axis=1)
     scales = np.where(peak > 0, peak / np.float32(qmax), np.float32(1)).astype(np.float32)
     q = np.rint(f / scales[:, None, None, None])
-    q = np.clip(q, -qmax, qmax).astype(np.int8 if precision == "int8" else np.int16)
+    q = np.clip(q, -qmax, qmax).astype(dtype)
     return q, scales
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..report import md_table, table
+from .flow import break_even
 
 
 def _num(v, digits=6):
@@ -62,9 +63,24 @@ def summary(build) -> dict:
     }
 
 
+def _cells(r: dict) -> dict:
+    """A layer's figures as the tables print them."""
+    return {
+        "layer": r["name"], "mode": r["mode"],
+        "surfaces": r["mode"] + (f" x{r['surfaces']}" if r["surfaces"] > 1 else ""),
+        "K x C x R x S": "x".join(map(str, r["shape"])), "density": f"{r['density']:.1%}",
+        "dense bytes": f"{r['dense_bytes']:,}",
+        "compressed bytes": "-" if r["compressed_bytes"] is None else
+        f"{r['compressed_bytes']:,}",
+        "ratio": "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+        "stored compressed": "yes" if r["compressed"] else "no",
+        "pruning error": f"{r['prune_error']:.4f}", "total error": f"{r['total_error']:.4f}",
+    }
+
+
 def markdown(build) -> str:
     """The report as Markdown: what was built, a row per layer, the totals, the warnings."""
-    s = summary(build)
+    s = build.summary
     t = s["totals"]
     o = build.options
     lines = [f"# {Path(build.network.path).name}", "",
@@ -72,18 +88,10 @@ def markdown(build) -> str:
              f"{'' if o.config.compression else f' (not in {o.config.name})'}; "
              f"pruning {o.prune:.0%} ({o.prune_scope}); {t['layers']} weight layers, "
              f"{t['parameters']:,} parameters.", ""]
-    rows = []
-    for r in s["layers"]:
-        comp = "-" if r["compressed_bytes"] is None else f"{r['compressed_bytes']:,}"
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        rows.append((r["name"], r["mode"] + (f" x{r['surfaces']}" if r["surfaces"] > 1 else ""),
-                     "x".join(map(str, r["shape"])), f"{r['density']:.1%}",
-                     f"{r['dense_bytes']:,}", comp, ratio,
-                     "yes" if r["compressed"] else "no", f"{r['prune_error']:.4f}",
-                     f"{r['total_error']:.4f}"))
-    lines += [md_table(("layer", "mode", "K x C x R x S", "density", "dense bytes",
-                         "compressed bytes", "ratio", "stored compressed", "pruning error",
-                         "total error"), rows), ""]
+    keys = ("layer", "surfaces", "K x C x R x S", "density", "dense bytes", "compressed bytes",
+            "ratio", "stored compressed", "pruning error", "total error")
+    rows = [[_cells(r)[k] for k in keys] for r in s["layers"]]
+    lines += [md_table(("layer", "mode", *keys[2:]), rows), ""]
     comp = "-" if t["compressed_bytes"] is None else f"{t['compressed_bytes']:,}"
     lines += [f"Totals: {t['zeros']:,} zeros of {t['parameters']:,} weights "
               f"({t['zeros'] / max(t['parameters'], 1):.1%}); dense {t['dense_bytes']:,} bytes, "
@@ -101,14 +109,22 @@ def markdown(build) -> str:
 
 
 def text(build) -> str:
-    """The table the command prints: a row per layer and the totals."""
-    s = summary(build)
-    rows = [(r["name"][:28], r["mode"], f"{r['density']:.1%}", f"{r['dense_bytes']:,}",
-             "-" if r["compressed_bytes"] is None else f"{r['compressed_bytes']:,}",
-             "yes" if r["compressed"] else "no", f"{r['total_error']:.4f}")
-            for r in s["layers"]]
-    return table(("layer", "mode", "density", "dense", "compressed", "stored compressed",
-                  "error"), rows)
+    """What the command prints: a row per layer, then the totals."""
+    s = build.summary
+    t = s["totals"]
+    keys = ("layer", "mode", "density", "dense bytes", "compressed bytes", "stored compressed",
+            "total error")
+    rows = [[_cells(r)[k] for k in keys] for r in s["layers"]]
+    for row in rows:
+        row[0] = row[0][:28]
+    comp = "no compression" if t["compressed_bytes"] is None else \
+        f"compressed {t['compressed_bytes']:,}"
+    return "\n".join([
+        table(("layer", "mode", "density", "dense", "compressed", "stored compressed", "error"),
+              rows),
+        f"{t['layers']} layers, {t['parameters']:,} weights, {t['zeros']:,} zeros "
+        f"({t['zeros'] / max(t['parameters'], 1):.1%}); dense {t['dense_bytes']:,} bytes, "
+        f"{comp}, stored {t['stored_bytes']:,}"])
 
 
 def plot(build, path) -> None:
@@ -116,13 +132,13 @@ def plot(build, path) -> None:
     from ..nvdla.lut_fit import pyplot_and_function
 
     plt, _ = pyplot_and_function(None)
-    s = summary(build)
+    s = build.summary
     names = [r["name"] for r in s["layers"]]
     x = range(len(names))
     fig, (a, b) = plt.subplots(2, 1, figsize=(max(6.0, 0.18 * len(names) + 2), 6), sharex=True)
     a.bar(x, [r["density"] for r in s["layers"]], color="tab:blue")
-    eb = 1 if build.options.precision == "int8" else 2
-    a.axhline(1 - 1 / (8 * eb), color="tab:red", lw=1, label="break-even density")
+    a.axhline(1 - break_even(build.options.precision), color="tab:red", lw=1,
+              label="break-even density")
     a.set_ylabel("density")
     a.set_ylim(0, 1.05)
     a.legend(loc="lower right", fontsize=8)

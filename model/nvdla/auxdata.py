@@ -29,12 +29,12 @@ import numpy as np
 from ..errors import FormatError
 from .config import NvdlaConfig
 from .config import config as _config
+from .weights import PRECISIONS
 
 USES = {"bias": 1, "prelu": 1, "batchnorm": 2, "eltwise": 1, "eltwise_both": 2}
 SCOPES = {"bias": ("layer", "channel", "element"), "prelu": ("channel",),
           "batchnorm": ("layer", "channel"), "eltwise": ("element",),
           "eltwise_both": ("element",)}
-PROC = ("int8", "int16", "fp16")          #: SDP processing precisions
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class AuxFormat:
         if self.scope not in SCOPES[self.use]:
             raise FormatError("scope", f"{self.use} data is per {' or per '.join(SCOPES[self.use])}"
                                        f", not per {self.scope}")
-        if self.proc not in PROC:
+        if self.proc not in PRECISIONS:
             raise FormatError("proc", f"must be int8, int16 or fp16, not {self.proc!r}")
         cfg.check_precision(self.proc, "proc")
         if self.use.startswith("eltwise"):
