@@ -767,8 +767,10 @@ def _layout_options(p):
 
 #: --format -> what the dense NCHW tensor (OIHW kernels for nvdla-weights) is converted into
 DMA_FORMATS = ("nhwc", "nvdla-feature", "sophgo", "dmp", "nvdla-weights")
-#: the element types of --format nhwc, by their bytes (the DMA moves bytes; it does not convert)
+#: the element types of --format nhwc, by their bytes (the copy moves bytes; it does not convert)
 NHWC_ELEMENT_BYTES = {name: dt.itemsize for name, dt in _ELEMENTS.items()}
+#: --dense-type: the element types the engine's conversions read or write
+DMA_TYPES = ("int8", "uint8", "int16", "uint16", "fp16")
 
 
 def _shape(text: str, field: str) -> tuple[int, ...]:
@@ -833,6 +835,9 @@ def _dma_compile(args) -> int:
     shape = check_shape(_shape(args.shape, "--shape"),
                         "KCRS" if args.format == "nvdla-weights" else "NCHW",
                         leading_optional=args.format != "nvdla-weights")
+    if args.dense_type is not None and args.format not in ("nvdla-feature", "dmp"):
+        raise FormatError("--dense-type", f"converts nvdla-feature and dmp tensors, not "
+                                          f"{args.format}")
     if args.format == "nhwc":
         eb = NHWC_ELEMENT_BYTES.get(args.dtype or "int8")
         if eb is None:
@@ -851,7 +856,16 @@ def _dma_compile(args) -> int:
         check_size(_image_bytes(fmt), "--shape", "the memory image")
         build = {"nvdla-feature": comp.nvdla_feature, "sophgo": comp.sophgo_local,
                  "dmp": comp.dmp}[args.format]
-        prog = build(fmt, args.dense, args.image, args.unpack)
+        convert = {}
+        if args.dense_type is not None:
+            convert = {"dense_type": args.dense_type, "offset": args.offset,
+                       "scale": args.scale, "shift": args.shift}
+        try:
+            prog = build(fmt, args.dense, args.image, args.unpack, **convert)
+        except FormatError as e:
+            if e.field != "dense_type":
+                raise
+            raise FormatError("--dense-type", e.rule) from None
     chain = (args.chain, args.chain + len(prog) * DESCRIPTOR_BYTES)
     check_size(chain[1] - chain[0], "--shape", "the chain")
     for i, d in enumerate(prog):
@@ -1171,6 +1185,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "must lie below 2**addr_width")
     p.add_argument("-o", "--out", type=Path, required=True,
                    help="the chain (.bin); its listing (.txt) is written beside it")
+    p.add_argument("--dense-type", choices=tuple(DMA_TYPES),
+                   help="nvdla-feature, dmp: the dense tensor's element type, when it is not "
+                        "the format's: the engine converts each element in the same pass, "
+                        "(x - offset) * scale / 2**shift (docs/dma.md lists the pairs)")
+    p.add_argument("--offset", type=_at_least(-32768, 32767), default=0,
+                   help="the conversion's offset, subtracted first (default 0)")
+    p.add_argument("--scale", type=_at_least(-32768, 32767), default=1,
+                   help="the conversion's scale (default 1)")
+    p.add_argument("--shift", type=_at_least(0, 31), default=0,
+                   help="the conversion divides by 2**shift (default 0)")
     _layout_options(p)
     p.set_defaults(func=_dma_compile, prog=p.prog)
     _board_parser(sub)

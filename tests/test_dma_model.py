@@ -2,8 +2,11 @@
 element-by-element loop, and three-way agreement of every conversion (the format function,
 the executor running the compiled descriptors, and, in sim/dma, the hardware)."""
 
+import math
 import shutil
 import subprocess
+from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -19,13 +22,18 @@ from atomcube.model.dma.compile import (
     sophgo_local,
 )
 from atomcube.model.dma.descriptor import (
+    CONVERSIONS,
     DESCRIPTOR_BYTES,
+    NO_CONVERSION,
+    TYPES,
+    Conversion,
     Descriptor,
     DescriptorError,
     Dim,
     Error,
     Program,
     c_header,
+    conversion_code,
     read_chain,
 )
 from atomcube.model.dma.executor import execute
@@ -336,3 +344,204 @@ def test_register_program_holds_the_descriptor():
     assert regs["dim4_extent"] == 1 and regs["dim4_valid"] == 1
     assert program_chain(0x400) == [("chain_addr", {"value": 0x400}),
                                     ("ctrl", {"start_chain": 1})]
+
+
+# --- element conversions ------------------------------------------------------------------------
+
+def fp16_bits(v: Fraction) -> int:
+    """``v`` rounded to fp16 (nearest, ties to even; denormals kept; saturating at 65504), from
+    its exact value, in integers: written from the rule, not from numpy's rounding."""
+    sign = 0x8000 if v < 0 else 0
+    mag = abs(v)
+    if mag == 0:
+        return 0                                  # the integer 0: +0
+    e = max(math.floor(math.log2(mag)), -14)
+    while Fraction(2) ** e > mag and e > -14:     # (log2 of a fraction can be a hair off)
+        e -= 1
+    while Fraction(2) ** (e + 1) <= mag:
+        e += 1
+    q = mag / Fraction(2) ** (e - 10)             # the significand in units of its last bit
+    m = math.floor(q)
+    rest = q - m
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and m % 2):
+        m += 1
+    if m == 2048:
+        e, m = e + 1, 1024
+    if e > 15:
+        return sign | 0x7BFF
+    if m < 1024:                                  # a denormal (e is -14)
+        return sign | m
+    return sign | (e + 15) << 10 | (m - 1024)
+
+
+def convert_loop(cvt, values):
+    """The conversion of each value, element by element, from the rule."""
+    source, destination = cvt.types
+    out = []
+    for x in values:
+        v = Fraction((int(x) - cvt.offset) * cvt.scale, 1 << cvt.shift)
+        if destination == "fp16":
+            out.append(fp16_bits(v))
+        else:
+            lo, hi = (-128, 127) if destination == "int8" else (-32768, 32767)
+            out.append(min(max(math.trunc(v), lo), hi) & (0xFF if destination == "int8"
+                                                             else 0xFFFF))
+    return out
+
+
+CONVERSION_CASES = [(code, offset, scale, shift)
+                    for code in CONVERSIONS
+                    for offset, scale, shift in ((0, 1, 0), (-32768, 32767, 0), (32767, -32768, 0),
+                                                 (17, -3, 5), (0, 1, 24), (0, 1, 31),
+                                                 (-5, 1000, 14), (128, 1, 7), (3, 0, 0))]
+
+
+@pytest.mark.parametrize("code, offset, scale, shift", CONVERSION_CASES)
+def test_conversion_matches_the_rule(code, offset, scale, shift):
+    """Every source value (all of them for 8-bit types, edges and a random third for 16-bit
+    ones) converted by the model as the rule, computed exactly, says."""
+    cvt = Conversion(code, offset, scale, shift)
+    source, destination = cvt.types
+    dtype = np.dtype(TYPES[source])
+    info = np.iinfo(dtype)
+    if dtype.itemsize == 1:
+        values = np.arange(info.min, info.max + 1)
+    else:
+        rng = np.random.default_rng(code * 131 + shift)
+        values = np.concatenate([np.arange(info.min, info.min + 300),
+                                 np.arange(info.max - 300, info.max + 1), np.arange(-300, 300),
+                                 rng.integers(info.min, info.max + 1, 20000)])
+        values = values[(values >= info.min) & (values <= info.max)]
+    x = values.astype(dtype)
+    raw = x.view(np.uint8).reshape(-1, dtype.itemsize)
+    got = cvt.apply(raw)
+    width = got.shape[-1]
+    got_words = got.view("<u2" if width == 2 else "u1")[..., 0]
+    assert list(got_words) == convert_loop(cvt, x)
+
+
+def test_conversion_corner_values():
+    """fp16's ties, its largest value and where saturation starts, denormals, underflow to
+    zero with the sign kept, and +0 for an exact zero."""
+    def one(code, x, offset=0, scale=1, shift=0):
+        cvt = Conversion(code, offset, scale, shift)
+        dtype = np.dtype(TYPES[cvt.types[0]])
+        raw = np.array([x], dtype).view(np.uint8).reshape(1, -1)
+        return int(cvt.apply(raw).view("<u2" if cvt.types[1] != "int8" else "u1")[0, 0])
+
+    u16_fp16, i16_fp16, i16_i8 = (conversion_code("uint16", "fp16"),
+                                  conversion_code("int16", "fp16"),
+                                  conversion_code("int16", "int8"))
+    assert one(u16_fp16, 2049) == 0x6800                     # 2048: the tie goes to even
+    assert one(u16_fp16, 2051) == 0x6802                     # 2052
+    assert one(u16_fp16, 65504) == 0x7BFF                    # the largest fp16
+    assert one(u16_fp16, 65519) == 0x7BFF                    # rounds down to it
+    assert one(u16_fp16, 65520) == 0x7BFF                    # would round up to inf: saturates
+    assert one(i16_fp16, -32768, scale=32767) == 0xFBFF      # -65504
+    assert one(u16_fp16, 1, shift=24) == 0x0001              # the smallest denormal
+    assert one(u16_fp16, 1, shift=25) == 0x0000              # half of it: ties to even (0)
+    assert one(u16_fp16, 3, shift=25) == 0x0002              # 1.5 of it: ties to even (2)
+    assert one(i16_fp16, -1, shift=31) == 0x8000             # underflow keeps the sign
+    assert one(i16_fp16, 5, offset=5, scale=-7) == 0x0000    # an exact zero is +0
+    assert one(i16_i8, -32768) == 0x80 and one(i16_i8, 200) == 0x7F
+    assert one(i16_i8, -255, shift=1) == 0x81                # -127.5 truncates to -127
+
+
+def test_conversion_rules():
+    """Codes, sizes and field ranges are refused with CONVERT, naming the field; the
+    destination's rules use the destination element's size; an engine without the stage
+    refuses any conversion."""
+    to_fp16 = Conversion.between("int8", "fp16")
+    ok = Descriptor(0x1000, 0x2000, 1, (Dim(8, 1, 2),), convert=to_fp16)
+    assert ok.error() == Error.NONE and ok.dst_bytes == 16 and ok.dst_range() == (0x2000, 0x2010)
+    assert ok.error(converts=False) == Error.CONVERT
+    for d, field in ((replace(ok, convert=Conversion(9)), "convert.code"),
+                     (replace(ok, convert=Conversion(0xF)), "convert.code"),
+                     (replace(ok, element_bytes=2, dims=(Dim(8, 2, 2),)), "element_bytes"),
+                     (replace(ok, convert=replace(to_fp16, scale=1 << 15)), "convert.scale"),
+                     (replace(ok, convert=replace(to_fp16, offset=-(1 << 15) - 1)),
+                      "convert.offset"),
+                     (replace(ok, convert=replace(to_fp16, shift=32)), "convert.shift")):
+        with pytest.raises(DescriptorError) as e:
+            d.check()
+        assert e.value.code == Error.CONVERT and e.value.field == field
+    assert replace(ok, dst=0x2001).error() == Error.ALIGN                  # fp16: 2-byte aligned
+    assert replace(ok, dims=(Dim(8, 1, 1),)).error() == Error.DIMS         # fp16s would overlap
+    narrow = Descriptor(0x1000, 0x2001, 2, (Dim(8, 2, 1),),
+                        convert=Conversion.between("int16", "int8"))
+    assert narrow.error() == Error.NONE and narrow.dst_bytes == 8
+    with pytest.raises(FormatError, match="does not convert fp16 to int8"):
+        conversion_code("fp16", "int8")
+
+
+def test_conversion_memory_form_and_header():
+    """The conversion round-trips through the memory form (signed offset and scale), a
+    descriptor without one writes zeros there, and the C header names the fields and codes."""
+    cvt = Conversion.between("uint8", "int16", offset=-200, scale=-3, shift=9)
+    d = Descriptor(0x1000, 0x8000, 1, (Dim(40, 1, 2),), convert=cvt)
+    raw = d.encode()
+    assert Descriptor.decode(raw) == d
+    assert raw[0x24:0x28] == (cvt.code | 9 << 8).to_bytes(4, "little")
+    assert raw[0x78:0x7C] == ((-200 & 0xFFFF) | (-3 & 0xFFFF) << 16).to_bytes(4, "little")
+    plain = replace(d, convert=NO_CONVERSION, dims=(Dim(40, 1, 1),)).encode()
+    assert plain[0x24:0x28] == bytes(4) and plain[0x78:] == bytes(8)
+    header = c_header()
+    assert "uint32_t convert;" in header and "uint32_t convert_scale;" in header
+    assert f"#define ATOMCUBE_DMA_CONVERT_UINT8_INT16 {cvt.code}u" in header
+    assert f"#define ATOMCUBE_DMA_ERROR_CONVERT {Error.CONVERT.value}u" in header
+
+
+def test_executor_converts_like_the_loop():
+    """A converting descriptor with padding (the pad value read as the source type and
+    converted) and strides in both element sizes, against the element loop."""
+    rng = np.random.default_rng(3)
+    for code in CONVERSIONS:
+        cvt = Conversion(code, int(rng.integers(-50, 50)), int(rng.integers(-400, 400)),
+                         int(rng.integers(0, 10)))
+        es = np.dtype(TYPES[cvt.types[0]]).itemsize
+        ed = np.dtype(TYPES[cvt.types[1]]).itemsize
+        d = Descriptor(0x100, 0x4000 + ed, es, (Dim(7, 3 * es, ed, 5), Dim(4, 40 * es, 9 * ed)),
+                       pad=int(rng.integers(0, 1 << 63)), convert=cvt)
+        mem = rng.integers(0, 256, 0x8000).astype(np.uint8)
+        want = mem.copy()
+        execute([d], mem)
+        pad = np.frombuffer(d.pad.to_bytes(8, "little")[:es], np.uint8)
+        pad_value = cvt.apply(pad[None])[0]
+        for idx in np.ndindex(7, 4):
+            at = d.dst + idx[0] * ed + idx[1] * 9 * ed
+            if idx[0] < 5:
+                src = d.src + idx[0] * 3 * es + idx[1] * 40 * es
+                want[at:at + ed] = cvt.apply(want[src:src + es][None])[0]
+            else:
+                want[at:at + ed] = pad_value
+        assert (mem == want).all(), cvt
+
+
+@pytest.mark.parametrize("unpack", [False, True])
+def test_one_pass_programs(unpack):
+    """nvdla_feature and dmp with a dense type of their own: the one-pass program gives the
+    format function's image of the converted tensor (and the converted tensor back)."""
+    rng = np.random.default_rng(int(unpack))
+    shape = (2, 19, 3, 5)
+    if not unpack:
+        x = rng.integers(0, 256, shape).astype(np.uint8)
+        lay = DmpLayout(shape)
+        mem = run_program(dmp(lay, 0, 0x8000, dense_type="uint8", offset=128, shift=7),
+                          x.ravel(), 0, 0x8000, 0x10000)
+        want = lay.pack(((x.astype(np.float64) - 128) / 128).astype(np.float16))
+        assert (mem[0x8000:0x8000 + lay.size] == want.view(np.uint8).ravel()).all()
+        fmt = FeatureFormat("int8", shape)
+        x16 = rng.integers(-4000, 4000, shape).astype(np.int16)
+        mem = run_program(nvdla_feature(fmt, 0, 0x8000, dense_type="int16", shift=5),
+                          x16.view(np.uint8).ravel(), 0, 0x8000, 0x10000)
+        q = np.clip(np.trunc(x16 / 32), -128, 127).astype(np.int8)
+        assert (mem[0x8000:0x8000 + fmt.size] == fmt.pack(q)).all()
+    else:
+        fmt = FeatureFormat("int8", shape)
+        x = rng.integers(-128, 128, shape).astype(np.int8)
+        mem = run_program(nvdla_feature(fmt, 0, 0x8000, unpack=True, dense_type="fp16",
+                                        scale=3, shift=4), fmt.pack(x), 0x8000, 0, 0x10000)
+        got = mem[:x.size * 2].view(np.float16).reshape(shape)
+        assert (got == (x.astype(np.float64) * 3 / 16).astype(np.float16)).all()
+        with pytest.raises(FormatError, match="dense_type: the DMA does not convert fp16"):
+            dmp(DmpLayout(shape), 0, 0x8000, unpack=True, dense_type="int8")

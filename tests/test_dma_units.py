@@ -9,6 +9,7 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
 from atomcube.hw.dma.backend import BackEnd
+from atomcube.hw.dma.convert import ElementConverter
 from atomcube.hw.dma.elements import ElementPath
 from atomcube.hw.dma.frontend import FrontEnd
 from atomcube.hw.dma.midend import one_bit_set
@@ -18,8 +19,11 @@ from atomcube.hw.dma.timing import DmaTiming
 from atomcube.hw.dma.walker import Walker
 from atomcube.hw.fabric import Checked
 from atomcube.model.dma.descriptor import (
+    CONVERSIONS,
     DESCRIPTOR_BYTES,
     MAX_DIMS,
+    TYPES,
+    Conversion,
     Descriptor,
     Dim,
     Error,
@@ -1022,3 +1026,109 @@ def test_front_end_check_takes_a_step_per_two_bits_of_a_count():
     # the larger counts: 0, 3, 3, 4 (3 bits), 16 (5 bits), 2**20 - 1 (20 bits), 2**20
     # (21 bits; a valid of 0 counts as 0), 1
     assert [c - base for _, c in got] == [0, 0, 0, 1, 2, 9, 10, 0]
+
+
+def expected_pieces(piece, cvt, bb):
+    """The real pieces the conversion stage makes of a virtual ``piece`` (addr, data bytes,
+    strobe bits, last), by the model's conversion of each element."""
+    addr, data, strb, last = piece
+    h = bb // 2
+    if cvt.code == 0:
+        return [piece]
+    source, destination = cvt.types
+    es = np.dtype(TYPES[source]).itemsize
+    ed = np.dtype(TYPES[destination]).itemsize
+    raw = np.frombuffer(bytes(data), np.uint8)
+    if es == 1:                                      # widening: a real piece per half
+        halves = [k for k in (0, 1) if any(strb[k * h:(k + 1) * h])] or [1]
+        out = []
+        for n, k in enumerate(halves):
+            conv = cvt.apply(raw[k * h:(k + 1) * h].reshape(h, 1)).ravel()
+            bits = [b for b in strb[k * h:(k + 1) * h] for _ in range(2)]
+            out.append((2 * addr + k * bb, conv, bits, last and n == len(halves) - 1))
+        return out
+    conv = cvt.apply(raw.reshape(h, 2)).ravel()
+    if ed == 2:
+        return [(addr, conv, list(strb), last)]
+    hi = (addr // bb) & 1
+    data = np.zeros(bb, np.uint8)
+    data[hi * h:(hi + 1) * h] = conv
+    bits = [0] * bb
+    bits[hi * h:(hi + 1) * h] = strb[0::2]
+    return [((addr // 2) & ~(bb - 1), data, bits, last)]
+
+
+@pytest.mark.parametrize("bb", [8, 32])
+def test_element_converter_matches_the_model(bb):
+    """Jobs of every conversion (and plain copies) through the conversion stage, random pieces
+    with random strobes in, the output stalled at random: each real piece as the model makes
+    it, in order, with the job's bytes counted."""
+    rng = np.random.default_rng(bb)
+    cvts = [Conversion()] + [Conversion(code, int(rng.integers(-300, 300)),
+                                        int(rng.integers(-900, 900)), int(rng.integers(0, 14)))
+                             for code in CONVERSIONS] + \
+        [Conversion(code, -32768, 32767, 0) for code in CONVERSIONS] + \
+        [Conversion(code, 7, -3, 31) for code in (1, 3)]
+    jobs = []
+    for cvt in cvts:
+        pieces = []
+        for _ in range(int(rng.integers(1, 6))):
+            strb = [int(b) for b in rng.random(bb) < 0.7] if rng.random() < 0.7 else \
+                [1] * bb
+            if rng.random() < 0.15:
+                strb = [0] * (bb // 2) + strb[bb // 2:] if rng.random() < 0.5 else \
+                    strb[:bb // 2] + [0] * (bb // 2)
+            pieces.append((int(rng.integers(0, 1 << 12)) * bb, rng.integers(0, 256, bb,
+                                                                             np.uint8),
+                           strb, False))
+        pieces[-1] = (*pieces[-1][:3], True)
+        jobs.append((cvt, pieces))
+    want = [p for cvt, pieces in jobs for piece in pieces for p in expected_pieces(piece, cvt,
+                                                                                   bb)]
+    dut = ElementConverter(data_width=8 * bb, addr_width=20)
+    # the stream in: each job's conversion, then its pieces
+    feed = []
+    for cvt, pieces in jobs:
+        feed += [("job", cvt)] + [("piece", p) for p in pieces]
+    got = []
+
+    async def bench(ctx):
+        written = 0
+        for _ in range(30 * len(want) + 100):
+            if len(got) == len(want) and not feed:
+                break
+            kind, item = feed[0] if feed else (None, None)
+            offer = kind is not None and rng.random() < 0.8
+            ctx.set(dut.job.valid, offer and kind == "job")
+            ctx.set(dut.i.valid, offer and kind == "piece")
+            if kind == "job":
+                ctx.set(dut.job.payload, {"code": item.code, "shift": item.shift,
+                                          "offset": item.offset & 0xFFFF,
+                                          "scale": item.scale & 0xFFFF})
+            elif kind == "piece":
+                addr, data, strb, last = item
+                ctx.set(dut.i.payload, {"addr": addr,
+                                        "data": int.from_bytes(bytes(data), "little"),
+                                        "strb": sum(b << i for i, b in enumerate(strb)),
+                                        "last": last})
+            ctx.set(dut.o.ready, int(rng.random() < 0.6))
+            await ctx.delay(1e-9)
+            if offer and ctx.get(dut.job.ready if kind == "job" else dut.i.ready):
+                feed.pop(0)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                p = ctx.get(dut.o.payload)
+                got.append((p.addr, p.data, p.strb, p.last))
+            written += ctx.get(dut.written_bytes)
+            await ctx.tick()
+        assert len(got) == len(want), f"{len(got)} of {len(want)} pieces left the stage"
+        written += ctx.get(dut.written_bytes)           # (the last piece's, a cycle later)
+        assert written == sum(sum(p[2]) for p in want)
+        assert not ctx.get(dut.busy)
+
+    simulate(dut, bench)
+    for n, ((addr, data, strb, last), (g_addr, g_data, g_strb, g_last)) in enumerate(
+            zip(want, got, strict=True)):
+        bits = sum(b << i for i, b in enumerate(strb))
+        assert (g_addr, g_strb, g_last) == (addr, bits, last), f"piece {n}"
+        assert g_data.to_bytes(bb, "little") == bytes(data), f"piece {n}: data " \
+            f"{g_data.to_bytes(bb, 'little').hex()} != {bytes(data).hex()}"

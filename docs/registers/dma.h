@@ -37,7 +37,7 @@
 /* error: Why the last job stopped. */
 #define ATOMCUBE_DMA_ERROR_OFFSET 0x00cu
 #define ATOMCUBE_DMA_ERROR_RESET 0x00000000u
-#define ATOMCUBE_DMA_ERROR_CODE_SHIFT 0u /* R [3:0] 0 none, 1 dims, 2 zero extent, 3 align, 4 range, 5 overlap, 6 read error, 7 write error, 8 fetch error, 9 no chain. */
+#define ATOMCUBE_DMA_ERROR_CODE_SHIFT 0u /* R [3:0] 0 none, 1 dims, 2 zero extent, 3 align, 4 range, 5 overlap, 6 read error, 7 write error, 8 fetch error, 9 no chain, 10 convert. */
 #define ATOMCUBE_DMA_ERROR_CODE_MASK 0x0000000fu
 #define ATOMCUBE_DMA_ERROR_INDEX_SHIFT 8u /* R [31:8] The descriptor (0 = first of the job) that failed. */
 #define ATOMCUBE_DMA_ERROR_INDEX_MASK 0xffffff00u
@@ -53,6 +53,8 @@
 #define ATOMCUBE_DMA_HWINFO_ADDR_WIDTH_MASK 0x007f0000u
 #define ATOMCUBE_DMA_HWINFO_CHAINS_SHIFT 24u /* R [24] 1: the engine runs chains from memory; 0: it was built without them, and ctrl.start_chain ends the job with NO_CHAIN. */
 #define ATOMCUBE_DMA_HWINFO_CHAINS_MASK 0x01000000u
+#define ATOMCUBE_DMA_HWINFO_CONVERT_SHIFT 25u /* R [25] 1: the engine has the element conversion stage; 0: it was built without it, and a descriptor that converts ends the job with CONVERT. */
+#define ATOMCUBE_DMA_HWINFO_CONVERT_MASK 0x02000000u
 
 /* chain_addr: Address of the first descriptor of a chain (128-byte aligned). */
 #define ATOMCUBE_DMA_CHAIN_ADDR_OFFSET 0x018u
@@ -82,6 +84,14 @@
 #define ATOMCUBE_DMA_CONTROL_IRQ_SHIFT 9u /* RW [9] Set status.desc_irq when the descriptor completes. */
 #define ATOMCUBE_DMA_CONTROL_IRQ_MASK 0x00000200u
 
+/* convert: Descriptor: the element conversion (the memory form's convert word). */
+#define ATOMCUBE_DMA_CONVERT_OFFSET 0x02cu
+#define ATOMCUBE_DMA_CONVERT_RESET 0x00000000u
+#define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u /* RW [3:0] The conversion, source -> destination type: 0 none, 1 int8 -> fp16, 2 uint8 -> fp16, 3 int16 -> fp16, 4 uint16 -> fp16, 5 int8 -> int16, 6 uint8 -> int16, 7 int16 -> int8, 8 uint16 -> int8. */
+#define ATOMCUBE_DMA_CONVERT_CODE_MASK 0x0000000fu
+#define ATOMCUBE_DMA_CONVERT_SHIFT_SHIFT 8u /* RW [12:8] The scale factor is scale / 2**shift. */
+#define ATOMCUBE_DMA_CONVERT_SHIFT_MASK 0x00001f00u
+
 /* pad_lo: Descriptor: pad value, low word (element bytes used, little-endian). */
 #define ATOMCUBE_DMA_PAD_LO_OFFSET 0x030u
 #define ATOMCUBE_DMA_PAD_LO_RESET 0x00000000u
@@ -93,6 +103,14 @@
 #define ATOMCUBE_DMA_PAD_HI_RESET 0x00000000u
 #define ATOMCUBE_DMA_PAD_HI_VALUE_SHIFT 0u /* RW [31:0] Bits 63:32. */
 #define ATOMCUBE_DMA_PAD_HI_VALUE_MASK 0xffffffffu
+
+/* convert_scale: Descriptor: the conversion's offset and scale (the memory form's convert_scale word). */
+#define ATOMCUBE_DMA_CONVERT_SCALE_OFFSET 0x038u
+#define ATOMCUBE_DMA_CONVERT_SCALE_RESET 0x00010000u
+#define ATOMCUBE_DMA_CONVERT_SCALE_OFFSET_SHIFT 0u /* RW [15:0] Subtracted from each source element (signed). */
+#define ATOMCUBE_DMA_CONVERT_SCALE_OFFSET_MASK 0x0000ffffu
+#define ATOMCUBE_DMA_CONVERT_SCALE_SCALE_SHIFT 16u /* RW [31:16] Multiplies the difference (signed). */
+#define ATOMCUBE_DMA_CONVERT_SCALE_SCALE_MASK 0xffff0000u
 
 /* dim0_extent: Elements of the innermost dimension written to the destination. */
 #define ATOMCUBE_DMA_DIM0_EXTENT_OFFSET 0x040u

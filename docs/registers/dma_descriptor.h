@@ -25,6 +25,20 @@
 #define ATOMCUBE_DMA_CONTROL_IRQ 0x200u /* bit 9: raise the interrupt when this descriptor completes */
 #define ATOMCUBE_DMA_CONTROL_IRQ_SHIFT 9u
 
+/* the convert word: the conversion's code (source -> destination type) and shift */
+#define ATOMCUBE_DMA_CONVERT_CODE 0x00fu
+#define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u
+#define ATOMCUBE_DMA_CONVERT_SHIFT 0x1f00u
+#define ATOMCUBE_DMA_CONVERT_SHIFT_SHIFT 8u
+#define ATOMCUBE_DMA_CONVERT_INT8_FP16 1u
+#define ATOMCUBE_DMA_CONVERT_UINT8_FP16 2u
+#define ATOMCUBE_DMA_CONVERT_INT16_FP16 3u
+#define ATOMCUBE_DMA_CONVERT_UINT16_FP16 4u
+#define ATOMCUBE_DMA_CONVERT_INT8_INT16 5u
+#define ATOMCUBE_DMA_CONVERT_UINT8_INT16 6u
+#define ATOMCUBE_DMA_CONVERT_INT16_INT8 7u
+#define ATOMCUBE_DMA_CONVERT_UINT16_INT8 8u
+
 /* error.code after a job (status.error set) */
 #define ATOMCUBE_DMA_ERROR_NONE 0u
 #define ATOMCUBE_DMA_ERROR_DIMS 1u
@@ -36,6 +50,7 @@
 #define ATOMCUBE_DMA_ERROR_WRITE_ERROR 7u
 #define ATOMCUBE_DMA_ERROR_FETCH_ERROR 8u
 #define ATOMCUBE_DMA_ERROR_NO_CHAIN 9u
+#define ATOMCUBE_DMA_ERROR_CONVERT 10u
 
 typedef struct ATOMCUBE_DMA_PACKED {
     uint64_t src; /* source address */
@@ -43,14 +58,15 @@ typedef struct ATOMCUBE_DMA_PACKED {
     uint64_t next; /* next descriptor of the chain (128-byte aligned); read unless control.last */
     uint64_t pad; /* pad value: its low element-size bytes fill what has no source */
     uint32_t control; /* element size, dimension count, last, irq (the CONTROL_ masks) */
-    uint32_t reserved; /* written 0, ignored */
+    uint32_t convert; /* conversion: code bits 3:0 (0: none), shift bits 12:8 */
     struct ATOMCUBE_DMA_PACKED {
         uint32_t extent; /* elements written along this dimension, at least 1 */
         uint32_t valid; /* elements that have a source (the rest are padded), at most extent */
         uint32_t src_stride; /* source bytes between neighbouring elements */
         uint32_t dst_stride; /* destination bytes between neighbouring elements */
     } dims[ATOMCUBE_DMA_MAX_DIMS]; /* innermost first; unused ones: extent = valid = 1, strides 0 */
-    uint8_t reserved_tail[8];
+    uint32_t convert_scale; /* conversion: offset bits 15:0 and scale bits 31:16, both signed */
+    uint32_t reserved; /* written 0, ignored */
 } atomcube_dma_desc_t;
 
 /* the struct is exactly the memory form (fails to compile otherwise) */

@@ -19,18 +19,22 @@ from ..fabric import register_copies
 def descriptor_layout():
     """A descriptor as the front end holds it: addresses and pad value of 64 bits, log2 of the
     element bytes, the dimensions in use, the chain's next address and flags (``last``: no
-    descriptor follows; ``irq``: raise the interrupt as it ends), and five dimensions of 32-bit
-    extent, valid count, source and destination stride."""
+    descriptor follows; ``irq``: raise the interrupt as it ends), the conversion's code, shift,
+    offset and scale, and five dimensions of 32-bit extent, valid count, source and destination
+    stride."""
     dims = data.ArrayLayout(32, MAX_DIMS)
     return data.StructLayout({"src": 64, "dst": 64, "nxt": 64, "pad": 64, "elog": 2, "ndims": 3,
-                              "last": 1, "irq": 1, "ext": dims, "val": dims, "sst": dims,
-                              "dstr": dims})
+                              "last": 1, "irq": 1, "cvt_code": 4, "cvt_shift": 5,
+                              "cvt_offset": 16, "cvt_scale": 16, "ext": dims, "val": dims,
+                              "sst": dims, "dstr": dims})
 
 
 #: each field's bits in the descriptor's memory form (:meth:`model.dma.descriptor.Descriptor.pack`):
 #: (bit offset, width); dimension ``k``'s four fields follow at 320 + 128 * k
 _FIXED_FIELDS = {"src": (0, 64), "dst": (64, 64), "nxt": (128, 64), "pad": (192, 64),
-                 "elog": (256, 2), "ndims": (258, 3), "last": (264, 1), "irq": (265, 1)}
+                 "elog": (256, 2), "ndims": (258, 3), "last": (264, 1), "irq": (265, 1),
+                 "cvt_code": (288, 4), "cvt_shift": (296, 5), "cvt_offset": (960, 16),
+                 "cvt_scale": (976, 16)}
 _DIM_FIELDS = ("ext", "val", "sst", "dstr")
 
 
@@ -166,8 +170,10 @@ def range_layout(addr_width):
 
 
 class DescriptorChecker(wiring.Component):
-    """The model's rules on a held descriptor: ``desc`` (:func:`descriptor_layout`) and ``eb``
-    (its element bytes) must hold still from the cycle after ``start`` until the verdict.
+    """The model's rules on a held descriptor: ``desc`` (:func:`descriptor_layout`), ``eb`` (its
+    element bytes), ``eb_dst`` (its written elements' bytes: ``eb`` unless it converts) and
+    ``cvt_bad`` (its conversion breaks the ``CONVERT`` rule) must hold still from the cycle after
+    ``start`` until the verdict.
     ``verdict`` gives, for one cycle, the error code (:class:`~model.dma.descriptor.Error`; 0
     when the descriptor passes). ``ranges`` (:func:`range_layout`) holds the bytes it reads and
     writes from the verdict of a descriptor that passes until the next ``start`` (its
@@ -181,14 +187,15 @@ class DescriptorChecker(wiring.Component):
     def __init__(self, *, addr_width=32):
         self.addr_width = addr_width
         super().__init__({
-            "desc": In(descriptor_layout()), "eb": In(4), "start": In(1),
+            "desc": In(descriptor_layout()), "eb": In(4), "eb_dst": In(4), "cvt_bad": In(1),
+            "start": In(1),
             "verdict": Out(stream.Signature(4, always_ready=True)),
             "ranges": Out(range_layout(addr_width)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        d, eb = self.desc, self.eb
+        d, eb, eb_dst = self.desc, self.eb, self.eb_dst
         ndims, ext, val, sst, dstr = d.ndims, d.ext, d.val, d.sst, d.dstr
         step = Signal(_Step)
         # the addresses for the sums and compares, copies a cycle behind the fields (which the
@@ -200,8 +207,9 @@ class DescriptorChecker(wiring.Component):
         # the alignment tests of the strides and addresses, in a register every cycle
         mis_parts = Signal(MAX_DIMS + 1)
         m.d.sync += mis_parts.eq(Cat(
-            *((k < ndims) & (((sst[k] | dstr[k]) & (eb - 1)) != 0) for k in range(MAX_DIMS)),
-            ((d.src | d.dst) & (eb - 1)) != 0))
+            *((k < ndims) & (((sst[k] & (eb - 1)) | (dstr[k] & (eb_dst - 1))) != 0)
+              for k in range(MAX_DIMS)),
+            ((d.src & (eb - 1)) | (d.dst & (eb_dst - 1))) != 0))
 
         # The dimension being checked, as registers (`cur`): selected by `k` a cycle ahead (`k`
         # steps in a dimension's phase 1, at least two cycles before the next one's phase 0, and
@@ -256,7 +264,7 @@ class DescriptorChecker(wiring.Component):
             "e_zero", "v_over", "e_many", "v_zero", "nests"))
         reg_e = Signal(32)                    # the dimension's extent and valid, a cycle behind
         reg_v = Signal(32)
-        m.d.sync += [reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb),
+        m.d.sync += [reg_e.eq(cur_e), reg_v.eq(cur_v), span_eb.eq(span + eb_dst),
                      src_eb.eq(src_top + eb), summing.eq(0), sums_clear.eq(0)]
         with m.If(sums_clear):
             m.d.sync += [span.eq(0), src_top.eq(0)]
@@ -324,7 +332,9 @@ class DescriptorChecker(wiring.Component):
                              overlap.eq((chk_src < d_end) & (chk_dst < s_end)),
                              step.eq(_Step.VERDICT)]
                 # the first four rules, whose inputs are ready here, as one code
-                with m.If((ndims == 0) | (ndims > MAX_DIMS)):
+                with m.If(self.cvt_bad):
+                    m.d.sync += early_code.eq(Error.CONVERT)
+                with m.Elif((ndims == 0) | (ndims > MAX_DIMS)):
                     m.d.sync += early_code.eq(Error.DIMS)
                 with m.Elif(first_dim_err != 0):
                     m.d.sync += early_code.eq(first_dim_err)

@@ -36,8 +36,8 @@ end the job: no new address is issued, bursts already issued complete (their dat
 before the error), reads in flight are drained, and the engine takes the next job.
 """
 
-from amaranth import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal
-from amaranth.lib import wiring
+from amaranth import Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Module, ResetSignal
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomcube.model.dma.descriptor import DESCRIPTOR_BYTES
@@ -47,6 +47,7 @@ from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.fifo import stream_slice
 from ..fabric import global_buffer
 from .backend import BackEnd
+from .convert import ElementConverter
 from .frontend import FrontEnd
 from .midend import PATHS, MidEnd
 from .timing import DmaTiming
@@ -74,7 +75,7 @@ class DmaEngine(wiring.Component):
 
     def __init__(self, *, data_width=64, addr_width=32, id_width=4, max_burst=16,
                  read_fifo=64, tile_beats=None, bank_mirror=False, paths=PATHS,
-                 chains=True, timing=DmaTiming()):
+                 chains=True, convert=False, timing=DmaTiming()):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data_width must be 64, 128 or 256, not {data_width!r}")
         if not 12 <= addr_width <= 32:
@@ -100,13 +101,19 @@ class DmaEngine(wiring.Component):
         # (the mid end first: it checks ``paths`` before anything else is built)
         # requests waiting for their data: every beat the read FIFO can have in flight plus an
         # open burst, or the queue, not the bus, would limit a copy
-        self._mid = MidEnd(data_width=data_width, addr_width=addr_width,
+        self.convert = bool(convert)
+        # a converting engine's mid end reaches one address bit more: a narrowing
+        # conversion's virtual destination is the real one's addresses doubled
+        self._mid = MidEnd(data_width=data_width, addr_width=addr_width + self.convert,
                            tile_beats=self.tile_beats, queue=read_fifo + 2 * max_burst,
                            paths=paths, timing=timing)
         self.paths = self._mid.paths
         self.chains = bool(chains)
         self._front = FrontEnd(data_width=data_width, addr_width=addr_width,
-                               bank_mirror=bank_mirror, chains=self.chains)
+                               bank_mirror=bank_mirror, chains=self.chains,
+                               convert=self.convert)
+        self._convert = (ElementConverter(data_width=data_width, addr_width=addr_width)
+                         if self.convert else None)
         self._back = BackEnd(data_width=data_width, addr_width=addr_width, id_width=id_width,
                              max_burst=max_burst, read_fifo=read_fifo, fetch=self.chains,
                              timing=timing)
@@ -135,16 +142,23 @@ class DmaEngine(wiring.Component):
         wiring.connect(m, back.m_axi, wiring.flipped(self.m_axi))
         m.d.comb += self.irq.eq(front.irq)
         # the descriptor
-        wiring.connect(m, front.desc, mid.desc)
-        m.d.comb += [front.busy.eq(mid.busy), front.read_bytes.eq(mid.read_bytes),
-                     front.written_bytes.eq(mid.written_bytes)]
+        m.d.comb += [front.busy.eq(mid.busy), front.read_bytes.eq(mid.read_bytes)]
+        if self._convert is None:
+            wiring.connect(m, front.desc, mid.desc)
+            m.d.comb += front.written_bytes.eq(mid.written_bytes)
+            paths = (("req", mid.req, back.req), ("rdata", back.rdata, mid.rdata),
+                     ("wr", mid.wr, back.wr))
+            converting = Const(0)
+        else:
+            conv = m.submodules.convert = DomainRenamer("dp")(self._convert)
+            paths = self._converting(m, front, mid, back, conv)
+            converting = conv.busy
         # the data, through register slices: no combinational path crosses between the mid
         # end and the back end (valid, payload and ready are all registered on each side)
         slices = [stream_slice(m, name, source, sink, domain="dp")
-                  for name, source, sink in (("req", mid.req, back.req),
-                                             ("rdata", back.rdata, mid.rdata),
-                                             ("wr", mid.wr, back.wr))]
-        # the job is over when the slices are empty too (a write may still sit in one)
+                  for name, source, sink in paths]
+        # the job is over when the slices (and the conversion stage) are empty too: a write
+        # may still sit in one
         empty = [f.level == 0 for f in slices]
         # the job
         if self.chains:
@@ -156,7 +170,27 @@ class DmaEngine(wiring.Component):
                      front.read_old.eq(back.read_old),
                      front.job_done.eq(back.job_done),
                      back.defer.eq(front.defer),
-                     front.idle.eq(back.idle & empty[0] & empty[1] & empty[2]),
+                     front.idle.eq(back.idle & Cat(*empty).all() & ~converting),
                      front.drained.eq(back.drained)]
         return m
 
+    def _converting(self, m, front, mid, back, conv):
+        """The conversion stage's joins: each descriptor's conversion queued as the mid end
+        takes it (a descriptor is offered to the mid end only while the queue has room), the
+        mid end's read requests narrowed to the back end's addresses (its extra bit is the
+        virtual destination's), and its pieces through the stage. Returns the streams the
+        engine puts register slices on, as (name, source, sink)."""
+        room = conv.job.ready
+        m.d.comb += [mid.desc.payload.eq(front.desc.payload),
+                     mid.desc.valid.eq(front.desc.valid & room),
+                     front.desc.ready.eq(mid.desc.ready),
+                     conv.job.payload.eq(front.desc.payload.cvt),
+                     conv.job.valid.eq(front.desc.valid & mid.desc.ready),
+                     front.written_bytes.eq(conv.written_bytes)]
+        req = stream.Signature(back.req.payload.shape()).create(path=("req_narrow",))
+        m.d.comb += [req.valid.eq(mid.req.valid), mid.req.ready.eq(req.ready),
+                     req.payload.beat.eq(mid.req.payload.beat),
+                     req.payload.n.eq(mid.req.payload.n),
+                     req.payload.first.eq(mid.req.payload.first)]
+        return (("req", req, back.req), ("rdata", back.rdata, mid.rdata),
+                ("wr", mid.wr, conv.i), ("wr_out", conv.o, back.wr))

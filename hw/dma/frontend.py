@@ -37,6 +37,7 @@ from atomcube.model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.regbank import RegisterBank
+from .convert import decode_conversion
 from .descriptor import DescriptorChecker, DescriptorStore
 from .midend import request_layout
 
@@ -55,10 +56,12 @@ class _State(enum.Enum, shape=3):
 
 
 class FrontEnd(wiring.Component):
-    def __init__(self, *, data_width=64, addr_width=32, bank_mirror=False, chains=True):
+    def __init__(self, *, data_width=64, addr_width=32, bank_mirror=False, chains=True,
+                 convert=False):
         self.data_width = data_width
         self.addr_width = addr_width
         self.chains = chains
+        self.convert = convert
         self.regmap = DMA
         self._bank = RegisterBank(DMA, addr_width=8, mirror=bank_mirror)
         self._store = DescriptorStore(data_width=data_width, chains=chains)
@@ -68,7 +71,7 @@ class FrontEnd(wiring.Component):
             "s_axil": In(AXI4LiteSignature(addr_width=8, data_width=32)),
             "irq": Out(1),
             # the mid end
-            "desc": Out(stream.Signature(request_layout(aw))),
+            "desc": Out(stream.Signature(request_layout(aw + convert))),
             "busy": In(1), "read_bytes": In(35), "written_bytes": In(35),
             # the back end
             **({"fetch_addr": Out(aw), "fetch_go": Out(1),
@@ -90,7 +93,13 @@ class FrontEnd(wiring.Component):
         checker = m.submodules.checker = self._checker
         d = store.fields
         self._bank_descriptor(m, regs, store.bank_desc)
-        m.d.comb += [checker.desc.eq(d), checker.eb.eq(store.eb)]
+        # a conversion: its rule, and the size of the elements it writes
+        how = decode_conversion(m, d.cvt_code)
+        converts = d.cvt_code != 0
+        m.d.comb += [checker.desc.eq(d), checker.eb.eq(store.eb),
+                     checker.eb_dst.eq(Mux(converts, Mux(how.narrow, 1, 2), store.eb)),
+                     checker.cvt_bad.eq(converts & (Const(int(not self.convert)) | ~how.known |
+                                                    (d.elog != how.wide)))]
         if self.chains:
             wiring.connect(m, wiring.flipped(self.fetch_beat), store.beat)
 
@@ -110,9 +119,21 @@ class FrontEnd(wiring.Component):
         # the descriptor offered to the mid end is the one held here: the front end keeps it
         # until the job ends, so it is still while offered
         offer = self.desc.payload
-        m.d.comb += [offer.src.eq(d.src[:aw]), offer.dst.eq(d.dst[:aw]), offer.elog.eq(d.elog),
-                     offer.pad.eq(d.pad), offer.ndims.eq(d.ndims), offer.ext.eq(d.ext),
-                     offer.val.eq(d.val), offer.sst.eq(d.sst), offer.dstr.eq(d.dstr)]
+        # (the dimensions a field at a time: the offer's may be wider than the store's 32 bits)
+        m.d.comb += [offer.src.eq(d.src[:aw]), offer.elog.eq(d.elog),
+                     offer.pad.eq(d.pad), offer.ndims.eq(d.ndims),
+                     *(getattr(offer, f)[k].eq(getattr(d, f)[k])
+                       for f in ("ext", "val", "sst") for k in range(MAX_DIMS)),
+                     offer.cvt.code.eq(d.cvt_code), offer.cvt.shift.eq(d.cvt_shift),
+                     offer.cvt.offset.eq(d.cvt_offset), offer.cvt.scale.eq(d.cvt_scale)]
+        # a converting descriptor runs through the mid end as a copy of source-sized elements
+        # into a virtual destination, its addresses scaled by the source element's size over
+        # the destination's (hw.dma.convert); the stage turns them back
+        for virtual, real in ((offer.dst, d.dst[:aw]),
+                              *((offer.dstr[k], d.dstr[k]) for k in range(MAX_DIMS))):
+            if self.convert:
+                real = Mux(how.widen, real >> 1, Mux(how.narrow, real << 1, real))
+            m.d.comb += virtual.eq(real)
 
         dp_reset = Signal()
         # the mid and back end are reset a cycle after the front end decides it, from a
@@ -328,6 +349,7 @@ class FrontEnd(wiring.Component):
                      regs.hwinfo.max_dims.r_data.eq(MAX_DIMS),
                      regs.hwinfo.addr_width.r_data.eq(self.addr_width),
                      regs.hwinfo.chains.r_data.eq(int(self.chains)),
+                     regs.hwinfo.convert.r_data.eq(int(self.convert)),
                      regs.error.code.r_data.eq(error_code),
                      regs.error.index.r_data.eq(index),
                      regs.status.done.set.eq(q.done_set), regs.status.error.set.eq(q.err_set),
@@ -344,7 +366,11 @@ class FrontEnd(wiring.Component):
         m.d.comb += [bank.src.eq(regs.src_addr.value.data), bank.dst.eq(regs.dst_addr.value.data),
                      bank.pad.eq(Cat(regs.pad_lo.value.data, regs.pad_hi.value.data)),
                      bank.elog.eq(regs.control.element.data), bank.ndims.eq(regs.control.dims.data),
-                     bank.last.eq(1), bank.irq.eq(regs.control.irq.data)]
+                     bank.last.eq(1), bank.irq.eq(regs.control.irq.data),
+                     bank.cvt_code.eq(regs.convert.code.data),
+                     bank.cvt_shift.eq(regs.convert.shift.data),
+                     bank.cvt_offset.eq(regs.convert_scale.offset.data),
+                     bank.cvt_scale.eq(regs.convert_scale.scale.data)]
         for k in range(MAX_DIMS):
             m.d.comb += [bank.ext[k].eq(getattr(regs, f"dim{k}_extent").value.data),
                          bank.val[k].eq(getattr(regs, f"dim{k}_valid").value.data),

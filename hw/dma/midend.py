@@ -38,6 +38,7 @@ from atomcube.model.dma.descriptor import MAX_DIMS
 from ..bus.fifo import registered, stream_slice
 from ..fabric import register_copies, registered_copy
 from .backend import job_request_layout
+from .convert import conversion_layout
 from .elements import ElementPath
 from .rows import RowCopier
 from .tile import TileTransposer, count_width, path_ports
@@ -54,12 +55,14 @@ DESCRIPTOR_PORTS = ("src", "dst", "elog", "pad", "ext", "val", "sst", "dstr", "s
 def request_layout(addr_width):
     """An N-D transfer request, the descriptor as the front end checked it: base addresses of
     ``addr_width`` bits, the element size (log2 of its bytes), the pad value, the dimensions in
-    use and five dimensions of 32-bit extent, valid count, source and destination stride
-    (unused dimensions included, as the front end holds them)."""
-    dims = data.ArrayLayout(32, MAX_DIMS)
+    use and five dimensions of extent, valid count, source and destination stride (32 bits, or
+    ``addr_width`` if more; unused dimensions included, as the front end holds them), and the
+    conversion (:func:`~hw.dma.convert.conversion_layout`: the mid end does not read it, the
+    conversion stage does)."""
+    dims = data.ArrayLayout(max(32, addr_width), MAX_DIMS)
     return data.StructLayout({"src": addr_width, "dst": addr_width, "elog": 2, "pad": 64,
                               "ndims": 3, "ext": dims, "val": dims, "sst": dims,
-                              "dstr": dims})
+                              "dstr": dims, "cvt": conversion_layout()})
 
 
 def one_bit_set(v):

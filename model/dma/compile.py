@@ -15,7 +15,12 @@ five dimensions, so programs stay short.
     prog = nvdla_weights(WeightSpec("dc", "int8", (40, 70, 3, 3)), dense=0, image=0x10000)
     prog = dense_transpose((2, 3, 4, 5), 1, dense=0, image=0x1000)   # NCHW -> NHWC
 
-Every function takes ``unpack=True`` for the reverse direction.
+Every function takes ``unpack=True`` for the reverse direction. ``nvdla_feature`` and ``dmp``
+take ``dense_type`` (with ``offset``, ``scale``, ``shift``): a dense tensor of another type than
+the format's, converted by the engine in the same pass (:class:`~.descriptor.Conversion`):
+
+    prog = dmp(DmpLayout((1, 3, 224, 224)), dense=0, image=0x40000, dense_type="uint8",
+               offset=128, shift=7)                    # uint8 pixels -> fp16 (x - 128) / 128
 """
 
 from __future__ import annotations
@@ -28,14 +33,15 @@ from ..errors import FormatError
 from ..nvdla.feature import FeatureFormat
 from ..nvdla.weights import WeightSpec
 from ..sophgo.local import LocalTensor
-from .descriptor import MAX_DIMS, Descriptor, Dim, Program
+from .descriptor import MAX_DIMS, NO_CONVERSION, TYPES, Conversion, Descriptor, Dim, Program
 
 Piece = tuple[list[tuple[int, int, int, int]], int, int]     # dims, dense offset, image offset
 
 
-def _simplify(dims: list[Dim], eb: int, src: int, dst: int, pad: int):
+def _simplify(dims: list[Dim], eb: int, src: int, dst: int, pad: int, widen: bool = True):
     """Drop unit dimensions, merge dimensions that continue each other, widen the element while
-    the innermost dimension is contiguous on both sides. Returns (dims, element bytes, pad)."""
+    the innermost dimension is contiguous on both sides (with ``widen``: not for a conversion,
+    whose element is its source type). Returns (dims, element bytes, pad)."""
     dims = [d for d in dims if d.extent > 1 or d.valid < d.extent] or [Dim(1, eb, eb)]
     merged = [dims[0]]
     for d in dims[1:]:
@@ -46,7 +52,7 @@ def _simplify(dims: list[Dim], eb: int, src: int, dst: int, pad: int):
         else:
             merged.append(d)
     dims = merged
-    while eb < 8:
+    while widen and eb < 8:
         w = 2 * eb
         a = dims[0]
         rest = dims[1:]
@@ -62,15 +68,16 @@ def _simplify(dims: list[Dim], eb: int, src: int, dst: int, pad: int):
     return dims, eb, pad
 
 
-def emit(prog: Program, src: int, dst: int, eb: int, dims, pad: int = 0) -> None:
+def emit(prog: Program, src: int, dst: int, eb: int, dims, pad: int = 0,
+         convert: Conversion = NO_CONVERSION) -> None:
     """Append the descriptors of one block copy: ``dims`` as (extent, valid, src_stride,
-    dst_stride), innermost first."""
+    dst_stride), innermost first; each descriptor converts with ``convert``."""
     ds = [Dim(e, s, d, v) for e, v, s, d in dims]
     if any(d.extent == 0 for d in ds):
         return
     # the engine wants the destination's dimensions innermost first (they must nest in order)
     ds.sort(key=lambda d: d.dst_stride)
-    ds, eb, pad = _simplify(ds, eb, src, dst, pad)
+    ds, eb, pad = _simplify(ds, eb, src, dst, pad, widen=not convert.code)
     # more than five dimensions: one descriptor per index of the outer ones
     outer = ds[MAX_DIMS:]
     inner = ds[:MAX_DIMS]
@@ -82,24 +89,49 @@ def emit(prog: Program, src: int, dst: int, eb: int, dims, pad: int = 0) -> None
             # no source for this whole block: pad only
             prog.descriptors.append(Descriptor(src, dst + d_off, eb, tuple(
                 Dim(d.extent, d.src_stride, d.dst_stride, 0 if k == 0 else d.valid)
-                for k, d in enumerate(inner)), pad))
+                for k, d in enumerate(inner)), pad, convert=convert))
             continue
-        prog.descriptors.append(Descriptor(src + s_off, dst + d_off, eb, tuple(inner), pad))
+        prog.descriptors.append(Descriptor(src + s_off, dst + d_off, eb, tuple(inner), pad,
+                                           convert=convert))
 
 
 def _run(pieces: list[Piece], eb: int, dense: int, image: int, unpack: bool, pad: int,
-         dst_size: int) -> Program:
+         dst_size: int, convert: Conversion = NO_CONVERSION) -> Program:
+    """The program of ``pieces``; ``eb`` is the bytes of an element read (the conversion's
+    source type, if it converts)."""
     prog = Program(dst_size=dst_size)
     for dims, d_off, i_off in pieces:
         if unpack:
             if any(v == 0 for _, v, _, _ in dims):
                 continue
             emit(prog, image + i_off, dense + d_off, eb,
-                 [(v, v, i_s, d_s) for _, v, d_s, i_s in dims])
+                 [(v, v, i_s, d_s) for _, v, d_s, i_s in dims], convert=convert)
         else:
             emit(prog, dense + d_off, image + i_off, eb,
-                 [(e, v, d_s, i_s) for e, v, d_s, i_s in dims], pad)
+                 [(e, v, d_s, i_s) for e, v, d_s, i_s in dims], pad, convert=convert)
     return prog
+
+
+def conversion(dense_type: str | None, image_type: str, image_bytes: int, unpack: bool,
+               offset: int = 0, scale: int = 1, shift: int = 0) -> tuple[Conversion, int]:
+    """The conversion a program between a dense tensor of ``dense_type`` and an image of
+    ``image_type`` (``image_bytes`` an element) makes on the way (none when the types match or
+    ``dense_type`` is None), and the bytes of a dense element. Packing converts dense -> image,
+    unpacking image -> dense; raises FormatError naming ``dense_type`` for a pair the engine
+    does not convert."""
+    if dense_type is None or dense_type == image_type:
+        return NO_CONVERSION, image_bytes
+    if dense_type not in TYPES:
+        raise FormatError("dense_type", f"one of {', '.join(TYPES)}, not {dense_type!r}")
+    pair = (image_type, dense_type) if unpack else (dense_type, image_type)
+    try:
+        cvt = Conversion.between(*pair, offset, scale, shift)
+    except FormatError as e:
+        raise FormatError("dense_type", e.rule) from None
+    problem = cvt.problem(np.dtype(TYPES[pair[0]]).itemsize)
+    if problem is not None:
+        raise FormatError(*problem)
+    return cvt, np.dtype(TYPES[dense_type]).itemsize
 
 
 def _bits(value, dtype) -> int:
@@ -116,17 +148,22 @@ def dense_transpose(shape, element_bytes: int, dense: int, image: int,
     return _run([(dims, 0, 0)], eb, dense, image, unpack, 0, n * c * h * w * eb)
 
 
-def nvdla_feature(fmt: FeatureFormat, dense: int, image: int, unpack: bool = False) -> Program:
+def nvdla_feature(fmt: FeatureFormat, dense: int, image: int, unpack: bool = False,
+                  dense_type: str | None = None, offset: int = 0, scale: int = 1,
+                  shift: int = 0) -> Program:
     """Dense NCHW at ``dense`` <-> NVDLA feature data at ``image`` (the configuration's atoms,
     the format's line, surface and cube strides; channel padding written with ``fmt.fill``).
-    Bytes between lines, surfaces and cubes are not written."""
+    Bytes between lines, surfaces and cubes are not written. A ``dense_type`` other than the
+    format's precision converts in the same pass (:func:`conversion`); the channel padding is
+    then ``fmt.fill`` read as the dense type and converted."""
     n, c, h, w = fmt.shape
     eb, cpa = fmt.element_bytes, fmt.channels_per_atom
+    convert, db = conversion(dense_type, fmt.precision, eb, unpack, offset, scale, shift)
     full, rem = divmod(c, cpa)
-    hw = h * w * eb
+    hw = h * w * db
 
     def dims(surfaces, valid):
-        return [(cpa, valid, hw, eb), (w, w, eb, fmt.atom), (h, h, w * eb, fmt.line_stride),
+        return [(cpa, valid, hw, eb), (w, w, db, fmt.atom), (h, h, w * db, fmt.line_stride),
                 (surfaces, surfaces, cpa * hw, fmt.surface_stride),
                 (n, n, c * hw, fmt.cube_stride)]
     pieces: list[Piece] = []
@@ -134,7 +171,8 @@ def nvdla_feature(fmt: FeatureFormat, dense: int, image: int, unpack: bool = Fal
         pieces.append((dims(full, cpa), 0, 0))
     if rem:
         pieces.append((dims(1, rem), full * cpa * hw, full * fmt.surface_stride))
-    return _run(pieces, eb, dense, image, unpack, _bits(fmt.fill, fmt.dtype), fmt.size)
+    fill = _bits(fmt.fill, fmt.dtype if convert is NO_CONVERSION else TYPES[dense_type])
+    return _run(pieces, eb if unpack else db, dense, image, unpack, fill, fmt.size, convert)
 
 
 def sophgo_local(t: LocalTensor, dense: int, local: int, unpack: bool = False) -> Program:
@@ -164,24 +202,29 @@ def sophgo_local(t: LocalTensor, dense: int, local: int, unpack: bool = False) -
     return _run(pieces, eb, dense, local, unpack, 0, lm.size)
 
 
-def dmp(lay: DmpLayout, dense: int, image: int, unpack: bool = False) -> Program:
-    """Dense (D, C, H, W) at ``dense``, already in the layout's element type (fp16 for network
-    inputs: the DMA does not convert), <-> the DMP buffer at ``image``."""
+def dmp(lay: DmpLayout, dense: int, image: int, unpack: bool = False,
+        dense_type: str | None = None, offset: int = 0, scale: int = 1,
+        shift: int = 0) -> Program:
+    """Dense (D, C, H, W) at ``dense`` <-> the DMP buffer at ``image``. The dense tensor is in
+    the layout's element type, or in ``dense_type``, converted in the same pass
+    (:func:`conversion`: ``(x - offset) * scale / 2**shift``), e.g. a uint8 image straight into
+    a network's fp16 input."""
     d, c, h, w = lay.shape
     eb = DMP_DTYPES[lay.dtype].itemsize
-    hw = h * w * eb
+    convert, db = conversion(dense_type, lay.dtype, eb, unpack, offset, scale, shift)
+    hw = h * w * db
     step = 8 if lay.chunked else c
     full, rem = divmod(c, step)
     pieces: list[Piece] = []
     for c0, chunks, cc in ((0, full, step), (full * step, 1 if rem else 0, rem)):
         if chunks == 0:
             continue
-        inner = ([(w, w, eb, cc * eb), (h, h, w * eb, w * cc * eb)] if lay.transpose
-                 else [(h, h, w * eb, cc * eb), (w, w, eb, h * cc * eb)])
+        inner = ([(w, w, db, cc * eb), (h, h, w * db, w * cc * eb)] if lay.transpose
+                 else [(h, h, w * db, cc * eb), (w, w, db, h * cc * eb)])
         dims = [(cc, cc, hw, eb), *inner, (chunks, chunks, step * hw, w * h * step * eb),
                 (d, d, c * hw, w * h * c * eb)]
         pieces.append((dims, c0 * hw, c0 * h * w * eb))
-    return _run(pieces, eb, dense, image, unpack, 0, lay.size)
+    return _run(pieces, eb if unpack else db, dense, image, unpack, 0, lay.size, convert)
 
 
 def nvdla_weights(spec: WeightSpec, dense: int, image: int, unpack: bool = False) -> Program:

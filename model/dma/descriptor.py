@@ -18,6 +18,14 @@ raises naming it); the hardware checks the same and reports the same code:
 - ``ALIGN``: addresses and strides are multiples of the element size.
 - ``RANGE``: the last byte read and the last byte written lie below ``2**addr_width``.
 - ``OVERLAP``: the bytes read and the bytes written (their address ranges) do not overlap.
+- ``CONVERT`` (checked first): the conversion (:class:`Conversion`) is one of
+  :data:`CONVERSIONS`, its element size is the source type's, and its offset, scale and shift
+  fit their fields.
+
+A descriptor may convert each element on the way (:class:`Conversion`): it then reads
+elements of the source type and writes elements of the destination type, and every rule above
+that concerns the destination (its alignment, nesting and range) uses the destination type's
+size. Padded elements are the pad value read as the source type, converted like the rest.
 
 In memory a descriptor is 128 bytes, little-endian, 128-byte aligned (one burst, never across
 4 KiB); chains link through ``next`` and end at a descriptor with ``last`` set.
@@ -27,9 +35,12 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from ..errors import FormatError
+from ..nvdla.precision import convert
 
 MAX_DIMS = 5
 ELEMENT_BYTES = (1, 2, 4, 8)
@@ -37,16 +48,16 @@ DESCRIPTOR_BYTES = 128
 _U32 = (1 << 32) - 1
 
 #: the 128-byte memory form, little-endian: these fields in order (name, bytes, what it holds),
-#: then :data:`MAX_DIMS` dimensions of :data:`DIM_FIELDS`, then reserved bytes up to 128.
+#: then :data:`MAX_DIMS` dimensions of :data:`DIM_FIELDS`, then :data:`TAIL_FIELDS` up to 128.
 #: :meth:`Descriptor.encode`, :meth:`Descriptor.decode` and the C header
-#: (:func:`c_header`) are all read off these two tables.
+#: (:func:`c_header`) are all read off these tables.
 HEAD_FIELDS = (
     ("src", 8, "source address"),
     ("dst", 8, "destination address"),
     ("next", 8, "next descriptor of the chain (128-byte aligned); read unless control.last"),
     ("pad", 8, "pad value: its low element-size bytes fill what has no source"),
     ("control", 4, "element size, dimension count, last, irq (the CONTROL_ masks)"),
-    ("reserved", 4, "written 0, ignored"),
+    ("convert", 4, "conversion: code bits 3:0 (0: none), shift bits 12:8"),
 )
 #: one dimension, innermost first
 DIM_FIELDS = (
@@ -54,6 +65,11 @@ DIM_FIELDS = (
     ("valid", 4, "elements that have a source (the rest are padded), at most extent"),
     ("src_stride", 4, "source bytes between neighbouring elements"),
     ("dst_stride", 4, "destination bytes between neighbouring elements"),
+)
+#: after the dimensions, up to the 128th byte
+TAIL_FIELDS = (
+    ("convert_scale", 4, "conversion: offset bits 15:0 and scale bits 31:16, both signed"),
+    ("reserved", 4, "written 0, ignored"),
 )
 #: the control word's fields: name -> (mask, what it holds)
 CONTROL_FIELDS = {
@@ -65,8 +81,10 @@ CONTROL_FIELDS = {
 _CODES = {4: "I", 8: "Q"}
 _HEAD = struct.Struct("<" + "".join(_CODES[n] for _, n, _ in HEAD_FIELDS))
 _DIM = struct.Struct("<" + "".join(_CODES[n] for _, n, _ in DIM_FIELDS))
+_TAIL = struct.Struct("<" + "".join(_CODES[n] for _, n, _ in TAIL_FIELDS))
 DIMS_OFFSET = _HEAD.size      #: where dimension 0 starts in the memory form
 DIM_BYTES = _DIM.size         #: bytes per dimension in the memory form
+TAIL_OFFSET = DESCRIPTOR_BYTES - _TAIL.size   #: where the tail fields start
 CONTROL_ELEMENT = CONTROL_FIELDS["element"][0]
 CONTROL_DIMS = CONTROL_FIELDS["dims"][0]
 CONTROL_LAST = CONTROL_FIELDS["last"][0]
@@ -88,6 +106,9 @@ class Error(enum.IntEnum):
     WRITE_ERROR = 7     #: a write answered SLVERR or DECERR
     FETCH_ERROR = 8     #: a descriptor fetch answered SLVERR or DECERR
     NO_CHAIN = 9        #: ``ctrl.start_chain`` on an engine built without chains
+    CONVERT = 10        #: a conversion that is not in the table, whose element size is not
+    #:                     its source type's, or with a field out of range; or any conversion
+    #:                     on an engine built without the conversion stage
 
 
 class DescriptorError(FormatError):
@@ -96,6 +117,114 @@ class DescriptorError(FormatError):
     def __init__(self, field: str, rule: str, code: Error):
         super().__init__(field, rule)
         self.code = code
+
+
+#: the element types a conversion reads or writes: name -> numpy type
+TYPES = {"int8": "i1", "uint8": "u1", "int16": "<i2", "uint16": "<u2", "fp16": "<f2"}
+#: the conversions: code -> (source type, destination type). The code is the memory form's
+#: ``convert`` bits 3:0; 0 is no conversion, and codes not listed are refused (``CONVERT``)
+CONVERSIONS = {
+    1: ("int8", "fp16"), 2: ("uint8", "fp16"), 3: ("int16", "fp16"), 4: ("uint16", "fp16"),
+    5: ("int8", "int16"), 6: ("uint8", "int16"), 7: ("int16", "int8"), 8: ("uint16", "int8"),
+}
+CONVERT_CODE = 0xF         #: the ``convert`` word's code bits
+CONVERT_SHIFT = 0x1F00     #: ... and its shift bits
+SHIFT_MAX = 31
+
+
+def conversion_code(source: str, destination: str) -> int:
+    """The code of the conversion from ``source`` to ``destination`` (type names)."""
+    for code, pair in CONVERSIONS.items():
+        if pair == (source, destination):
+            return code
+    pairs = ", ".join(f"{a} -> {b}" for a, b in CONVERSIONS.values())
+    raise FormatError("convert", f"the DMA does not convert {source} to {destination}; it "
+                                 f"converts {pairs}")
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What a descriptor does to each element on the way (NVDLA's precision conversion,
+    "Precision Conversion" in its data format guide, with the scale factor as
+    ``scale / 2**shift``): the source element ``d``, read as the source type, becomes
+
+        v = (d - offset) * scale / 2**shift
+
+    computed exactly, then written as the destination type: int8 and int16 truncate ``v``
+    toward zero and saturate to the type's range; fp16 rounds it to the nearest value (ties to
+    even), keeps denormals and saturates at +-65504 (never infinity). ``offset`` and ``scale``
+    are signed 16-bit, ``shift`` 0 to 31. ``code`` 0 is a plain copy (the other fields 0)."""
+
+    code: int = 0
+    offset: int = 0
+    scale: int = 1
+    shift: int = 0
+
+    @classmethod
+    def between(cls, source: str, destination: str, offset: int = 0, scale: int = 1,
+                shift: int = 0) -> Conversion:
+        return cls(conversion_code(source, destination), offset, scale, shift)
+
+    @property
+    def types(self) -> tuple[str, str] | None:
+        return CONVERSIONS.get(self.code)
+
+    @property
+    def words(self) -> tuple[int, int]:
+        """The memory form's ``convert`` and ``convert_scale`` words (0, 0 for none)."""
+        if self.code == 0:
+            return 0, 0
+        return (self.code | self.shift << 8,
+                (self.offset & 0xFFFF) | (self.scale & 0xFFFF) << 16)
+
+    @classmethod
+    def from_words(cls, convert: int, convert_scale: int) -> Conversion:
+        code = convert & CONVERT_CODE
+        if code == 0:
+            return cls()
+
+        def signed16(v):
+            return v - (1 << 16) if v & 0x8000 else v
+        return cls(code, signed16(convert_scale & 0xFFFF), signed16(convert_scale >> 16),
+                   (convert & CONVERT_SHIFT) >> 8)
+
+    def problem(self, element_bytes: int):
+        """(field, rule) of the first rule this conversion breaks with ``element_bytes``-byte
+        source elements, or None."""
+        if self.code == 0:
+            return None
+        if self.types is None:
+            codes = ", ".join(f"{c} {a} -> {b}" for c, (a, b) in CONVERSIONS.items())
+            return "convert.code", f"{self.code} is not a conversion; the codes are {codes}"
+        source = self.types[0]
+        size = np.dtype(TYPES[source]).itemsize
+        if element_bytes != size:
+            return ("element_bytes", f"a {source} -> {self.types[1]} conversion reads "
+                                     f"{size}-byte elements, not {element_bytes}")
+        for name, lo, hi in (("offset", -1 << 15, (1 << 15) - 1),
+                             ("scale", -1 << 15, (1 << 15) - 1), ("shift", 0, SHIFT_MAX)):
+            v = getattr(self, name)
+            if not lo <= v <= hi:
+                return f"convert.{name}", f"{v} is outside {lo} to {hi}"
+        return None
+
+    def destination_bytes(self, element_bytes: int) -> int:
+        """Bytes of a written element, for ``element_bytes``-byte source elements."""
+        if self.types is None:
+            return element_bytes
+        return np.dtype(TYPES[self.types[1]]).itemsize
+
+    def apply(self, raw: np.ndarray) -> np.ndarray:
+        """Convert source elements given as their bytes (uint8, last axis the element's bytes)
+        into the destination type's bytes (same shape but the last axis)."""
+        source, destination = self.types
+        d = np.ascontiguousarray(raw).view(TYPES[source])[..., 0]
+        v = convert(d, self.offset, self.scale / (1 << self.shift), destination)
+        out = np.ascontiguousarray(v.astype(TYPES[destination]))
+        return out.view(np.uint8).reshape(*d.shape, out.dtype.itemsize)
+
+
+NO_CONVERSION = Conversion()
 
 
 @dataclass(frozen=True)
@@ -120,6 +249,13 @@ class Descriptor:
     irq: bool = False
     next: int = 0
     last: bool = True
+    convert: Conversion = NO_CONVERSION
+
+    @property
+    def dst_element_bytes(self) -> int:
+        """Bytes of a written element: the element size, or the conversion's destination
+        type's."""
+        return self.convert.destination_bytes(self.element_bytes)
 
     # -- geometry -----------------------------------------------------------------------------
 
@@ -133,7 +269,7 @@ class Descriptor:
     @property
     def dst_bytes(self) -> int:
         """Bytes written."""
-        return self.elements * self.element_bytes
+        return self.elements * self.dst_element_bytes
 
     @property
     def src_bytes(self) -> int:
@@ -152,12 +288,17 @@ class Descriptor:
 
     def dst_range(self) -> tuple[int, int]:
         top = sum((d.extent - 1) * d.dst_stride for d in self.dims)
-        return self.dst, self.dst + top + self.element_bytes
+        return self.dst, self.dst + top + self.dst_element_bytes
 
     # -- rules --------------------------------------------------------------------------------
 
-    def _problem(self, addr_width: int):
+    def _problem(self, addr_width: int, converts: bool = True):
         eb = self.element_bytes
+        p = self.convert.problem(eb)
+        if p is None and self.convert.code and not converts:
+            p = "convert", "the engine was built without the conversion stage (hwinfo.convert)"
+        if p is not None:
+            return (*p, Error.CONVERT)
         if eb not in ELEMENT_BYTES:
             return "element_bytes", f"must be 1, 2, 4 or 8, not {eb}", Error.DIMS
         if not 1 <= len(self.dims) <= MAX_DIMS:
@@ -174,21 +315,22 @@ class Descriptor:
                     return f"dims[{k}].{name}", f"{v} does not fit 32 bits", Error.DIMS
         if not 0 <= self.pad < 1 << 64:
             return "pad", "must fit 64 bits", Error.DIMS
+        db = self.dst_element_bytes
         span = 0
         for k, d in enumerate(self.dims):
             if d.extent == 1:
                 continue
-            if d.dst_stride < span + eb:
+            if d.dst_stride < span + db:
                 return (f"dims[{k}].dst_stride", f"{d.dst_stride} bytes overlaps the "
-                        f"{span + eb} bytes the inner dimensions write", Error.DIMS)
+                        f"{span + db} bytes the inner dimensions write", Error.DIMS)
             span += (d.extent - 1) * d.dst_stride
-        for name, v in (("src", self.src), ("dst", self.dst),
-                        *((f"dims[{k}].src_stride", d.src_stride)
-                          for k, d in enumerate(self.dims)),
-                        *((f"dims[{k}].dst_stride", d.dst_stride)
-                          for k, d in enumerate(self.dims))):
-            if v % eb:
-                return name, f"{v} is not a multiple of the element size {eb}", Error.ALIGN
+        for name, v, size in (("src", self.src, eb), ("dst", self.dst, db),
+                              *((f"dims[{k}].src_stride", d.src_stride, eb)
+                                for k, d in enumerate(self.dims)),
+                              *((f"dims[{k}].dst_stride", d.dst_stride, db)
+                                for k, d in enumerate(self.dims))):
+            if v % size:
+                return name, f"{v} is not a multiple of the element size {size}", Error.ALIGN
         top = 1 << addr_width
         lo, hi = self.src_range()
         if lo < 0 or hi > top:
@@ -203,12 +345,14 @@ class Descriptor:
                            ), Error.OVERLAP
         return None
 
-    def error(self, addr_width: int = 32) -> Error:
-        p = self._problem(addr_width)
+    def error(self, addr_width: int = 32, converts: bool = True) -> Error:
+        """The first rule broken, as the engine reports it (``converts``: the engine has the
+        conversion stage)."""
+        p = self._problem(addr_width, converts)
         return Error.NONE if p is None else p[2]
 
-    def check(self, addr_width: int = 32) -> Descriptor:
-        p = self._problem(addr_width)
+    def check(self, addr_width: int = 32, converts: bool = True) -> Descriptor:
+        p = self._problem(addr_width, converts)
         if p is not None:
             raise DescriptorError(*p)
         return self
@@ -222,21 +366,24 @@ class Descriptor:
     def encode(self) -> bytes:
         dims = [(d.extent, d.valid, d.src_stride, d.dst_stride) for d in self.dims]
         dims += [(1, 1, 0, 0)] * (MAX_DIMS - len(dims))
-        raw = _HEAD.pack(self.src, self.dst, self.next, self.pad, self.control(), 0) + \
+        convert, convert_scale = self.convert.words
+        raw = _HEAD.pack(self.src, self.dst, self.next, self.pad, self.control(), convert) + \
             b"".join(_DIM.pack(*d) for d in dims)
-        return raw + bytes(DESCRIPTOR_BYTES - len(raw))
+        return raw + bytes(TAIL_OFFSET - len(raw)) + _TAIL.pack(convert_scale, 0)
 
     @classmethod
     def decode(cls, raw: bytes) -> Descriptor:
         if len(raw) < DESCRIPTOR_BYTES:
             raise FormatError("descriptor", f"{len(raw)} bytes, a descriptor is "
                                             f"{DESCRIPTOR_BYTES}")
-        src, dst, nxt, pad, control, _ = _HEAD.unpack_from(raw)
+        src, dst, nxt, pad, control, convert = _HEAD.unpack_from(raw)
+        convert_scale, _ = _TAIL.unpack_from(raw, TAIL_OFFSET)
         n = (control & CONTROL_DIMS) >> 2
         dims = tuple(Dim(e, s, d, v) for e, v, s, d in
                      (_DIM.unpack_from(raw, DIMS_OFFSET + DIM_BYTES * k) for k in range(n)))
         return cls(src, dst, 1 << (control & CONTROL_ELEMENT), dims, pad,
-                   bool(control & CONTROL_IRQ), nxt, bool(control & CONTROL_LAST))
+                   bool(control & CONTROL_IRQ), nxt, bool(control & CONTROL_LAST),
+                   Conversion.from_words(convert, convert_scale))
 
 
 @dataclass
@@ -268,8 +415,7 @@ class Program:
         out = []
         for i, d in enumerate(self.descriptors):
             nxt = base + (i + 1) * DESCRIPTOR_BYTES if i + 1 < n else 0
-            out.append(Descriptor(d.src, d.dst, d.element_bytes, d.dims, d.pad, d.irq, nxt,
-                                  i + 1 == n).encode())
+            out.append(replace(d, next=nxt, last=i + 1 == n).encode())
         return b"".join(out)
 
     def listing(self, base: int) -> str:
@@ -285,6 +431,8 @@ class Program:
             head = (f"descriptor {i} at 0x{at:08x}: src 0x{d.src:08x}, dst 0x{d.dst:08x}, "
                     f"{d.element_bytes}-byte elements, pad 0x{d.pad:x}"
                     + (f", next 0x{at + DESCRIPTOR_BYTES:08x}" if i + 1 < n else "")
+                    + (f", converts {c.types[0]} -> {c.types[1]} (offset {c.offset}, scale "
+                       f"{c.scale}, shift {c.shift})" if (c := d.convert).code else "")
                     + (f" ({flags})" if flags else ""))
             rows = [(k, x.extent, x.valid, x.src_stride, x.dst_stride)
                     for k, x in enumerate(d.dims)]
@@ -315,7 +463,7 @@ def c_header() -> str:
     :data:`DIM_FIELDS`, :data:`CONTROL_FIELDS` and :class:`Error`. ``atomcube regs --out`` and
     ``make ip`` write it as ``dma_descriptor.h``."""
     ctype = {4: "uint32_t", 8: "uint64_t"}
-    tail = DESCRIPTOR_BYTES - DIMS_OFFSET - MAX_DIMS * DIM_BYTES
+    gap = TAIL_OFFSET - DIMS_OFFSET - MAX_DIMS * DIM_BYTES
     guard = "ATOMCUBE_DMA_DESCRIPTOR_H"
     lines = [
         "/* The DMA engine's descriptor in memory (little-endian). Generated by `atomcube regs`;",
@@ -335,6 +483,14 @@ def c_header() -> str:
         shift = (mask & -mask).bit_length() - 1
         lines += [f"#define ATOMCUBE_DMA_CONTROL_{name.upper()} 0x{mask:03x}u /* {doc} */",
                   f"#define ATOMCUBE_DMA_CONTROL_{name.upper()}_SHIFT {shift}u"]
+    lines += ["", "/* the convert word: the conversion's code (source -> destination type) and "
+              "shift */",
+              f"#define ATOMCUBE_DMA_CONVERT_CODE 0x{CONVERT_CODE:03x}u",
+              "#define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u",
+              f"#define ATOMCUBE_DMA_CONVERT_SHIFT 0x{CONVERT_SHIFT:04x}u",
+              "#define ATOMCUBE_DMA_CONVERT_SHIFT_SHIFT 8u"]
+    lines += [f"#define ATOMCUBE_DMA_CONVERT_{a.upper()}_{b.upper()} {code}u"
+              for code, (a, b) in CONVERSIONS.items()]
     lines += ["", "/* error.code after a job (status.error set) */"]
     lines += [f"#define ATOMCUBE_DMA_ERROR_{e.name} {e.value}u" for e in Error]
     lines += ["", "typedef struct ATOMCUBE_DMA_PACKED {"]
@@ -343,7 +499,8 @@ def c_header() -> str:
     lines += [f"        {ctype[n]} {name}; /* {doc} */" for name, n, doc in DIM_FIELDS]
     lines += ["    } dims[ATOMCUBE_DMA_MAX_DIMS]; /* innermost first; unused ones: extent = valid"
               " = 1, strides 0 */",
-              f"    uint8_t reserved_tail[{tail}];",
+              *([f"    uint8_t reserved_gap[{gap}];"] if gap else []),
+              *(f"    {ctype[n]} {name}; /* {doc} */" for name, n, doc in TAIL_FIELDS),
               "} atomcube_dma_desc_t;", "",
               "/* the struct is exactly the memory form (fails to compile otherwise) */",
               "typedef char atomcube_dma_desc_size_check"

@@ -2,8 +2,9 @@
 
 Each descriptor becomes two strided views of the memory (numpy's ``as_strided``): the source
 over its valid elements and the destination over all of them; the copy is one assignment, and
-each padded region one more. Descriptors run in order, so a later one sees what an earlier one
-wrote.
+each padded region one more. A descriptor that converts (:class:`~.descriptor.Conversion`)
+converts the source view, and the pad value, on the way. Descriptors run in order, so a later
+one sees what an earlier one wrote.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ def execute(program: Program | list[Descriptor], memory: np.ndarray,
                 raise FormatError(f"descriptors[{i}].{name}", f"reaches 0x{hi - 1:x}, past "
                                                               f"the {mem.size:#x}-byte memory")
         dims = d.dims[::-1]                                   # outermost first, as numpy has it
-        eb = d.element_bytes
-        dst = _view(mem, d.dst, [x.extent for x in dims], [x.dst_stride for x in dims], eb)
+        eb, db = d.element_bytes, d.dst_element_bytes
+        conv = d.convert.apply if d.convert.code else (lambda raw: raw)
+        dst = _view(mem, d.dst, [x.extent for x in dims], [x.dst_stride for x in dims], db)
         if d.src_bytes:
             src = _view(mem, d.src, [x.valid for x in dims], [x.src_stride for x in dims], eb)
-            dst[tuple(slice(0, x.valid) for x in dims)] = src
-        pad = np.frombuffer(d.pad.to_bytes(8, "little")[:eb], dtype=np.uint8)
+            dst[tuple(slice(0, x.valid) for x in dims)] = conv(src)
+        pad = conv(np.frombuffer(d.pad.to_bytes(8, "little")[:eb], dtype=np.uint8)[None])[0]
         for k, x in enumerate(dims):
             if x.valid < x.extent:
                 where = [slice(None)] * len(dims)

@@ -89,7 +89,9 @@ def convert(d, offset: float, scale: float, precision: str) -> np.ndarray:
     if precision not in PRECISIONS:
         raise FormatError("precision", f"must be one of {', '.join(PRECISIONS)}, not "
                                        f"{precision!r}")
-    v = (np.asarray(d, dtype=np.float64) - offset) * scale
+    # (+ 0.0: a zero difference times a negative scale is the integer 0, +0 in fp16, where
+    # float arithmetic would give -0)
+    v = (np.asarray(d, dtype=np.float64) - offset) * scale + 0.0
     return to_fp16(v) if precision == "fp16" else _saturate_int(v, precision)
 
 

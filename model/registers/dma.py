@@ -3,7 +3,7 @@
 - 0x000 to 0x018: run control, status, interrupt enables, error code and descriptor index,
   build info, chain address.
 - 0x020 to 0x08c: one descriptor (the register form of :class:`model.dma.descriptor.Descriptor`):
-  addresses, control word, pad value, five dimensions.
+  addresses, control word, conversion, pad value, five dimensions.
 - 0x0a0 on: what the last job did: bytes read and written, cycles, descriptors completed.
 
 A job runs either the descriptor in the registers (``ctrl.start``) or a chain in memory from
@@ -12,7 +12,7 @@ A job runs either the descriptor in the registers (``ctrl.start``) or a chain in
 
 from __future__ import annotations
 
-from atomcube.model.dma.descriptor import MAX_DIMS, Descriptor, Error
+from atomcube.model.dma.descriptor import CONVERSIONS, MAX_DIMS, Descriptor, Error
 from atomcube.model.regmap import Field, reg, regmap
 
 __all__ = ["DMA", "Error", "program", "program_chain"]
@@ -63,7 +63,10 @@ DMA = regmap("dma", [
               "a job that reads, writes or fetches at or above 2**addr_width ends with RANGE "
               "(16 in a SoC with 64 KiB of memory)."),
         Field("chains", 24, 1, "R", doc="1: the engine runs chains from memory; 0: it was "
-              "built without them, and ctrl.start_chain ends the job with NO_CHAIN.")),
+              "built without them, and ctrl.start_chain ends the job with NO_CHAIN."),
+        Field("convert", 25, 1, "R", doc="1: the engine has the element conversion stage; "
+              "0: it was built without it, and a descriptor that converts ends the job with "
+              "CONVERT.")),
     reg("chain_addr", 0x018, "Address of the first descriptor of a chain (128-byte aligned).",
         Field("value", 0, 32, "RW", doc="Byte address.")),
     reg("src_addr", 0x020, "Descriptor: source address.",
@@ -75,6 +78,15 @@ DMA = regmap("dma", [
         Field("element", 0, 2, "RW", doc="log2 of the element size: 0 = 1 byte ... 3 = 8."),
         Field("dims", 2, 3, "RW", reset=1, doc="Dimensions used, 1 to 5."),
         Field("irq", 9, 1, "RW", doc="Set status.desc_irq when the descriptor completes.")),
+    reg("convert", 0x02C, "Descriptor: the element conversion (the memory form's convert "
+                          "word).",
+        Field("code", 0, 4, "RW", doc="The conversion, source -> destination type: 0 none, "
+              + ", ".join(f"{c} {a} -> {b}" for c, (a, b) in CONVERSIONS.items()) + "."),
+        Field("shift", 8, 5, "RW", doc="The scale factor is scale / 2**shift.")),
+    reg("convert_scale", 0x038, "Descriptor: the conversion's offset and scale (the memory "
+                                "form's convert_scale word).",
+        Field("offset", 0, 16, "RW", doc="Subtracted from each source element (signed)."),
+        Field("scale", 16, 16, "RW", reset=1, doc="Multiplies the difference (signed).")),
     reg("pad_lo", 0x030, "Descriptor: pad value, low word (element bytes used, "
                          "little-endian).",
         Field("value", 0, 32, "RW", doc="Bits 31:0.")),
@@ -102,6 +114,9 @@ def program(d: Descriptor) -> list[tuple[str, dict]]:
               ("control", {"element": d.element_bytes.bit_length() - 1, "dims": len(d.dims),
                            "irq": int(d.irq)}),
               ("pad_lo", {"value": d.pad & 0xFFFFFFFF}), ("pad_hi", {"value": d.pad >> 32})]
+    c = d.convert
+    writes += [("convert", {"code": c.code, "shift": c.shift}),
+               ("convert_scale", {"offset": c.offset & 0xFFFF, "scale": c.scale & 0xFFFF})]
     for k, (e, v, s, t) in enumerate(dims):
         writes += [(f"dim{k}_extent", {"value": e}), (f"dim{k}_valid", {"value": v}),
                    (f"dim{k}_src_stride", {"value": s}), (f"dim{k}_dst_stride", {"value": t})]

@@ -23,10 +23,13 @@ from atomcube.model.dma.compile import (
     sophgo_local,
 )
 from atomcube.model.dma.descriptor import (
+    CONVERSIONS,
     DESCRIPTOR_BYTES,
     DIM_BYTES,
     DIMS_OFFSET,
     MAX_DIMS,
+    TYPES,
+    Conversion,
     Descriptor,
     Dim,
     Error,
@@ -53,6 +56,8 @@ from atomcube.sim.runner import params
 #: the address bits the engine is built with; below 20 the bench's memory is the engine's
 #: whole address space, with the same tests in a smaller plan
 AW = params().get("addr_width", 32)
+#: whether the engine has the element conversion stage
+CONVERT = params().get("convert", False)
 #: whether the engine runs chains; built without, the bench runs a chain's descriptors from the
 #: registers one job at a time, and checks that a chain's start ends with NO_CHAIN
 CHAINS = params().get("chains", True)
@@ -438,8 +443,20 @@ async def test_errors(dut):
             ("stride past the top", Descriptor(DENSE, IMAGE, 1, (Dim(2, TOP, 1),)),
              Error.RANGE),
         ]
+    # a conversion: refused by an engine without the stage, whatever it is
+    cvt = Conversion.between("int8", "fp16")
+    bad += [("unknown conversion", Descriptor(DENSE, IMAGE, 1, (Dim(8, 1, 2),),
+                                              convert=Conversion(12)), Error.CONVERT),
+            ("conversion of the wrong element size",
+             Descriptor(DENSE, IMAGE, 2, (Dim(8, 2, 2),), convert=cvt), Error.CONVERT),
+            ("int8 -> fp16 into an odd address",
+             Descriptor(DENSE, IMAGE + 1, 1, (Dim(8, 1, 2),), convert=cvt),
+             Error.ALIGN if CONVERT else Error.CONVERT),
+            ("int8 -> fp16 whose destination elements overlap",
+             Descriptor(DENSE, IMAGE, 1, (Dim(8, 1, 1),), convert=cvt),
+             Error.DIMS if CONVERT else Error.CONVERT)]
     for what, d, code in bad:
-        assert d.error(AW) == code, what                       # the model agrees
+        assert d.error(AW, CONVERT) == code, what              # the model agrees
         await _expect_error(tb, [d], code, 0, False, what)
         await _expect_error(tb, [GOOD, d], code, 1, True, f"{what} (chain)")
     # bus errors
@@ -587,8 +604,8 @@ async def test_read_error_writes_only_good_data(dut):
 async def test_start_while_busy_and_hwinfo(dut):
     tb = await TB.start(dut, salt=8, latency=20)
     info = await tb.drv.hwinfo.read()
-    assert (info.data_bytes, info.max_dims, info.addr_width, info.chains) == \
-        (tb.bb, 5, AW, int(CHAINS))
+    assert (info.data_bytes, info.max_dims, info.addr_width, info.chains, info.convert) == \
+        (tb.bb, 5, AW, int(CHAINS), int(CONVERT))
     d = Descriptor(DENSE, IMAGE, 1, (Dim(3000, 1, 1),))
     tb.mem.fill(GUARD)
     src = np.arange(3000, dtype=np.uint16).astype(np.uint8)
@@ -702,3 +719,93 @@ async def test_top_of_the_address_space(dut):
         dut._log.info("%s: %d bytes up to 0x%x", what, d.dst_bytes, max(hi, dhi))
     # and every address on the port stayed below the top (m_axi's bits above AW are 0)
     assert tb.mem.highest == TOP, hex(tb.mem.highest)
+
+
+# -- element conversions ------------------------------------------------------------------------
+
+#: each type's extremes and the values next to them, put among the random source elements
+_EDGES = {"int8": (-128, -127, -1, 0, 1, 126, 127), "uint8": (0, 1, 127, 128, 254, 255),
+          "int16": (-32768, -32767, -129, -128, -1, 0, 1, 127, 128, 2049, 2051, 32767),
+          "uint16": (0, 1, 255, 256, 2049, 2051, 4097, 32768, 65534, 65535)}
+
+
+def _conversions(r, source, destination):
+    """Offsets, scales and shifts for one conversion: the plain one, the extremes (saturation
+    at both ends, fp16's largest values, its denormals and values too small for it), and one at
+    random."""
+    out = [(0, 1, 0), (-32768, 32767, 0), (32767, -32768, 3), (0, 1, 31), (5, -3, 20),
+           (r.randint(-300, 300), r.randint(-600, 600), r.randint(0, 12))]
+    if destination == "int8":
+        out.append((0, 1, 8))                      # int16 >> 8: the top byte, truncated
+    return [Conversion.between(source, destination, o, s, k) for o, s, k in out]
+
+
+def _converting_descriptors(r, cvt, bb):
+    """A descriptor per path for ``cvt``: a padded copy of rows (row path), a transpose (tile
+    path) and a gather (element path), at odd element offsets."""
+    source, destination = cvt.types
+    es, ed = np.dtype(TYPES[source]).itemsize, np.dtype(TYPES[destination]).itemsize
+    src, dst = DENSE + es * r.randint(0, 40), IMAGE + ed * r.randint(0, 40)
+    n = r.randint(3, 6) * bb // es + r.randint(0, 7)
+    rows = r.randint(2, 4)
+    c, hw = r.randint(3, 11), r.randint(2 * bb // es, 3 * bb // es)
+    pad = r.getrandbits(64)
+    return [
+        ("rows", Descriptor(src, dst, es, (Dim(n + 5, es, ed, n),
+                                           Dim(rows, es * (n + 3), ed * (n + 9))), pad,
+                            convert=cvt)),
+        ("transpose", Descriptor(src, dst, es, (Dim(c, hw * es, ed), Dim(hw, es, c * ed)),
+                                 convert=cvt)),
+        ("gather", Descriptor(src, dst, es, (Dim(r.randint(5, 40), 3 * es, 2 * ed),
+                                             Dim(3, 200 * es, 90 * ed)), pad, convert=cvt)),
+    ]
+
+
+@cocotb.test(skip=not CONVERT)
+async def test_conversions(dut):
+    """Every conversion on each path, with the offsets, scales and shifts that reach its
+    saturation, fp16's largest values, denormals and underflow, and the types' extreme
+    elements, from the registers and as chains, against the executor."""
+    tb = await TB.start(dut, salt=12)
+    seed = tb.rng.getrandbits(32)
+    dut._log.info("conversions: seed %d", seed)
+    r = random.Random(seed)
+    for source, destination in CONVERSIONS.values():
+        dtype = np.dtype(TYPES[source])
+        for k, cvt in enumerate(_conversions(r, source, destination)):
+            for path, d in _converting_descriptors(r, cvt, tb.bb):
+                what = f"{source} -> {destination} {cvt} on the {path} path"
+                info = np.iinfo(dtype)
+                x = np.array([r.choice(_EDGES[source]) if r.random() < 0.3
+                              else r.randint(info.min, info.max) for _ in range(6000)], dtype)
+                tb.mem.fill(GUARD)
+                tb.mem.load(DENSE, x.view(np.uint8)[:IMAGE - DENSE])
+                model = tb.mem.mem.copy()
+                execute([d], model)
+                tb.mem.written[:] = False
+                code_, _, _ = await tb.run([d], chain=bool(k % 2))
+                assert code_ == 0, f"{what}: error {Error(code_).name}"
+                if not (tb.mem.mem[:CHAIN] == model[:CHAIN]).all():
+                    bad = int(np.flatnonzero(tb.mem.mem[:CHAIN] != model[:CHAIN])[0])
+                    raise AssertionError(f"{what}: byte 0x{bad:x} is 0x{tb.mem.mem[bad]:02x}, "
+                                         f"the model has 0x{model[bad]:02x}: {d}")
+                lo, hi = d.dst_range()
+                tb.assert_writes_within(lo, hi - lo, what)
+                if k % 2 and CHAINS:
+                    assert (await tb.drv.bytes_written.read()).value == d.dst_bytes, what
+                    assert (await tb.drv.bytes_read.read()).value == d.src_bytes, what
+
+
+@cocotb.test(skip=not CONVERT)
+async def test_one_pass_programs(dut):
+    """The compiler's one-pass programs: a uint8 image straight into DMP's fp16 DWHC and DHWC
+    input (mean 128, scale 1/128), beside plain copies in the same chain."""
+    tb = await TB.start(dut, salt=13)
+    for shape, transpose in (((1, 11, 5, 6), False), ((2, 3, 4, 9), True)):
+        lay = DmpLayout(shape, transpose)
+        x = tb.tensor(shape, np.uint8)
+        want = lay.pack(((x.astype(np.float64) - 128) / 128).astype(np.float16))
+        await tb.convert(f"uint8 -> DMP fp16 {shape}",
+                         dmp(lay, DENSE, IMAGE, dense_type="uint8", offset=128, shift=7),
+                         _bytes(x), _bytes(want), IMAGE, chain=True)
+
