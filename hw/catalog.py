@@ -96,6 +96,8 @@ BLOCKS = {
     "dma_d64_small": (lambda: dma_engine(data_width=64, paths=("elements",), chains=False),
                       "DMA layout engine, 64-bit bus, the smallest build: the element path "
                       "alone (every descriptor at an element per cycle), no chains"),
+    "dma_d64_convert": (lambda: dma_engine(data_width=64, convert=True),
+                        "DMA layout engine, 64-bit bus, with the element conversion stage"),
     "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
                    "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),
 }

@@ -68,6 +68,16 @@ def _at_least(low: int, high: int | None = None):
     return parse
 
 
+def _offsets(text: str) -> tuple[int, ...]:
+    """One or more comma-separated signed 16-bit offsets."""
+    parse = _at_least(-32768, 32767)
+    parts = text.split(",")
+    if len(parts) > 4:
+        raise argparse.ArgumentTypeError(f"at most 4 offsets (a pixel's channels), not "
+                                         f"{len(parts)}")
+    return tuple(parse(p) for p in parts)
+
+
 def _fraction(text: str) -> float:
     try:
         v = float(text)
@@ -766,7 +776,7 @@ def _layout_options(p):
 # -- atomcube dma compile: a conversion as a descriptor chain -------------------------------------
 
 #: --format -> what the dense NCHW tensor (OIHW kernels for nvdla-weights) is converted into
-DMA_FORMATS = ("nhwc", "nvdla-feature", "sophgo", "dmp", "nvdla-weights")
+DMA_FORMATS = ("nhwc", "nvdla-feature", "nvdla-pixel", "sophgo", "dmp", "nvdla-weights")
 #: the element types of --format nhwc, by their bytes (the copy moves bytes; it does not convert)
 NHWC_ELEMENT_BYTES = {name: dt.itemsize for name, dt in _ELEMENTS.items()}
 #: --dense-type: the element types the engine's conversions read or write
@@ -835,9 +845,13 @@ def _dma_compile(args) -> int:
     shape = check_shape(_shape(args.shape, "--shape"),
                         "KCRS" if args.format == "nvdla-weights" else "NCHW",
                         leading_optional=args.format != "nvdla-weights")
-    if args.dense_type is not None and args.format not in ("nvdla-feature", "dmp"):
-        raise FormatError("--dense-type", f"converts nvdla-feature and dmp tensors, not "
-                                          f"{args.format}")
+    if args.dense_type is not None and args.format not in ("nvdla-feature", "nvdla-pixel", "dmp"):
+        raise FormatError("--dense-type", f"converts nvdla-feature, nvdla-pixel and dmp "
+                                          f"tensors, not {args.format}")
+    if len(args.offset) > 1 and args.format != "nvdla-pixel":
+        raise FormatError("--offset", "one offset (a mean per channel is for nvdla-pixel)")
+    if args.format == "nvdla-pixel" and not args.unpack:
+        raise FormatError("--unpack", "a pixel image converts to channels (--unpack), not back")
     if args.format == "nhwc":
         eb = NHWC_ELEMENT_BYTES.get(args.dtype or "int8")
         if eb is None:
@@ -854,18 +868,26 @@ def _dma_compile(args) -> int:
     else:
         fmt = _layout_format(args, shape)
         check_size(_image_bytes(fmt), "--shape", "the memory image")
-        build = {"nvdla-feature": comp.nvdla_feature, "sophgo": comp.sophgo_local,
-                 "dmp": comp.dmp}[args.format]
-        convert = {}
-        if args.dense_type is not None:
-            convert = {"dense_type": args.dense_type, "offset": args.offset,
-                       "scale": args.scale, "shift": args.shift}
         try:
-            prog = build(fmt, args.dense, args.image, args.unpack, **convert)
+            if args.format == "nvdla-pixel":
+                prog = comp.nvdla_pixel(fmt, args.image, args.dense,
+                                        args.dense_type or fmt.format.precision,
+                                        args.offset if len(args.offset) > 1 else args.offset[0],
+                                        args.scale, args.shift)
+            else:
+                build = {"nvdla-feature": comp.nvdla_feature, "sophgo": comp.sophgo_local,
+                         "dmp": comp.dmp}[args.format]
+                convert = {}
+                if args.dense_type is not None:
+                    convert = {"dense_type": args.dense_type, "offset": args.offset[0],
+                               "scale": args.scale, "shift": args.shift}
+                prog = build(fmt, args.dense, args.image, args.unpack, **convert)
         except FormatError as e:
-            if e.field != "dense_type":
+            flag = {"dense_type": "--dense-type", "offset": "--offset",
+                    "pixel_format": "--pixel-format"}.get(e.field)
+            if flag is None:
                 raise
-            raise FormatError("--dense-type", e.rule) from None
+            raise FormatError(flag, e.rule) from None
     chain = (args.chain, args.chain + len(prog) * DESCRIPTOR_BYTES)
     check_size(chain[1] - chain[0], "--shape", "the chain")
     for i, d in enumerate(prog):
@@ -1186,11 +1208,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", type=Path, required=True,
                    help="the chain (.bin); its listing (.txt) is written beside it")
     p.add_argument("--dense-type", choices=tuple(DMA_TYPES),
-                   help="nvdla-feature, dmp: the dense tensor's element type, when it is not "
-                        "the format's: the engine converts each element in the same pass, "
-                        "(x - offset) * scale / 2**shift (docs/dma.md lists the pairs)")
-    p.add_argument("--offset", type=_at_least(-32768, 32767), default=0,
-                   help="the conversion's offset, subtracted first (default 0)")
+                   help="nvdla-feature, nvdla-pixel, dmp: the dense tensor's element type, when "
+                        "it is not the format's: the engine converts each element in the same "
+                        "pass, (x - offset) * scale / 2**shift (docs/dma.md lists the pairs)")
+    p.add_argument("--offset", type=_offsets, default=(0,),
+                   help="the conversion's offset, subtracted first (default 0); for "
+                        "nvdla-pixel one or a mean per channel, comma-separated")
     p.add_argument("--scale", type=_at_least(-32768, 32767), default=1,
                    help="the conversion's scale (default 1)")
     p.add_argument("--shift", type=_at_least(0, 31), default=0,

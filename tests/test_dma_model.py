@@ -24,6 +24,7 @@ from atomcube.model.dma.compile import (
 from atomcube.model.dma.descriptor import (
     CONVERSIONS,
     DESCRIPTOR_BYTES,
+    FIELDS,
     NO_CONVERSION,
     TYPES,
     Conversion,
@@ -379,7 +380,18 @@ def convert_loop(cvt, values):
     source, destination = cvt.types
     out = []
     for x in values:
-        v = Fraction((int(x) - cvt.offset) * cvt.scale, 1 << cvt.shift)
+        if source == "fp16":
+            if np.isnan(x):
+                out.append(0)
+                continue
+            x = Fraction(min(max(float(x), -65536.0), 65536.0))   # (infinity: +-65536)
+        elif source in FIELDS:
+            x = (int(x) >> cvt.bit) & ((1 << cvt.width) - 1)
+            if source == "sfield" and x >> (cvt.width - 1):
+                x -= 1 << cvt.width
+        else:
+            x = int(x)
+        v = Fraction((x - cvt.offset) * cvt.scale, 1 << cvt.shift)
         if destination == "fp16":
             out.append(fp16_bits(v))
         else:
@@ -398,21 +410,35 @@ CONVERSION_CASES = [(code, offset, scale, shift)
 
 @pytest.mark.parametrize("code, offset, scale, shift", CONVERSION_CASES)
 def test_conversion_matches_the_rule(code, offset, scale, shift):
-    """Every source value (all of them for 8-bit types, edges and a random third for 16-bit
-    ones) converted by the model as the rule, computed exactly, says."""
-    cvt = Conversion(code, offset, scale, shift)
+    if CONVERSIONS[code][0] in FIELDS:
+        for bit, width in ((0, 10), (10, 10), (20, 10), (30, 2), (16, 16), (31, 1), (5, 7)):
+            _conversion_matches_the_rule(Conversion(code, offset, scale, shift, bit, width))
+    else:
+        _conversion_matches_the_rule(Conversion(code, offset, scale, shift))
+
+
+def _conversion_matches_the_rule(cvt):
+    """Every source value (all of them for 8-bit types and fp16, edges and random ones for
+    16-bit integers) converted by the model as the rule, computed exactly, says."""
     source, destination = cvt.types
     dtype = np.dtype(TYPES[source])
-    info = np.iinfo(dtype)
-    if dtype.itemsize == 1:
-        values = np.arange(info.min, info.max + 1)
+    rng = np.random.default_rng(cvt.code * 131 + cvt.shift + cvt.bit)
+    if source in FIELDS:                 # random words, and each field value at the edges
+        edges = np.array([0, 1, (1 << cvt.width) - 1, 1 << (cvt.width - 1),
+                          (1 << (cvt.width - 1)) - 1], np.uint32) << np.uint32(cvt.bit)
+        x = np.concatenate([edges, rng.integers(0, 1 << 32, 5000, dtype=np.uint32)])
+    elif source == "fp16":                 # every fp16 (a seventh of them), NaNs included
+        step = 1 if cvt.shift in (0, 31) else 7
+        x = np.arange(0, 1 << 16, step, dtype=np.uint16).view(np.float16)
+    elif dtype.itemsize == 1:
+        info = np.iinfo(dtype)
+        x = np.arange(info.min, info.max + 1).astype(dtype)
     else:
-        rng = np.random.default_rng(code * 131 + shift)
+        info = np.iinfo(dtype)
         values = np.concatenate([np.arange(info.min, info.min + 300),
                                  np.arange(info.max - 300, info.max + 1), np.arange(-300, 300),
                                  rng.integers(info.min, info.max + 1, 20000)])
-        values = values[(values >= info.min) & (values <= info.max)]
-    x = values.astype(dtype)
+        x = values[(values >= info.min) & (values <= info.max)].astype(dtype)
     raw = x.view(np.uint8).reshape(-1, dtype.itemsize)
     got = cvt.apply(raw)
     width = got.shape[-1]
@@ -445,6 +471,14 @@ def test_conversion_corner_values():
     assert one(i16_fp16, 5, offset=5, scale=-7) == 0x0000    # an exact zero is +0
     assert one(i16_i8, -32768) == 0x80 and one(i16_i8, 200) == 0x7F
     assert one(i16_i8, -255, shift=1) == 0x81                # -127.5 truncates to -127
+    fp_i8, fp_i16 = conversion_code("fp16", "int8"), conversion_code("fp16", "int16")
+    assert one(fp_i8, np.float16(np.inf)) == 0x7F and one(fp_i8, np.float16(-np.inf)) == 0x80
+    assert one(fp_i8, np.float16(np.nan)) == 0                # an integer has no NaN
+    assert one(fp_i16, np.float16(np.inf), scale=-1) == 0x8000   # -65536 saturates
+    assert one(fp_i16, np.float16(-0.75)) == 0                # truncation toward zero
+    assert one(fp_i16, np.float16(-1.5), offset=1) == 0xFFFE  # -2.5 -> -2
+    assert one(fp_i16, np.float16(6e-8), scale=32767, shift=0) == 0   # a denormal, scaled
+    assert one(fp_i16, np.float16(65504), scale=2) == 0x7FFF
 
 
 def test_conversion_rules():
@@ -455,8 +489,15 @@ def test_conversion_rules():
     ok = Descriptor(0x1000, 0x2000, 1, (Dim(8, 1, 2),), convert=to_fp16)
     assert ok.error() == Error.NONE and ok.dst_bytes == 16 and ok.dst_range() == (0x2000, 0x2010)
     assert ok.error(converts=False) == Error.CONVERT
-    for d, field in ((replace(ok, convert=Conversion(9)), "convert.code"),
-                     (replace(ok, convert=Conversion(0xF)), "convert.code"),
+    for d, field in ((replace(ok, convert=Conversion(max(CONVERSIONS) + 1)), "convert.code"),
+                     (replace(ok, convert=Conversion(0x1F)), "convert.code"),
+                     (replace(ok, convert=replace(to_fp16, width=10)), "convert.width"),
+                     (replace(ok, element_bytes=4, dims=(Dim(8, 4, 2),),
+                              convert=Conversion.between("ufield", "fp16", bit=23, width=10)),
+                      "convert.bit"),
+                     (replace(ok, element_bytes=4, dims=(Dim(8, 4, 2),),
+                              convert=Conversion.between("sfield", "int16", width=17)),
+                      "convert.width"),
                      (replace(ok, element_bytes=2, dims=(Dim(8, 2, 2),)), "element_bytes"),
                      (replace(ok, convert=replace(to_fp16, scale=1 << 15)), "convert.scale"),
                      (replace(ok, convert=replace(to_fp16, offset=-(1 << 15) - 1)),
@@ -470,8 +511,8 @@ def test_conversion_rules():
     narrow = Descriptor(0x1000, 0x2001, 2, (Dim(8, 2, 1),),
                         convert=Conversion.between("int16", "int8"))
     assert narrow.error() == Error.NONE and narrow.dst_bytes == 8
-    with pytest.raises(FormatError, match="does not convert fp16 to int8"):
-        conversion_code("fp16", "int8")
+    with pytest.raises(FormatError, match="does not convert fp16 to uint8"):
+        conversion_code("fp16", "uint8")
 
 
 def test_conversion_memory_form_and_header():
@@ -495,9 +536,11 @@ def test_executor_converts_like_the_loop():
     """A converting descriptor with padding (the pad value read as the source type and
     converted) and strides in both element sizes, against the element loop."""
     rng = np.random.default_rng(3)
-    for code in CONVERSIONS:
+    for code, (source, _) in CONVERSIONS.items():
+        field = (int(rng.integers(0, 16)), int(rng.integers(1, 17))) if source in FIELDS \
+            else (0, 0)
         cvt = Conversion(code, int(rng.integers(-50, 50)), int(rng.integers(-400, 400)),
-                         int(rng.integers(0, 10)))
+                         int(rng.integers(0, 10)), *field)
         es = np.dtype(TYPES[cvt.types[0]]).itemsize
         ed = np.dtype(TYPES[cvt.types[1]]).itemsize
         d = Descriptor(0x100, 0x4000 + ed, es, (Dim(7, 3 * es, ed, 5), Dim(4, 40 * es, 9 * ed)),
@@ -543,5 +586,12 @@ def test_one_pass_programs(unpack):
                                         scale=3, shift=4), fmt.pack(x), 0x8000, 0, 0x10000)
         got = mem[:x.size * 2].view(np.float16).reshape(shape)
         assert (got == (x.astype(np.float64) * 3 / 16).astype(np.float16)).all()
+        # a network's fp16 output straight back to int8 (x 32, truncated, saturated)
+        lay = DmpLayout(shape)
+        y = (rng.standard_normal(shape) * 3).astype(np.float16)
+        mem = run_program(dmp(lay, 0, 0x8000, unpack=True, dense_type="int8", scale=32),
+                          lay.pack(y).view(np.uint8).ravel(), 0x8000, 0, 0x10000)
+        q = np.clip(np.trunc(y.astype(np.float64) * 32), -128, 127).astype(np.int8)
+        assert (mem[:y.size].view(np.int8).reshape(shape) == q).all()
         with pytest.raises(FormatError, match="dense_type: the DMA does not convert fp16"):
-            dmp(DmpLayout(shape), 0, 0x8000, unpack=True, dense_type="int8")
+            dmp(DmpLayout(shape), 0, 0x8000, unpack=True, dense_type="uint8")

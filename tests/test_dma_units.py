@@ -2,6 +2,7 @@
 descriptor semantics; the whole engine is checked by the cocotb bench."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from atomcube.hw.fabric import Checked
 from atomcube.model.dma.descriptor import (
     CONVERSIONS,
     DESCRIPTOR_BYTES,
+    FIELDS,
     MAX_DIMS,
     TYPES,
     Conversion,
@@ -1039,22 +1041,31 @@ def expected_pieces(piece, cvt, bb):
     es = np.dtype(TYPES[source]).itemsize
     ed = np.dtype(TYPES[destination]).itemsize
     raw = np.frombuffer(bytes(data), np.uint8)
-    if es == 1:                                      # widening: a real piece per half
+    if es == 1:                                      # a real piece per half
         halves = [k for k in (0, 1) if any(strb[k * h:(k + 1) * h])] or [1]
         out = []
         for n, k in enumerate(halves):
             conv = cvt.apply(raw[k * h:(k + 1) * h].reshape(h, 1)).ravel()
-            bits = [b for b in strb[k * h:(k + 1) * h] for _ in range(2)]
-            out.append((2 * addr + k * bb, conv, bits, last and n == len(halves) - 1))
+            is_last = last and n == len(halves) - 1
+            if ed == 2:                              # widening: the half fills a real beat
+                bits = [b for b in strb[k * h:(k + 1) * h] for _ in range(2)]
+                out.append((2 * addr + k * bb, conv, bits, is_last))
+            else:                                    # a byte to a byte: the half stays put
+                data = np.zeros(bb, np.uint8)
+                data[k * h:(k + 1) * h] = conv
+                bits = [0] * bb
+                bits[k * h:(k + 1) * h] = strb[k * h:(k + 1) * h]
+                out.append((addr, data, bits, is_last))
         return out
-    conv = cvt.apply(raw.reshape(h, 2)).ravel()
-    if ed == 2:
+    conv = cvt.apply(raw.reshape(bb // es, es)).ravel()
+    if ed == es:
         return [(addr, conv, list(strb), last)]
+    # half a real beat: each element's first strobe, for each byte it writes
     hi = (addr // bb) & 1
     data = np.zeros(bb, np.uint8)
     data[hi * h:(hi + 1) * h] = conv
     bits = [0] * bb
-    bits[hi * h:(hi + 1) * h] = strb[0::2]
+    bits[hi * h:(hi + 1) * h] = [b for b in strb[0::es] for _ in range(ed)]
     return [((addr // 2) & ~(bb - 1), data, bits, last)]
 
 
@@ -1069,6 +1080,10 @@ def test_element_converter_matches_the_model(bb):
                              for code in CONVERSIONS] + \
         [Conversion(code, -32768, 32767, 0) for code in CONVERSIONS] + \
         [Conversion(code, 7, -3, 31) for code in (1, 3)]
+    # a bit field's conversions carry its place in the word
+    cvts = [replace(c, bit=b, width=w) if c.types and c.types[0] in FIELDS else c
+            for c, (b, w) in zip(cvts, ((int(rng.integers(0, 17)), int(rng.integers(1, 17)))
+                                         for _ in cvts), strict=False)]
     jobs = []
     for cvt in cvts:
         pieces = []
@@ -1104,7 +1119,8 @@ def test_element_converter_matches_the_model(bb):
             if kind == "job":
                 ctx.set(dut.job.payload, {"code": item.code, "shift": item.shift,
                                           "offset": item.offset & 0xFFFF,
-                                          "scale": item.scale & 0xFFFF})
+                                          "scale": item.scale & 0xFFFF, "bit": item.bit,
+                                          "width": item.width})
             elif kind == "piece":
                 addr, data, strb, last = item
                 ctx.set(dut.i.payload, {"addr": addr,

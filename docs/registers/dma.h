@@ -87,10 +87,14 @@
 /* convert: Descriptor: the element conversion (the memory form's convert word). */
 #define ATOMCUBE_DMA_CONVERT_OFFSET 0x02cu
 #define ATOMCUBE_DMA_CONVERT_RESET 0x00000000u
-#define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u /* RW [3:0] The conversion, source -> destination type: 0 none, 1 int8 -> fp16, 2 uint8 -> fp16, 3 int16 -> fp16, 4 uint16 -> fp16, 5 int8 -> int16, 6 uint8 -> int16, 7 int16 -> int8, 8 uint16 -> int8. */
-#define ATOMCUBE_DMA_CONVERT_CODE_MASK 0x0000000fu
+#define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u /* RW [4:0] The conversion, source -> destination type: 0 none, 1 int8 -> fp16, 2 uint8 -> fp16, 3 int16 -> fp16, 4 uint16 -> fp16, 5 int8 -> int16, 6 uint8 -> int16, 7 int16 -> int8, 8 uint16 -> int8, 9 fp16 -> int8, 10 fp16 -> int16, 11 int8 -> int8, 12 uint8 -> int8, 13 int16 -> int16, 14 uint16 -> int16, 15 ufield -> int16, 16 ufield -> fp16, 17 sfield -> int16, 18 sfield -> fp16. */
+#define ATOMCUBE_DMA_CONVERT_CODE_MASK 0x0000001fu
 #define ATOMCUBE_DMA_CONVERT_SHIFT_SHIFT 8u /* RW [12:8] The scale factor is scale / 2**shift. */
 #define ATOMCUBE_DMA_CONVERT_SHIFT_MASK 0x00001f00u
+#define ATOMCUBE_DMA_CONVERT_BIT_SHIFT 16u /* RW [20:16] A bit field source (ufield, sfield): its lowest bit in its 32-bit word. */
+#define ATOMCUBE_DMA_CONVERT_BIT_MASK 0x001f0000u
+#define ATOMCUBE_DMA_CONVERT_WIDTH_SHIFT 24u /* RW [28:24] A bit field source: its width, 1 to 16 (0 for other sources). */
+#define ATOMCUBE_DMA_CONVERT_WIDTH_MASK 0x1f000000u
 
 /* pad_lo: Descriptor: pad value, low word (element bytes used, little-endian). */
 #define ATOMCUBE_DMA_PAD_LO_OFFSET 0x030u

@@ -25,11 +25,15 @@
 #define ATOMCUBE_DMA_CONTROL_IRQ 0x200u /* bit 9: raise the interrupt when this descriptor completes */
 #define ATOMCUBE_DMA_CONTROL_IRQ_SHIFT 9u
 
-/* the convert word: the conversion's code (source -> destination type) and shift */
-#define ATOMCUBE_DMA_CONVERT_CODE 0x00fu
+/* the convert word: the conversion's code (source -> destination type), shift and bit field */
+#define ATOMCUBE_DMA_CONVERT_CODE 0x0000001fu /* bits 4:0: the conversion's code (0: none) */
 #define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u
-#define ATOMCUBE_DMA_CONVERT_SHIFT 0x1f00u
+#define ATOMCUBE_DMA_CONVERT_SHIFT 0x00001f00u /* bits 12:8: the scale factor is scale / 2**shift */
 #define ATOMCUBE_DMA_CONVERT_SHIFT_SHIFT 8u
+#define ATOMCUBE_DMA_CONVERT_BIT 0x001f0000u /* bits 20:16: a bit field's lowest bit in its 32-bit word */
+#define ATOMCUBE_DMA_CONVERT_BIT_SHIFT 16u
+#define ATOMCUBE_DMA_CONVERT_WIDTH 0x1f000000u /* bits 28:24: a bit field's width, 1 to 16 (0 for other sources) */
+#define ATOMCUBE_DMA_CONVERT_WIDTH_SHIFT 24u
 #define ATOMCUBE_DMA_CONVERT_INT8_FP16 1u
 #define ATOMCUBE_DMA_CONVERT_UINT8_FP16 2u
 #define ATOMCUBE_DMA_CONVERT_INT16_FP16 3u
@@ -38,6 +42,16 @@
 #define ATOMCUBE_DMA_CONVERT_UINT8_INT16 6u
 #define ATOMCUBE_DMA_CONVERT_INT16_INT8 7u
 #define ATOMCUBE_DMA_CONVERT_UINT16_INT8 8u
+#define ATOMCUBE_DMA_CONVERT_FP16_INT8 9u
+#define ATOMCUBE_DMA_CONVERT_FP16_INT16 10u
+#define ATOMCUBE_DMA_CONVERT_INT8_INT8 11u
+#define ATOMCUBE_DMA_CONVERT_UINT8_INT8 12u
+#define ATOMCUBE_DMA_CONVERT_INT16_INT16 13u
+#define ATOMCUBE_DMA_CONVERT_UINT16_INT16 14u
+#define ATOMCUBE_DMA_CONVERT_UFIELD_INT16 15u
+#define ATOMCUBE_DMA_CONVERT_UFIELD_FP16 16u
+#define ATOMCUBE_DMA_CONVERT_SFIELD_INT16 17u
+#define ATOMCUBE_DMA_CONVERT_SFIELD_FP16 18u
 
 /* error.code after a job (status.error set) */
 #define ATOMCUBE_DMA_ERROR_NONE 0u
@@ -58,7 +72,7 @@ typedef struct ATOMCUBE_DMA_PACKED {
     uint64_t next; /* next descriptor of the chain (128-byte aligned); read unless control.last */
     uint64_t pad; /* pad value: its low element-size bytes fill what has no source */
     uint32_t control; /* element size, dimension count, last, irq (the CONTROL_ masks) */
-    uint32_t convert; /* conversion: code bits 3:0 (0: none), shift bits 12:8 */
+    uint32_t convert; /* conversion: code bits 4:0 (0: none), shift 12:8, bit field 20:16, 28:24 */
     struct ATOMCUBE_DMA_PACKED {
         uint32_t extent; /* elements written along this dimension, at least 1 */
         uint32_t valid; /* elements that have a source (the rest are padded), at most extent */

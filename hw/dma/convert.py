@@ -16,10 +16,10 @@ back end, turns each virtual piece into real ones:
 - *narrowing* (2 to 1): a virtual beat becomes half a real beat; the back end's write combiner
   joins the halves, so the read side runs a beat a cycle and the write side at half rate.
 
-Every piece passes through the same pipeline of ``data_width / 16`` lanes, one element each
-(a plain copy's piece rides along untouched), so pieces leave in the order they came, however
-the jobs' conversions differ. Each job's conversion is queued (``job``) as the mid end takes
-its descriptor and leaves the queue with the job's last piece.
+Every piece passes through the same pipeline of ``data_width / 16`` lanes, one element each (a
+plain copy's piece as sixteen-bit words converted int16 -> int16 unchanged), so pieces leave
+in the order they came, however the jobs' conversions differ. Each job's conversion is queued
+(``job``) as the mid end takes its descriptor and leaves the queue with the job's last piece.
 
 The pipeline never stalls: a piece enters only when the output queue has room for it and for
 every piece already in the pipeline (``used``), so the stage's one enable is its entry.
@@ -32,22 +32,24 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from atomcube.model.dma.descriptor import CONVERSIONS
+from atomcube.model.dma.descriptor import CONVERSIONS, FIELDS
 
 from .tile import piece_layout
 
 __all__ = ["ElementConverter", "conversion_layout", "decode_conversion", "CONVERT_STAGES"]
 
 #: pipeline registers from a piece's entry to its place in the output queue
-CONVERT_STAGES = 9
+CONVERT_STAGES = 12
 #: the destination kinds, as the pipeline carries them
 _NONE, _INT8, _INT16, _FP16 = range(4)
 
 
 def conversion_layout():
     """A job's conversion as the memory form holds it (:class:`model.dma.descriptor.Conversion`):
-    the code (0: none), the shift, and the signed offset and scale."""
-    return data.StructLayout({"code": 4, "shift": 5, "offset": 16, "scale": 16})
+    the code (0: none), the shift, the signed offset and scale, and a bit field's lowest bit and
+    width."""
+    return data.StructLayout({"code": 5, "shift": 5, "offset": 16, "scale": 16, "bit": 5,
+                              "width": 5})
 
 
 def decode_conversion(m, code):
@@ -55,16 +57,25 @@ def decode_conversion(m, code):
     :data:`~model.dma.descriptor.CONVERSIONS`: whether it is a conversion the table lists
     (``known``), whether its source is 2 bytes wide (``wide``) and signed (``signed``), and its
     destination's kind (``kind``: none, int8, int16 or fp16; none for code 0 or an unknown
-    one)."""
-    known, wide, signed_, kind = Signal(), Signal(), Signal(), Signal(2)
+    one), whether the source is fp16 (``fp``) or a bit field of a 32-bit word (``field``, to a
+    2-byte destination), and whether the conversion widens 1 byte to 2 (``widen``), narrows 2
+    to 1 (``narrow``), takes a byte to a byte (``bytes``) or halves the element size another
+    way (``up``: narrowing or a field; its virtual destination's addresses are the real ones
+    doubled). ``elog``: log2 of the source element's bytes."""
+    known, wide, signed_, fp, field = Signal(), Signal(), Signal(), Signal(), Signal()
+    kind = Signal(2)
     kinds = {"int8": _INT8, "int16": _INT16, "fp16": _FP16}
     with m.Switch(code):
         for c, (source, destination) in CONVERSIONS.items():
             with m.Case(c):
                 m.d.comb += [known.eq(1), wide.eq(source.endswith("16")),
-                             signed_.eq(source[0] == "i"), kind.eq(kinds[destination])]
-    return SimpleNamespace(known=known, wide=wide, signed=signed_, kind=kind,
-                           widen=~wide & (kind != _NONE), narrow=wide & (kind == _INT8))
+                             signed_.eq(source[0] in "is"), fp.eq(source == "fp16"),
+                             field.eq(source in FIELDS), kind.eq(kinds[destination])]
+    narrow = wide & (kind == _INT8)
+    return SimpleNamespace(known=known, wide=wide, signed=signed_, fp=fp, field=field,
+                           kind=kind, widen=~wide & ~field & ((kind == _INT16) | (kind == _FP16)),
+                           narrow=narrow, bytes=~wide & ~field & (kind == _INT8),
+                           up=narrow | field, elog=Mux(field, 2, wide))
 
 
 def _leading_one(bits):
@@ -96,54 +107,85 @@ class _Pipe:
         return value
 
 
+#: the lane's registers from its element to its result: the result is registered at stage 9
+LANE_STAGES = 9
+
+
 def _lane(m, name, x, cfg):
-    """One element's conversion: ``x`` (17-bit signed: the source element, sign- or
-    zero-extended) and ``cfg[s]``, the entry's conversion as it stands at stage ``s``. Returns
-    the 16-bit result (int8 in the low byte), registered at stage 7."""
+    """One element's conversion: ``x`` (17 bits: the source element, sign- or zero-extended; an
+    fp16 element's bits) and ``cfg[s]``, the entry's conversion as it stands at stage ``s``
+    (with ``fp``, an fp16 source, and ``q``, offset x scale for one). Returns the 16-bit result
+    (int8 in the low byte), registered at stage :data:`LANE_STAGES`.
+
+    Every element goes the same way: the product ``d x scale``, scaled by ``2**e``, less ``q``,
+    gives ``D = (x - offset) * scale`` exactly in whole units, ``sticky`` saying whether a
+    fraction was dropped (an integer source: ``d = x - offset``, ``e = 0``, ``q = 0``; an fp16
+    source ``(-1)**s * m * 2**e``: ``d = +-m``). Then an integer result is ``D / 2**shift``
+    truncated toward zero and saturated, and an fp16 one ``D / 2**shift`` rounded."""
     p = _Pipe(m, f"{name}_")
-    # s1: the difference; s2: the product (an 18 x 16 multiplier); s3: its sign and magnitude,
-    # under 2**32 (|x - offset| < 98304, |scale| <= 32768)
-    d = p.reg(x - cfg[0].offset.as_signed(), "d", signed(18))
-    v = p.reg(d * cfg[1].scale.as_signed(), "v", signed(34))
-    neg3 = p.reg(v < 0, "neg")
-    a3 = p.reg(Mux(v < 0, -v, v)[:32], "a", 32)
-    # s4: the highest set bit, and the integer result's magnitude (truncated toward zero)
-    nz, top = _leading_one(a3)
-    shift4 = cfg[3].shift
-    top4 = p.reg(top, "top", 5)
-    nz4 = p.reg(nz, "nz")
-    t4 = p.reg(a3 >> shift4, "t", 32)
-    a4, neg4 = p.reg(a3, "a4"), p.reg(neg3, "neg4")
-    # s5: the integer result, saturated; for fp16 the exponent E (the value is below
-    # 2**(E + 1)) and the bits k the magnitude is shifted right by (left for k < 0) to leave
-    # the 11 significant bits (or fewer, for a denormal: its unit is 2**-24)
-    kind4 = cfg[4].kind
-    limit = Mux(kind4 == _INT8, 127, 32767)
-    mag = Mux(t4 > limit + neg4, limit + neg4, t4)[:16]
-    int5 = p.reg(Mux(neg4, -mag, mag)[:16], "int", 16)
-    shift = cfg[4].shift
-    k_norm = top4 - 10
+    # s1: an fp16 source's significand with its sign, and its exponent (infinity as 2**16,
+    # the convolution pipeline's value for it; NaN gives 0), or an integer's difference
+    fp0 = cfg[0].fp
+    exp, frac, sign = x[10:15], x[:10], x[15]
+    mant = Mux(exp == 0, frac, Cat(frac, Const(1, 1)))
+    d1 = p.reg(Mux(fp0, Mux(sign, -mant, mant), x.as_signed() - cfg[0].offset.as_signed()),
+               "d", signed(18))
+    e1 = p.reg(Mux(fp0, Mux(exp == 0, -24, exp - 25), 0), "e", signed(6))
+    nan1 = p.reg(fp0 & (exp == 31) & (frac != 0), "nan")
+    # s2: the product (an 18 x 16 multiplier)
+    v2 = p.reg(d1 * cfg[1].scale.as_signed(), "v", signed(34))
+    e2, nan2 = p.reg(e1, "e2"), p.reg(nan1, "nan2")
+    # s3: scaled by 2**e: whole units (floor) and whether a fraction was dropped
+    right = (-e2).as_unsigned()[:5]
+    a3 = p.reg(Mux(e2 < 0, v2 >> right, v2 << e2.as_unsigned()[:3]), "a", signed(35))
+    below = ~(Const((1 << 34) - 1, 34) << right)[:34]
+    sticky3 = p.reg((e2 < 0) & (v2.as_unsigned()[:34] & below).any(), "sticky")
+    nan3 = p.reg(nan2, "nan3")
+    # s4: less offset x scale
+    D4 = p.reg(a3 - cfg[3].q.as_signed(), "D", signed(36))
+    sticky4, nan4 = p.reg(sticky3, "sticky4"), p.reg(nan3, "nan4")
+    # s5: sign and magnitude; truncating a negative value with a dropped fraction toward zero
+    # is truncating its magnitude less one
+    neg5 = p.reg(D4 < 0, "neg")
+    a5 = p.reg(Mux(D4 < 0, -D4 - sticky4, D4)[:35], "a5", 35)
+    nan5 = p.reg(nan4, "nan5")
+    # s6: the highest set bit, and the integer result's magnitude (truncated toward zero)
+    nz, top = _leading_one(Cat(a5, Const(0, 64 - 35)))
+    top6 = p.reg(top, "top", 6)
+    nz6 = p.reg(nz, "nz")
+    t6 = p.reg(a5 >> cfg[5].shift, "t", 35)
+    a6, neg6, nan6 = p.reg(a5, "a6"), p.reg(neg5, "neg6"), p.reg(nan5, "nan6")
+    # s7: the integer result, saturated (0 for NaN); for fp16 the exponent E (the value is
+    # below 2**(E + 1)) and the bits k the magnitude is shifted right by (left for k < 0) to
+    # leave the 11 significant bits (or fewer, for a denormal: its unit is 2**-24)
+    kind6 = cfg[6].kind
+    limit = Mux(kind6 == _INT8, 127, 32767)
+    mag = Mux(t6 > limit + neg6, limit + neg6, t6)[:16]
+    int7 = p.reg(Mux(nan6, 0, Mux(neg6, -mag, mag)[:16]), "int", 16)
+    shift = cfg[6].shift
+    k_norm = top6 - 10
     k_sub = shift - 24
-    E5 = p.reg(top4 - shift, "E", signed(7))
-    k5 = p.reg(Mux(k_norm.as_signed() > k_sub.as_signed(), k_norm, k_sub), "k", signed(7))
-    a5, neg5, nz5 = p.reg(a4, "a5"), p.reg(neg4, "neg5"), p.reg(nz4, "nz5")
-    # s6: the significant bits with a guard bit below (q), and whether any bit below the guard
-    # is set (sticky)
-    right = (Cat(Const(0, 1), a5) >> k5.as_unsigned()[:5])[:12]
-    left = (Cat(Const(0, 1), a5[:11]) << (-k5).as_unsigned()[:4])[:12]
-    q6 = p.reg(Mux(k5 > 0, right, left), "q", 12)
-    below = ~(Const(0xFFFFFFFF, 32) << (k5 - 1).as_unsigned()[:5])[:32]
-    sticky6 = p.reg((k5 > 1) & (a5 & below).any(), "sticky")
-    E6, neg6, nz6 = p.reg(E5, "E6"), p.reg(neg5, "neg6"), p.reg(nz5, "nz6")
-    int6 = p.reg(int5, "int6")
-    # s7: round to nearest, ties to even; the exponent field (0 for a denormal) plus the
+    E7 = p.reg(top6 - shift, "E", signed(8))
+    k7 = p.reg(Mux(k_norm.as_signed() > k_sub.as_signed(), k_norm, k_sub), "k", signed(8))
+    a7, neg7, nz7 = p.reg(a6, "a7"), p.reg(neg6, "neg7"), p.reg(nz6, "nz7")
+    # s8: the significant bits with a guard bit below (q), and whether any bit below the guard
+    # is set (sticky). An fp16 result comes from an integer source, whose magnitude is below
+    # 2**32: k is at most 21
+    right = (Cat(Const(0, 1), a7) >> k7.as_unsigned()[:5])[:12]
+    left = (Cat(Const(0, 1), a7[:11]) << (-k7).as_unsigned()[:4])[:12]
+    q8 = p.reg(Mux(k7 > 0, right, left), "q", 12)
+    below = ~(Const(0xFFFFFFFF, 32) << (k7 - 1).as_unsigned()[:5])[:32]
+    round_sticky8 = p.reg((k7 > 1) & (a7[:32] & below).any(), "round_sticky")
+    E8, neg8, nz8 = p.reg(E7, "E8"), p.reg(neg7, "neg8"), p.reg(nz7, "nz8")
+    int8 = p.reg(int7, "int8")
+    # s9: round to nearest, ties to even; the exponent field (0 for a denormal) plus the
     # significand with its leading one, whose carry moves the exponent on; saturate at 65504
-    mant = q6[1:] + (q6[0] & (sticky6 | q6[1]))
-    field = Mux(E6 > -14, E6 + 14, 0)[:6]
+    mant = q8[1:] + (q8[0] & (round_sticky8 | q8[1]))
+    field = Mux(E8 > -14, E8 + 14, 0)[:6]
     enc = (Cat(Const(0, 10), field) + mant)[:16]
-    sat = (E6 > 15) | (enc >= 0x7C00)
-    fp = Mux(nz6, Cat(Mux(sat, 0x7BFF, enc)[:15], neg6), 0)
-    return p.reg(Mux(cfg[6].kind == _FP16, fp, int6), "out", 16)
+    sat = (E8 > 15) | (enc >= 0x7C00)
+    fp = Mux(nz8, Cat(Mux(sat, 0x7BFF, enc)[:15], neg8), 0)
+    return p.reg(Mux(cfg[8].kind == _FP16, fp, int8), "out", 16)
 
 
 class ElementConverter(wiring.Component):
@@ -182,15 +224,22 @@ class ElementConverter(wiring.Component):
                      self.job.ready.eq(jobs.w_rdy)]
         cfg = conversion_layout()(jobs.r_data)
         how = decode_conversion(m, cfg.code)
-        wide, src_signed, kind, widen, narrow = how.wide, how.signed, how.kind, how.widen, \
-            how.narrow
+        widen, halves = how.widen, how.widen | how.bytes
+        # a plain copy goes through the lanes too, as int16 -> int16 with offset 0, scale 1 and
+        # shift 0: every 16-bit pattern comes out as it went in, and no copy of the data rides
+        # beside the lanes
+        plain = how.kind == _NONE
+        wide, src_signed = how.wide | plain, how.signed | plain
+        kind = Mux(plain, _INT16, how.kind)
 
         # -- entry: the piece, or one half of it, into stage 0 --------------------------------
         piece = self.i.payload
-        half = Signal()                               # a widening piece's low half has left
+        # a 1-byte source's piece holds twice the lanes' elements: each half with strobes goes
+        # through them in a cycle of its own
+        half = Signal()                               # the piece's low half has left
         lo_any, hi_any = piece.strb[:H].any(), piece.strb[H:].any()
-        both = widen & ~half & lo_any & hi_any        # two halves: this is the first
-        h = Mux(widen, half | ~lo_any, 0)             # the half that leaves now (widening)
+        both = halves & ~half & lo_any & hi_any       # two halves: this is the first
+        h = Mux(halves, half | ~lo_any, 0)            # the half that leaves now
         used = Signal(range(self.depth + 1))          # pieces in the pipeline and the queue
         enter = self.i.valid & jobs.r_rdy & (used < self.depth)
         take = enter & ~both
@@ -214,11 +263,18 @@ class ElementConverter(wiring.Component):
             m.d.comb += [addr.eq(Cat(Const(0, LB), h, piece.addr[LB:])),
                          strb.eq(Cat(*(Cat(b, b) for b in Mux(h, piece.strb[H:],
                                                                 piece.strb[:H]))))]
-        with m.Elif(narrow):
+        with m.Elif(how.up):
+            # half a real beat: a 2-byte element's first strobe for a byte, a word's for two
+            # bytes
+            taken = Mux(how.field, Cat(*(Cat(b, b) for b in piece.strb[0::4])),
+                        piece.strb[0::2])
             m.d.comb += [addr.eq(Cat(Const(0, LB), piece.addr[LB + 1:])),
-                         strb.eq(Mux(piece.addr[LB],
-                                     Cat(Const(0, H), piece.strb[0::2]),
-                                     Cat(piece.strb[0::2], Const(0, H))))]
+                         strb.eq(Mux(piece.addr[LB], Cat(Const(0, H), taken),
+                                     Cat(taken, Const(0, H))))]
+        with m.Elif(how.bytes):
+            m.d.comb += [addr.eq(piece.addr),
+                         strb.eq(Mux(h, Cat(Const(0, H), piece.strb[H:]),
+                                     Cat(piece.strb[:H], Const(0, H))))]
         with m.Else():
             m.d.comb += [addr.eq(piece.addr), strb.eq(piece.strb)]
 
@@ -226,45 +282,72 @@ class ElementConverter(wiring.Component):
         valid0 = Signal(name="s0_valid")
         m.d.sync += valid0.eq(enter)
         x0 = [p.reg(x, f"x{i}", signed(17)) for i, x in enumerate(xs)]
-        entry = data.StructLayout({"offset": 16, "scale": 16, "shift": 5, "kind": 2})
+        # a bit field's words (a 4-byte source: half as many elements as lanes), picked out
+        # of their words in a stage of their own
+        w0 = [p.reg(piece.data.word_select(i, 32), f"w{i}", 32) for i in range(H // 2)]
+        entry = data.StructLayout({"offset": 16, "scale": 16, "shift": 5, "kind": 2, "fp": 1,
+                                   "q": 32, "field": 1, "signed": 1, "bit": 5, "width": 5})
         cfg0 = Signal(entry, name="s0_cfg", reset_less=True)
-        m.d.sync += [cfg0.offset.eq(cfg.offset), cfg0.scale.eq(cfg.scale),
-                     cfg0.shift.eq(cfg.shift), cfg0.kind.eq(kind)]
+        m.d.sync += [cfg0.offset.eq(Mux(plain, 0, cfg.offset)),
+                     cfg0.scale.eq(Mux(plain, 1, cfg.scale)),
+                     cfg0.shift.eq(Mux(plain, 0, cfg.shift)), cfg0.kind.eq(kind),
+                     cfg0.fp.eq(how.fp), cfg0.field.eq(how.field), cfg0.signed.eq(how.signed),
+                     cfg0.bit.eq(cfg.bit), cfg0.width.eq(cfg.width)]
         side = data.StructLayout({"addr": aw, "strb": BB, "last": 1, "hi": 1, "kind": 2,
-                                  "raw": W})
+                                  "field": 1})
         side0 = Signal(side, name="s0_side", reset_less=True)
         m.d.sync += [side0.addr.eq(addr), side0.strb.eq(strb),
-                     side0.last.eq(piece.last & ~both), side0.hi.eq(piece.addr[LB]),
-                     side0.kind.eq(kind), side0.raw.eq(piece.data)]
+                     side0.last.eq(piece.last & ~both),
+                     side0.hi.eq(Mux(how.bytes, h, piece.addr[LB])),
+                     side0.kind.eq(kind), side0.field.eq(how.field)]
 
         # -- the lanes ------------------------------------------------------------------------
+        # the entry's conversion beside it, stage by stage; an fp16 source's offset x scale,
+        # which its lanes subtract at stage 4, from one multiplier at stage 1 (0 otherwise:
+        # an integer's offset goes before its product)
         q = _Pipe(m, "cfg_")
         cfgs = [cfg0]
-        for s in range(1, 7):
-            cfgs.append(q.reg(cfgs[-1], f"s{s}", entry))
-        outs = [_lane(m, f"lane{i}", x, cfgs) for i, x in enumerate(x0)]
-        side7 = q.delay(side0, "side", 7)
-        valid7 = q.delay(valid0, "valid", 7)
+        for s in range(1, LANE_STAGES + 1):
+            nxt = Signal(entry, name=f"cfg_s{s}", reset_less=True)
+            m.d.sync += nxt.eq(cfgs[-1])
+            if s == 2:
+                m.d.sync += nxt.q.eq(Mux(cfgs[1].fp, cfgs[1].offset.as_signed() *
+                                         cfgs[1].scale.as_signed(), 0))
+            cfgs.append(nxt)
+        # stage 1: a bit field's value (its mask from the width, shared by the lanes), else
+        # the element as it came
+        c0 = cfgs[0]
+        mask = Signal(16)
+        m.d.comb += mask.eq(~(Const(0xFFFF, 16) << c0.width)[:16])
+        top = (Const(1, 16) << (c0.width - 1).as_unsigned()[:4])[:16]
+        x1 = []
+        for i, x in enumerate(x0):
+            if i < H // 2:
+                f = (w0[i] >> c0.bit)[:16] & mask
+                neg = c0.signed & (f & top).any()
+                x = Mux(c0.field, Cat(f | Mux(neg, ~mask, 0), neg), x)
+            x1.append(p.reg(x, f"x{i}_1", signed(17)))
+        outs = [_lane(m, f"lane{i}", x, cfgs[1:]) for i, x in enumerate(x1)]
+        side_out = q.delay(side0, "side", LANE_STAGES + 1)
+        valid_out = q.delay(valid0, "valid", LANE_STAGES + 1)
 
-        # -- stage 8: the real beat, into the output queue ------------------------------------
+        # -- the last stage: the real beat, into the output queue -----------------------------
+        # int8 results, and a bit field's 2-byte ones, fill half a beat
         beat = Signal(W)
-        with m.Switch(side7.kind):
-            with m.Case(_NONE):
-                m.d.comb += beat.eq(side7.raw)
-            with m.Case(_INT8):
-                low = Cat(*(o[:8] for o in outs))
-                m.d.comb += beat.eq(Mux(side7.hi, Cat(Const(0, W // 2), low),
-                                        Cat(low, Const(0, W // 2))))
-            with m.Default():
-                m.d.comb += beat.eq(Cat(*outs))
+        low = Mux(side_out.field, Cat(*outs[:H // 2]), Cat(*(o[:8] for o in outs)))
+        m.d.comb += beat.eq(Mux((side_out.kind == _INT8) | side_out.field,
+                                Mux(side_out.hi, Cat(Const(0, W // 2), low),
+                                    Cat(low, Const(0, W // 2))),
+                                Cat(*outs)))
         out_layout = piece_layout(aw, W)
-        out8 = Signal(out_layout, name="s8_piece", reset_less=True)
-        valid8 = Signal(name="s8_valid")
-        m.d.sync += [out8.addr.eq(side7.addr), out8.data.eq(beat), out8.strb.eq(side7.strb),
-                     out8.last.eq(side7.last), valid8.eq(valid7)]
-        queue = m.submodules.queue = SyncFIFOBuffered(width=len(out8.as_value()),
+        out_piece = Signal(out_layout, name="out_piece", reset_less=True)
+        out_piece_valid = Signal(name="out_valid")
+        m.d.sync += [out_piece.addr.eq(side_out.addr), out_piece.data.eq(beat),
+                     out_piece.strb.eq(side_out.strb), out_piece.last.eq(side_out.last),
+                     out_piece_valid.eq(valid_out)]
+        queue = m.submodules.queue = SyncFIFOBuffered(width=len(out_piece.as_value()),
                                                     depth=self.depth)
-        m.d.comb += [queue.w_data.eq(out8), queue.w_en.eq(valid8),
+        m.d.comb += [queue.w_data.eq(out_piece), queue.w_en.eq(out_piece_valid),
                      self.o.valid.eq(queue.r_rdy), self.o.payload.eq(queue.r_data),
                      queue.r_en.eq(self.o.ready)]
         leave = self.o.valid & self.o.ready

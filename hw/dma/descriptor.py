@@ -20,21 +20,21 @@ def descriptor_layout():
     """A descriptor as the front end holds it: addresses and pad value of 64 bits, log2 of the
     element bytes, the dimensions in use, the chain's next address and flags (``last``: no
     descriptor follows; ``irq``: raise the interrupt as it ends), the conversion's code, shift,
-    offset and scale, and five dimensions of 32-bit extent, valid count, source and destination
-    stride."""
+    offset, scale and bit field, and five dimensions of 32-bit extent, valid count, source and
+    destination stride."""
     dims = data.ArrayLayout(32, MAX_DIMS)
     return data.StructLayout({"src": 64, "dst": 64, "nxt": 64, "pad": 64, "elog": 2, "ndims": 3,
-                              "last": 1, "irq": 1, "cvt_code": 4, "cvt_shift": 5,
-                              "cvt_offset": 16, "cvt_scale": 16, "ext": dims, "val": dims,
-                              "sst": dims, "dstr": dims})
+                              "last": 1, "irq": 1, "cvt_code": 5, "cvt_shift": 5,
+                              "cvt_bit": 5, "cvt_width": 5, "cvt_offset": 16, "cvt_scale": 16,
+                              "ext": dims, "val": dims, "sst": dims, "dstr": dims})
 
 
 #: each field's bits in the descriptor's memory form (:meth:`model.dma.descriptor.Descriptor.pack`):
 #: (bit offset, width); dimension ``k``'s four fields follow at 320 + 128 * k
 _FIXED_FIELDS = {"src": (0, 64), "dst": (64, 64), "nxt": (128, 64), "pad": (192, 64),
                  "elog": (256, 2), "ndims": (258, 3), "last": (264, 1), "irq": (265, 1),
-                 "cvt_code": (288, 4), "cvt_shift": (296, 5), "cvt_offset": (960, 16),
-                 "cvt_scale": (976, 16)}
+                 "cvt_code": (288, 5), "cvt_shift": (296, 5), "cvt_bit": (304, 5),
+                 "cvt_width": (312, 5), "cvt_offset": (960, 16), "cvt_scale": (976, 16)}
 _DIM_FIELDS = ("ext", "val", "sst", "dstr")
 
 

@@ -32,7 +32,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from atomcube.model.dma.descriptor import MAX_DIMS, Error
+from atomcube.model.dma.descriptor import FIELD_WIDTH_MAX, MAX_DIMS, Error
 from atomcube.model.registers.dma import DMA
 
 from ..bus.axi import AXI4LiteSignature
@@ -96,10 +96,15 @@ class FrontEnd(wiring.Component):
         # a conversion: its rule, and the size of the elements it writes
         how = decode_conversion(m, d.cvt_code)
         converts = d.cvt_code != 0
+        # a bit field lies inside its word and is 1 to 16 bits wide; other sources have none
+        bad_field = Mux(how.field,
+                        (d.cvt_width == 0) | (d.cvt_width > FIELD_WIDTH_MAX) |
+                        (d.cvt_bit + d.cvt_width > 32),
+                        (d.cvt_bit != 0) | (d.cvt_width != 0))
         m.d.comb += [checker.desc.eq(d), checker.eb.eq(store.eb),
-                     checker.eb_dst.eq(Mux(converts, Mux(how.narrow, 1, 2), store.eb)),
+                     checker.eb_dst.eq(Mux(converts, Mux(how.narrow | how.bytes, 1, 2), store.eb)),
                      checker.cvt_bad.eq(converts & (Const(int(not self.convert)) | ~how.known |
-                                                    (d.elog != how.wide)))]
+                                                    (d.elog != how.elog) | bad_field))]
         if self.chains:
             wiring.connect(m, wiring.flipped(self.fetch_beat), store.beat)
 
@@ -125,14 +130,15 @@ class FrontEnd(wiring.Component):
                      *(getattr(offer, f)[k].eq(getattr(d, f)[k])
                        for f in ("ext", "val", "sst") for k in range(MAX_DIMS)),
                      offer.cvt.code.eq(d.cvt_code), offer.cvt.shift.eq(d.cvt_shift),
-                     offer.cvt.offset.eq(d.cvt_offset), offer.cvt.scale.eq(d.cvt_scale)]
+                     offer.cvt.offset.eq(d.cvt_offset), offer.cvt.scale.eq(d.cvt_scale),
+                     offer.cvt.bit.eq(d.cvt_bit), offer.cvt.width.eq(d.cvt_width)]
         # a converting descriptor runs through the mid end as a copy of source-sized elements
         # into a virtual destination, its addresses scaled by the source element's size over
         # the destination's (hw.dma.convert); the stage turns them back
         for virtual, real in ((offer.dst, d.dst[:aw]),
                               *((offer.dstr[k], d.dstr[k]) for k in range(MAX_DIMS))):
             if self.convert:
-                real = Mux(how.widen, real >> 1, Mux(how.narrow, real << 1, real))
+                real = Mux(how.widen, real >> 1, Mux(how.up, real << 1, real))
             m.d.comb += virtual.eq(real)
 
         dp_reset = Signal()
@@ -369,6 +375,8 @@ class FrontEnd(wiring.Component):
                      bank.last.eq(1), bank.irq.eq(regs.control.irq.data),
                      bank.cvt_code.eq(regs.convert.code.data),
                      bank.cvt_shift.eq(regs.convert.shift.data),
+                     bank.cvt_bit.eq(regs.convert.bit.data),
+                     bank.cvt_width.eq(regs.convert.width.data),
                      bank.cvt_offset.eq(regs.convert_scale.offset.data),
                      bank.cvt_scale.eq(regs.convert_scale.scale.data)]
         for k in range(MAX_DIMS):

@@ -14,6 +14,8 @@ five dimensions, so programs stay short.
     prog = dmp(DmpLayout((1, 20, 4, 4)), dense=0, image=0x4000)
     prog = nvdla_weights(WeightSpec("dc", "int8", (40, 70, 3, 3)), dense=0, image=0x10000)
     prog = dense_transpose((2, 3, 4, 5), 1, dense=0, image=0x1000)   # NCHW -> NHWC
+    prog = nvdla_pixel(PixelImage("T_B8G8R8A8", 32, 16), image=0, dense=0x4000,
+                       dense_type="int8", offset=(124, 117, 104, 0))   # pixels -> channels
 
 Every function takes ``unpack=True`` for the reverse direction. ``nvdla_feature`` and ``dmp``
 take ``dense_type`` (with ``offset``, ``scale``, ``shift``): a dense tensor of another type than
@@ -31,6 +33,7 @@ from ..dmp.layout import DTYPES as DMP_DTYPES
 from ..dmp.layout import DmpLayout
 from ..errors import FormatError
 from ..nvdla.feature import FeatureFormat
+from ..nvdla.pixel import PixelImage
 from ..nvdla.weights import WeightSpec
 from ..sophgo.local import LocalTensor
 from .descriptor import MAX_DIMS, NO_CONVERSION, TYPES, Conversion, Descriptor, Dim, Program
@@ -250,3 +253,59 @@ def nvdla_weights(spec: WeightSpec, dense: int, image: int, unpack: bool = False
         pieces.append(([(tail // eb, 0, eb, eb)], 0, spec.dense_bytes))
     return _run(pieces, eb, dense, image, unpack, 0,
                 spec.dense_bytes if unpack else spec.image_bytes)
+
+
+def nvdla_pixel(img: PixelImage, image: int, dense: int, dense_type: str, offset=0,
+                scale: int = 1, shift: int = 0) -> Program:
+    """An NVDLA pixel image at ``image`` (laid out as :meth:`PixelImage.pack` lays it: plane 1
+    right after plane 0) -> its samples as a dense (C, H, W) tensor of ``dense_type`` at
+    ``dense``, converted as NVDLA's image input converts them: ``(sample - offset[c]) * scale /
+    2**shift``, truncated and saturated to int8/int16 or rounded to fp16 (:class:`Conversion`).
+    ``offset`` is one mean for every channel or one per channel (NVDLA's four MEAN registers).
+    One descriptor per channel picks that channel's field out of the pixel words and holds its
+    mean. A sample is its field read as uint8/int8 or uint16/int16 (``img.sign``; T_R16_I is
+    signed), or fp16 for the ``_F`` formats, which convert to int8/int16 or copy to fp16
+    unchanged. The 10:10:10:2 formats' samples are bit fields of their 32-bit word
+    (``ufield``/``sfield``), which convert to int16 or fp16."""
+    fmt = img.format
+    C, H, W = img.shape
+    means = [offset] * C if np.ndim(offset) == 0 else [int(m) for m in offset]
+    if len(means) != C:
+        raise FormatError("offset", f"give one mean, or one for each of {fmt.name}'s {C} "
+                                    f"channels, not {len(means)}")
+    if dense_type not in ("int8", "int16", "fp16"):
+        raise FormatError("dense_type", f"NVDLA's image input converts to int8, int16 or fp16, "
+                                        f"not {dense_type!r}")
+    ed = np.dtype(TYPES[dense_type]).itemsize
+    prog = Program(dst_size=C * H * W * ed)
+    for c, (p, bit, width) in enumerate(fmt.fields):
+        signed = fmt.kind == "int" or img.sign == "signed"
+        bpp = fmt.plane_bytes[p]
+        field = {}
+        if fmt.kind == "float":
+            source = "fp16"
+        elif width in (8, 16) and bit % 8 == 0:
+            source = ("" if signed else "u") + f"int{width}"
+        else:                                       # a bit field of the pixel word
+            source = "sfield" if signed else "ufield"
+            field = {"bit": bit, "width": width}
+        size = bpp if field else width // 8
+        if source == dense_type == "fp16":
+            if (means[c], scale, shift) != (0, 1, 0):
+                raise FormatError("offset", f"{fmt.name}'s fp16 samples copy to fp16 "
+                                            f"unchanged: offset 0, scale 1, shift 0")
+            convert = NO_CONVERSION
+        else:
+            try:
+                convert = Conversion.between(source, dense_type, means[c], scale, shift,
+                                             **field)
+            except FormatError as e:
+                raise FormatError("dense_type", f"{fmt.name}: {e.rule}") from None
+            problem = convert.problem(size)
+            if problem is not None:
+                raise FormatError(*problem)
+        src = (image + img.plane_offsets[p] + img.plane_x_offset(p) * bpp
+               + (0 if field else bit // 8))
+        emit(prog, src, dense + c * H * W * ed, size,
+             [(W, W, bpp, ed), (H, H, img.plane_stride(p), W * ed)], convert=convert)
+    return prog

@@ -57,7 +57,7 @@ HEAD_FIELDS = (
     ("next", 8, "next descriptor of the chain (128-byte aligned); read unless control.last"),
     ("pad", 8, "pad value: its low element-size bytes fill what has no source"),
     ("control", 4, "element size, dimension count, last, irq (the CONTROL_ masks)"),
-    ("convert", 4, "conversion: code bits 3:0 (0: none), shift bits 12:8"),
+    ("convert", 4, "conversion: code bits 4:0 (0: none), shift 12:8, bit field 20:16, 28:24"),
 )
 #: one dimension, innermost first
 DIM_FIELDS = (
@@ -119,17 +119,30 @@ class DescriptorError(FormatError):
         self.code = code
 
 
-#: the element types a conversion reads or writes: name -> numpy type
-TYPES = {"int8": "i1", "uint8": "u1", "int16": "<i2", "uint16": "<u2", "fp16": "<f2"}
+#: the element types a conversion reads or writes: name -> numpy type. ``ufield`` and
+#: ``sfield`` are a bit field of a 32-bit little-endian word (the conversion's ``bit`` and
+#: ``width``), unsigned or signed: NVDLA's 10:10:10:2 pixels
+TYPES = {"int8": "i1", "uint8": "u1", "int16": "<i2", "uint16": "<u2", "fp16": "<f2",
+         "ufield": "<u4", "sfield": "<u4"}
+FIELDS = ("ufield", "sfield")
 #: the conversions: code -> (source type, destination type). The code is the memory form's
-#: ``convert`` bits 3:0; 0 is no conversion, and codes not listed are refused (``CONVERT``)
+#: ``convert`` bits 4:0; 0 is no conversion, and codes not listed are refused (``CONVERT``)
 CONVERSIONS = {
     1: ("int8", "fp16"), 2: ("uint8", "fp16"), 3: ("int16", "fp16"), 4: ("uint16", "fp16"),
     5: ("int8", "int16"), 6: ("uint8", "int16"), 7: ("int16", "int8"), 8: ("uint16", "int8"),
+    9: ("fp16", "int8"), 10: ("fp16", "int16"), 11: ("int8", "int8"), 12: ("uint8", "int8"),
+    13: ("int16", "int16"), 14: ("uint16", "int16"), 15: ("ufield", "int16"),
+    16: ("ufield", "fp16"), 17: ("sfield", "int16"), 18: ("sfield", "fp16"),
 }
-CONVERT_CODE = 0xF         #: the ``convert`` word's code bits
-CONVERT_SHIFT = 0x1F00     #: ... and its shift bits
+#: the ``convert`` word's fields: name -> (mask, what it holds)
+CONVERT_FIELDS = {
+    "code": (0x1F, "bits 4:0: the conversion's code (0: none)"),
+    "shift": (0x1F00, "bits 12:8: the scale factor is scale / 2**shift"),
+    "bit": (0x1F0000, "bits 20:16: a bit field's lowest bit in its 32-bit word"),
+    "width": (0x1F000000, "bits 28:24: a bit field's width, 1 to 16 (0 for other sources)"),
+}
 SHIFT_MAX = 31
+FIELD_WIDTH_MAX = 16
 
 
 def conversion_code(source: str, destination: str) -> int:
@@ -152,18 +165,25 @@ class Conversion:
 
     computed exactly, then written as the destination type: int8 and int16 truncate ``v``
     toward zero and saturate to the type's range; fp16 rounds it to the nearest value (ties to
-    even), keeps denormals and saturates at +-65504 (never infinity). ``offset`` and ``scale``
-    are signed 16-bit, ``shift`` 0 to 31. ``code`` 0 is a plain copy (the other fields 0)."""
+    even), keeps denormals and saturates at +-65504 (never infinity). An fp16 source's infinity
+    counts as +-65536 (the value NVDLA's convolution pipeline gives it, so it saturates as any
+    large value does) and its NaN converts to 0 (an integer has no NaN). ``offset`` and
+    ``scale`` are signed 16-bit, ``shift`` 0 to 31. A bit field source (``ufield``,
+    ``sfield``) is bits ``bit`` to ``bit + width - 1`` of a 32-bit word, zero- or
+    sign-extended; ``width`` is 1 to 16 and the field lies inside the word (both 0 for other
+    sources). ``code`` 0 is a plain copy (the other fields 0)."""
 
     code: int = 0
     offset: int = 0
     scale: int = 1
     shift: int = 0
+    bit: int = 0
+    width: int = 0
 
     @classmethod
     def between(cls, source: str, destination: str, offset: int = 0, scale: int = 1,
-                shift: int = 0) -> Conversion:
-        return cls(conversion_code(source, destination), offset, scale, shift)
+                shift: int = 0, bit: int = 0, width: int = 0) -> Conversion:
+        return cls(conversion_code(source, destination), offset, scale, shift, bit, width)
 
     @property
     def types(self) -> tuple[str, str] | None:
@@ -174,19 +194,20 @@ class Conversion:
         """The memory form's ``convert`` and ``convert_scale`` words (0, 0 for none)."""
         if self.code == 0:
             return 0, 0
-        return (self.code | self.shift << 8,
+        return (self.code | self.shift << 8 | self.bit << 16 | self.width << 24,
                 (self.offset & 0xFFFF) | (self.scale & 0xFFFF) << 16)
 
     @classmethod
     def from_words(cls, convert: int, convert_scale: int) -> Conversion:
-        code = convert & CONVERT_CODE
-        if code == 0:
+        f = {name: (convert & mask) >> ((mask & -mask).bit_length() - 1)
+             for name, (mask, _) in CONVERT_FIELDS.items()}
+        if f["code"] == 0:
             return cls()
 
         def signed16(v):
             return v - (1 << 16) if v & 0x8000 else v
-        return cls(code, signed16(convert_scale & 0xFFFF), signed16(convert_scale >> 16),
-                   (convert & CONVERT_SHIFT) >> 8)
+        return cls(f["code"], signed16(convert_scale & 0xFFFF), signed16(convert_scale >> 16),
+                   f["shift"], f["bit"], f["width"])
 
     def problem(self, element_bytes: int):
         """(field, rule) of the first rule this conversion breaks with ``element_bytes``-byte
@@ -206,6 +227,15 @@ class Conversion:
             v = getattr(self, name)
             if not lo <= v <= hi:
                 return f"convert.{name}", f"{v} is outside {lo} to {hi}"
+        if source in FIELDS:
+            if not 1 <= self.width <= FIELD_WIDTH_MAX:
+                return "convert.width", (f"a bit field is 1 to {FIELD_WIDTH_MAX} bits wide, "
+                                         f"not {self.width}")
+            if not 0 <= self.bit <= 32 - self.width:
+                return "convert.bit", (f"a {self.width}-bit field starts at bit 0 to "
+                                       f"{32 - self.width} of its word, not {self.bit}")
+        elif (self.bit, self.width) != (0, 0):
+            return "convert.width", f"{source} is not a bit field: bit and width are 0"
         return None
 
     def destination_bytes(self, element_bytes: int) -> int:
@@ -219,9 +249,30 @@ class Conversion:
         into the destination type's bytes (same shape but the last axis)."""
         source, destination = self.types
         d = np.ascontiguousarray(raw).view(TYPES[source])[..., 0]
-        v = convert(d, self.offset, self.scale / (1 << self.shift), destination)
+        if source in FIELDS:
+            d = ((d >> np.uint32(self.bit)) & np.uint32((1 << self.width) - 1)).astype(np.int32)
+            if source == "sfield":
+                d -= (d >> (self.width - 1) & 1) << self.width
+        if source == "fp16":
+            v = self._from_fp16(d, destination)
+        else:
+            v = convert(d, self.offset, self.scale / (1 << self.shift), destination)
         out = np.ascontiguousarray(v.astype(TYPES[destination]))
         return out.view(np.uint8).reshape(*d.shape, out.dtype.itemsize)
+
+
+    def _from_fp16(self, d: np.ndarray, destination: str) -> np.ndarray:
+        """fp16 -> int8/int16 in integers: ``d * 2**24`` is a whole number below 2**41, so
+        ``(d - offset) * scale`` in units of 2**-24 fits int64 exactly (float64 would round)."""
+        x = d.astype(np.float64)
+        nan = np.isnan(x)
+        x = np.where(nan, 0.0, np.clip(x, -65536.0, 65536.0))
+        units = (x * (1 << 24)).astype(np.int64) - (self.offset << 24)
+        t = units * self.scale
+        k = 24 + self.shift
+        whole = np.where(t < 0, -((-t) >> k), t >> k)
+        lo, hi = (-128, 127) if destination == "int8" else (-32768, 32767)
+        return np.where(nan, 0, np.clip(whole, lo, hi)).astype(TYPES[destination])
 
 
 NO_CONVERSION = Conversion()
@@ -432,7 +483,9 @@ class Program:
                     f"{d.element_bytes}-byte elements, pad 0x{d.pad:x}"
                     + (f", next 0x{at + DESCRIPTOR_BYTES:08x}" if i + 1 < n else "")
                     + (f", converts {c.types[0]} -> {c.types[1]} (offset {c.offset}, scale "
-                       f"{c.scale}, shift {c.shift})" if (c := d.convert).code else "")
+                       f"{c.scale}, shift {c.shift}"
+                       + (f", bits {c.bit} to {c.bit + c.width - 1}" if c.width else "") + ")"
+                       if (c := d.convert).code else "")
                     + (f" ({flags})" if flags else ""))
             rows = [(k, x.extent, x.valid, x.src_stride, x.dst_stride)
                     for k, x in enumerate(d.dims)]
@@ -483,12 +536,12 @@ def c_header() -> str:
         shift = (mask & -mask).bit_length() - 1
         lines += [f"#define ATOMCUBE_DMA_CONTROL_{name.upper()} 0x{mask:03x}u /* {doc} */",
                   f"#define ATOMCUBE_DMA_CONTROL_{name.upper()}_SHIFT {shift}u"]
-    lines += ["", "/* the convert word: the conversion's code (source -> destination type) and "
-              "shift */",
-              f"#define ATOMCUBE_DMA_CONVERT_CODE 0x{CONVERT_CODE:03x}u",
-              "#define ATOMCUBE_DMA_CONVERT_CODE_SHIFT 0u",
-              f"#define ATOMCUBE_DMA_CONVERT_SHIFT 0x{CONVERT_SHIFT:04x}u",
-              "#define ATOMCUBE_DMA_CONVERT_SHIFT_SHIFT 8u"]
+    lines += ["", "/* the convert word: the conversion's code (source -> destination type), "
+              "shift and bit field */"]
+    for name, (mask, doc) in CONVERT_FIELDS.items():
+        shift = (mask & -mask).bit_length() - 1
+        lines += [f"#define ATOMCUBE_DMA_CONVERT_{name.upper()} 0x{mask:08x}u /* {doc} */",
+                  f"#define ATOMCUBE_DMA_CONVERT_{name.upper()}_SHIFT {shift}u"]
     lines += [f"#define ATOMCUBE_DMA_CONVERT_{a.upper()}_{b.upper()} {code}u"
               for code, (a, b) in CONVERSIONS.items()]
     lines += ["", "/* error.code after a job (status.error set) */"]

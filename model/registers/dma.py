@@ -80,9 +80,13 @@ DMA = regmap("dma", [
         Field("irq", 9, 1, "RW", doc="Set status.desc_irq when the descriptor completes.")),
     reg("convert", 0x02C, "Descriptor: the element conversion (the memory form's convert "
                           "word).",
-        Field("code", 0, 4, "RW", doc="The conversion, source -> destination type: 0 none, "
+        Field("code", 0, 5, "RW", doc="The conversion, source -> destination type: 0 none, "
               + ", ".join(f"{c} {a} -> {b}" for c, (a, b) in CONVERSIONS.items()) + "."),
-        Field("shift", 8, 5, "RW", doc="The scale factor is scale / 2**shift.")),
+        Field("shift", 8, 5, "RW", doc="The scale factor is scale / 2**shift."),
+        Field("bit", 16, 5, "RW", doc="A bit field source (ufield, sfield): its lowest bit "
+              "in its 32-bit word."),
+        Field("width", 24, 5, "RW", doc="A bit field source: its width, 1 to 16 (0 for other "
+              "sources).")),
     reg("convert_scale", 0x038, "Descriptor: the conversion's offset and scale (the memory "
                                 "form's convert_scale word).",
         Field("offset", 0, 16, "RW", doc="Subtracted from each source element (signed)."),
@@ -115,7 +119,7 @@ def program(d: Descriptor) -> list[tuple[str, dict]]:
                            "irq": int(d.irq)}),
               ("pad_lo", {"value": d.pad & 0xFFFFFFFF}), ("pad_hi", {"value": d.pad >> 32})]
     c = d.convert
-    writes += [("convert", {"code": c.code, "shift": c.shift}),
+    writes += [("convert", {"code": c.code, "shift": c.shift, "bit": c.bit, "width": c.width}),
                ("convert_scale", {"offset": c.offset & 0xFFFF, "scale": c.scale & 0xFFFF})]
     for k, (e, v, s, t) in enumerate(dims):
         writes += [(f"dim{k}_extent", {"value": e}), (f"dim{k}_valid", {"value": v}),

@@ -7,8 +7,11 @@ tensors, each converted to a place of its own: a chain's next descriptor is fetc
 while the one before it runs). ``cycles`` is the engine's own count from start to done
 (descriptor fetches included). Utilisation on each side is useful bytes over bus bytes per
 cycle times cycles: bytes read / (bus bytes x cycles), bytes written likewise. Goals (issue 8):
-a plain copy at least 98 %, every layout conversion at least 90 % on the busier side. Every
-result is also checked against the model. The rows go to ``bench.json``.
+a plain copy at least 98 %, every layout conversion at least 90 % on the busier side. An engine
+built with the conversion stage runs the copy and the conversions that change the element type
+on the way (the write side is the busier for a widening one, the read side for a narrowing
+one), with the same goal. Every result is also checked against the model. The rows go to
+``bench.json``.
 """
 
 import json
@@ -25,14 +28,14 @@ from atomcube.model.dma.compile import (
     nvdla_weights,
     sophgo_local,
 )
-from atomcube.model.dma.descriptor import Program
+from atomcube.model.dma.descriptor import TYPES, Conversion, Program
 from atomcube.model.dma.executor import execute
 from atomcube.model.dmp.layout import DmpLayout
 from atomcube.model.nvdla.feature import FeatureFormat
 from atomcube.model.nvdla.weights import WeightSpec
 from atomcube.model.sophgo.local import LocalMemory, LocalTensor
 
-from .test_dma import CHAIN, TB
+from .test_dma import CHAIN, CONVERT, TB
 
 LATENCY = 20
 SIZE = 1 << 23
@@ -79,7 +82,44 @@ def conversions(hw):
         ("OIHW -> NVDLA DC weights", lambda s, d: nvdla_weights(spec, s, d),
          k8.view(np.uint8).ravel(), False, False),
     ]
+    if CONVERT:
+        rows = rows[:1] + converting(rng, t8, fmt, hw)
     return rows
+
+
+def converting(rng, t8, fmt, hw):
+    """The rows of an engine with the conversion stage: a layout and a precision in one pass,
+    widening (the write side busier) and narrowing (the read side busier)."""
+    raw8 = t8.view(np.uint8).ravel()
+    u8 = rng.integers(0, 256, (1, 3, 2 * hw, 2 * hw)).astype(np.uint8)      # a 3-channel image
+    lay = DmpLayout(u8.shape)
+    t16 = rng.integers(-4000, 4000, t8.shape).astype(np.int16)
+
+    def copy(source, destination):
+        cvt = Conversion.between(source, destination, shift=3 if destination == "int8" else 0)
+        es = np.dtype(TYPES[source]).itemsize
+        ed = np.dtype(TYPES[destination]).itemsize
+
+        def make(dense, image):
+            prog = Program()
+            emit(prog, dense, image, es, [(t8.size, t8.size, es, ed)], convert=cvt)
+            return prog
+        return make
+
+    return [
+        ("copy int8 -> fp16", copy("int8", "fp16"), raw8, False, False),
+        ("copy int16 -> int8", copy("int16", "int8"), t16.view(np.uint8).ravel(), False,
+         False),
+        ("NCHW uint8 -> DMP DWHC fp16", lambda s, d: dmp(lay, s, d, dense_type="uint8",
+                                                         offset=128, shift=7),
+         u8.ravel(), False, False),
+        ("NCHW int16 -> NVDLA int8", lambda s, d: nvdla_feature(fmt, s, d, dense_type="int16",
+                                                                shift=5),
+         t16.view(np.uint8).ravel(), False, False),
+        ("NVDLA int8 -> NCHW fp16", lambda s, d: nvdla_feature(fmt, s, d, unpack=True,
+                                                               dense_type="fp16", shift=4),
+         fmt.pack(t8), True, False),
+    ]
 
 
 @cocotb.test(timeout_time=4000, timeout_unit="ms")

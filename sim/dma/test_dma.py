@@ -446,7 +446,8 @@ async def test_errors(dut):
     # a conversion: refused by an engine without the stage, whatever it is
     cvt = Conversion.between("int8", "fp16")
     bad += [("unknown conversion", Descriptor(DENSE, IMAGE, 1, (Dim(8, 1, 2),),
-                                              convert=Conversion(12)), Error.CONVERT),
+                                              convert=Conversion(max(CONVERSIONS) + 1)),
+             Error.CONVERT),
             ("conversion of the wrong element size",
              Descriptor(DENSE, IMAGE, 2, (Dim(8, 2, 2),), convert=cvt), Error.CONVERT),
             ("int8 -> fp16 into an odd address",
@@ -726,7 +727,14 @@ async def test_top_of_the_address_space(dut):
 #: each type's extremes and the values next to them, put among the random source elements
 _EDGES = {"int8": (-128, -127, -1, 0, 1, 126, 127), "uint8": (0, 1, 127, 128, 254, 255),
           "int16": (-32768, -32767, -129, -128, -1, 0, 1, 127, 128, 2049, 2051, 32767),
-          "uint16": (0, 1, 255, 256, 2049, 2051, 4097, 32768, 65534, 65535)}
+          "uint16": (0, 1, 255, 256, 2049, 2051, 4097, 32768, 65534, 65535),
+          # fp16 as bits: +-0, the smallest denormal, +-1, +-0.5, the largest finite values,
+          # +-infinity and NaNs
+          "fp16": (0x0000, 0x8000, 0x0001, 0x8001, 0x3C00, 0xBC00, 0x3800, 0xB800, 0x7BFF,
+                   0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0xFD01),
+          # a bit field's words: all ones, all zeros, one bit set at each end
+          "ufield": (0, 0xFFFFFFFF, 1, 0x80000000, 0x55555555, 0xAAAAAAAA),
+          "sfield": (0, 0xFFFFFFFF, 1, 0x80000000, 0x55555555, 0xAAAAAAAA)}
 
 
 def _conversions(r, source, destination):
@@ -737,7 +745,13 @@ def _conversions(r, source, destination):
            (r.randint(-300, 300), r.randint(-600, 600), r.randint(0, 12))]
     if destination == "int8":
         out.append((0, 1, 8))                      # int16 >> 8: the top byte, truncated
-    return [Conversion.between(source, destination, o, s, k) for o, s, k in out]
+    fields = [{}] * len(out)
+    if source in ("ufield", "sfield"):             # 10:10:10:2's fields, and others at random
+        fields = [{"bit": b, "width": w} for b, w in
+                  ((0, 10), (10, 10), (20, 10), (30, 2), (16, 16), (31, 1))][:len(out) - 1]
+        fields.append({"width": (w := r.randint(1, 16)), "bit": r.randint(0, 32 - w)})
+    return [Conversion.between(source, destination, o, s, k, **f)
+            for (o, s, k), f in zip(out, fields, strict=True)]
 
 
 def _converting_descriptors(r, cvt, bb):
@@ -775,9 +789,11 @@ async def test_conversions(dut):
         for k, cvt in enumerate(_conversions(r, source, destination)):
             for path, d in _converting_descriptors(r, cvt, tb.bb):
                 what = f"{source} -> {destination} {cvt} on the {path} path"
-                info = np.iinfo(dtype)
+                # (fp16 as its bits: every pattern, with the edges above)
+                bits = np.dtype("<u2") if source == "fp16" else dtype
+                info = np.iinfo(bits)
                 x = np.array([r.choice(_EDGES[source]) if r.random() < 0.3
-                              else r.randint(info.min, info.max) for _ in range(6000)], dtype)
+                              else r.randint(info.min, info.max) for _ in range(6000)], bits)
                 tb.mem.fill(GUARD)
                 tb.mem.load(DENSE, x.view(np.uint8)[:IMAGE - DENSE])
                 model = tb.mem.mem.copy()
@@ -799,7 +815,9 @@ async def test_conversions(dut):
 @cocotb.test(skip=not CONVERT)
 async def test_one_pass_programs(dut):
     """The compiler's one-pass programs: a uint8 image straight into DMP's fp16 DWHC and DHWC
-    input (mean 128, scale 1/128), beside plain copies in the same chain."""
+    input (mean 128, scale 1/128) and the fp16 output back to int8 (x 16, truncated and
+    saturated); int16 activations into NVDLA int8 feature data (/ 8) and int8 feature data
+    back to fp16 (x 3 / 16)."""
     tb = await TB.start(dut, salt=13)
     for shape, transpose in (((1, 11, 5, 6), False), ((2, 3, 4, 9), True)):
         lay = DmpLayout(shape, transpose)
@@ -808,4 +826,63 @@ async def test_one_pass_programs(dut):
         await tb.convert(f"uint8 -> DMP fp16 {shape}",
                          dmp(lay, DENSE, IMAGE, dense_type="uint8", offset=128, shift=7),
                          _bytes(x), _bytes(want), IMAGE, chain=True)
+        y = (tb.np_rng.standard_normal(shape) * 6).astype(np.float16)
+        q = np.clip(np.trunc(y.astype(np.float64) * 16), -128, 127).astype(np.int8)
+        await tb.convert(f"DMP fp16 -> int8 {shape}",
+                         dmp(lay, DENSE, IMAGE, unpack=True, dense_type="int8", scale=16),
+                         _bytes(lay.pack(y)), _bytes(q), DENSE, chain=False)
+    fmt = FeatureFormat("int8", (1, 35, 3, 4))
+    x16 = tb.tensor(fmt.shape, np.int16)
+    q = np.clip(np.trunc(x16 / 8), -128, 127).astype(np.int8)
+    await tb.convert("int16 -> NVDLA int8", nvdla_feature(fmt, DENSE, IMAGE, dense_type="int16",
+                                                          shift=3),
+                     _bytes(x16), fmt.pack(q), IMAGE, chain=True)
+    await tb.convert("NVDLA int8 -> fp16", nvdla_feature(fmt, DENSE, IMAGE, unpack=True,
+                                                         dense_type="fp16", scale=3, shift=4),
+                     fmt.pack(q), _bytes((q.astype(np.float64) * 3 / 16).astype(np.float16)),
+                     DENSE, chain=True)
 
+
+
+@cocotb.test(skip=not CONVERT)
+async def test_pixels(dut):
+    """NVDLA pixel images to channels in one pass (``nvdla_pixel``): 8-bit packed formats in
+    two channel orders with a mean per channel, a one-channel image, a two-plane YUV image,
+    16-bit and signed samples, fp16 samples, all at an X offset; against the model's pixel
+    decoder and conversion."""
+    from atomcube.model.dma.compile import nvdla_pixel
+    from atomcube.model.nvdla.pixel import PixelImage
+    from atomcube.model.nvdla.precision import convert
+
+    tb = await TB.start(dut, salt=14)
+    cases = [("T_A8B8G8R8", "int8", "unsigned", (124, 117, 104, 0), 1, 0),
+             ("T_A2B10G10R10", "int16", "unsigned", (512, 500, 490, 1), 60, 2),
+             ("T_V10U10Y10A2", "fp16", "signed", (0, 3, -3, 0), 1, 9),
+             ("T_B8G8R8A8", "fp16", "unsigned", (124, 117, 104, 0), 1, 7),
+             ("T_R8", "int16", "signed", (-3,), 5, 1),
+             ("T_Y8___U8V8_N444", "int8", "unsigned", (16, 128, 128), 3, 2),
+             ("T_A16B16G16R16", "fp16", "unsigned", (1000, 0, -1000, 7), 1, 8),
+             ("T_R16_I", "int8", "unsigned", (0,), 1, 6),
+             ("T_A16B16G16R16_F", "int16", "unsigned", (1, 0, -2, 0), 100, 3)]
+    for name, dense_type, sign, means, scale, shift in cases:
+        img = PixelImage(name, 21, 5, x_offset=1, sign=sign)
+        fmt = img.format
+        if fmt.kind == "float":
+            samples = (tb.np_rng.standard_normal(img.shape) * 50).astype(np.float16)
+        else:
+            signed = fmt.kind == "int" or sign == "signed"
+            samples = np.stack([tb.np_rng.integers(*((-(1 << (w - 1)), 1 << (w - 1)) if signed
+                                                     else (0, 1 << w)), img.shape[1:])
+                                for _, _, w in fmt.fields])
+        raw = img.pack(samples)
+        decoded = img.unpack(raw)
+        if fmt.kind == "float":
+            want = np.stack([Conversion.between("fp16", dense_type, m, scale, shift).apply(
+                decoded[c].view(np.uint8).reshape(*decoded[c].shape, 2))
+                for c, m in enumerate(means)]).view(TYPES[dense_type])[..., 0]
+        else:
+            want = convert(decoded, np.array(means)[:, None, None], scale / (1 << shift),
+                           dense_type)
+        await tb.convert(f"{name} -> {dense_type}",
+                         nvdla_pixel(img, IMAGE, DENSE, dense_type, means, scale, shift),
+                         raw, _bytes(want), DENSE, chain=True)
