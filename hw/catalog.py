@@ -49,6 +49,13 @@ def dma_engine(**params):
     return DmaEngine(**params)
 
 
+def convert_stage(**params):
+    """The DMA's element conversion stage alone (:class:`hw.dma.convert.ElementConverter`)."""
+    from .dma.convert import ElementConverter
+
+    return ElementConverter(**params)
+
+
 def soc(**params):
     """The SoC (:class:`hw.top.soc.Soc`); ``params`` go to :class:`hw.top.soc.SocConfig`."""
     from .top.soc import Soc, SocConfig
@@ -98,6 +105,10 @@ BLOCKS = {
                       "alone (every descriptor at an element per cycle), no chains"),
     "dma_d64_convert": (lambda: dma_engine(data_width=64, convert=True),
                         "DMA layout engine, 64-bit bus, with the element conversion stage"),
+    "dma_convert_d64": (lambda: convert_stage(data_width=64),
+                        "the DMA's element conversion stage alone, 64-bit bus (4 lanes)"),
+    "dma_convert_d256": (lambda: convert_stage(data_width=256),
+                         "the DMA's element conversion stage alone, 256-bit bus (16 lanes)"),
     "soc_bridge": (lambda: soc(dma=False, sparse=False, lut=False, mem_bytes=4096),
                    "SoC without blocks: UART bridge, bus, 4 KiB memory, system registers"),
 }

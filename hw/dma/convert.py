@@ -39,7 +39,7 @@ from .tile import piece_layout
 __all__ = ["ElementConverter", "conversion_layout", "decode_conversion", "CONVERT_STAGES"]
 
 #: pipeline registers from a piece's entry to its place in the output queue
-CONVERT_STAGES = 12
+CONVERT_STAGES = 13
 #: the destination kinds, as the pipeline carries them
 _NONE, _INT8, _INT16, _FP16 = range(4)
 
@@ -107,21 +107,37 @@ class _Pipe:
         return value
 
 
-#: the lane's registers from its element to its result: the result is registered at stage 9
-LANE_STAGES = 9
+def _trailing_one(bits):
+    """(any bit set, index of the lowest set bit) of ``bits`` (a power-of-two width): the
+    count of trailing zeros, as a tree of halves."""
+    if len(bits) == 1:
+        return bits[0], Const(0, 0)
+    half = len(bits) // 2
+    lo_any, lo_idx = _trailing_one(bits[:half])
+    hi_any, hi_idx = _trailing_one(bits[half:])
+    return lo_any | hi_any, Mux(lo_any, Cat(lo_idx, Const(0, 1)), Cat(hi_idx, Const(1, 1)))
+
+
+#: the lane's registers from its element to its result: the result is registered at stage 10
+LANE_STAGES = 10
 
 
 def _lane(m, name, x, cfg):
-    """One element's conversion: ``x`` (17 bits: the source element, sign- or zero-extended; an
-    fp16 element's bits) and ``cfg[s]``, the entry's conversion as it stands at stage ``s``
-    (with ``fp``, an fp16 source, and ``q``, offset x scale for one). Returns the 16-bit result
-    (int8 in the low byte), registered at stage :data:`LANE_STAGES`.
+    """One element's conversion: ``x`` (17 bits: the source element, sign- or zero-extended, or
+    a bit field's value; an fp16 element's bits) and ``cfg[s]``, the entry's conversion as it
+    stands at stage ``s`` (with ``fp``, an fp16 source; ``q``, offset x scale for one; ``tzs``,
+    the scale's trailing zeros). Returns the 16-bit result (int8 in the low byte), registered
+    at stage :data:`LANE_STAGES`.
 
     Every element goes the same way: the product ``d x scale``, scaled by ``2**e``, less ``q``,
     gives ``D = (x - offset) * scale`` exactly in whole units, ``sticky`` saying whether a
     fraction was dropped (an integer source: ``d = x - offset``, ``e = 0``, ``q = 0``; an fp16
     source ``(-1)**s * m * 2**e``: ``d = +-m``). Then an integer result is ``D / 2**shift``
-    truncated toward zero and saturated, and an fp16 one ``D / 2**shift`` rounded."""
+    truncated toward zero and saturated, and an fp16 one ``D / 2**shift`` rounded. Whether
+    bits below a point are all zero comes from the product's trailing zeros (the sum of its
+    factors'), a small compare, rather than a mask and a wide OR; saturation from OR trees over
+    the magnitude's high bits, rather than a compare; and no stage has two carry chains in a
+    row."""
     p = _Pipe(m, f"{name}_")
     # s1: an fp16 source's significand with its sign, and its exponent (infinity as 2**16,
     # the convolution pipeline's value for it; NaN gives 0), or an integer's difference
@@ -132,60 +148,73 @@ def _lane(m, name, x, cfg):
                "d", signed(18))
     e1 = p.reg(Mux(fp0, Mux(exp == 0, -24, exp - 25), 0), "e", signed(6))
     nan1 = p.reg(fp0 & (exp == 31) & (frac != 0), "nan")
-    # s2: the product (an 18 x 16 multiplier)
+    # s2: the product (an 18 x 16 multiplier), and its trailing zeros
     v2 = p.reg(d1 * cfg[1].scale.as_signed(), "v", signed(34))
+    d_nz, d_tz = _trailing_one(Cat(d1.as_unsigned(), Const(0, 32 - 18)))
+    tz2 = p.reg(d_tz + cfg[1].tzs, "tz", 6)
+    nz2 = p.reg(d_nz & (cfg[1].scale != 0), "nz")
     e2, nan2 = p.reg(e1, "e2"), p.reg(nan1, "nan2")
     # s3: scaled by 2**e: whole units (floor) and whether a fraction was dropped
     right = (-e2).as_unsigned()[:5]
     a3 = p.reg(Mux(e2 < 0, v2 >> right, v2 << e2.as_unsigned()[:3]), "a", signed(35))
-    below = ~(Const((1 << 34) - 1, 34) << right)[:34]
-    sticky3 = p.reg((e2 < 0) & (v2.as_unsigned()[:34] & below).any(), "sticky")
-    nan3 = p.reg(nan2, "nan3")
+    sticky3 = p.reg((e2 < 0) & nz2 & (tz2 < right), "sticky")
+    nan3, tz3 = p.reg(nan2, "nan3"), p.reg(tz2, "tz3")
     # s4: less offset x scale
     D4 = p.reg(a3 - cfg[3].q.as_signed(), "D", signed(36))
-    sticky4, nan4 = p.reg(sticky3, "sticky4"), p.reg(nan3, "nan4")
+    sticky4, nan4, tz4 = p.reg(sticky3, "sticky4"), p.reg(nan3, "nan4"), p.reg(tz3, "tz4")
     # s5: sign and magnitude; truncating a negative value with a dropped fraction toward zero
     # is truncating its magnitude less one
     neg5 = p.reg(D4 < 0, "neg")
     a5 = p.reg(Mux(D4 < 0, -D4 - sticky4, D4)[:35], "a5", 35)
-    nan5 = p.reg(nan4, "nan5")
+    nan5, tz5 = p.reg(nan4, "nan5"), p.reg(tz4, "tz5")
     # s6: the highest set bit, and the integer result's magnitude (truncated toward zero)
     nz, top = _leading_one(Cat(a5, Const(0, 64 - 35)))
     top6 = p.reg(top, "top", 6)
-    nz6 = p.reg(nz, "nz")
+    nz6 = p.reg(nz, "nz6")
     t6 = p.reg(a5 >> cfg[5].shift, "t", 35)
-    a6, neg6, nan6 = p.reg(a5, "a6"), p.reg(neg5, "neg6"), p.reg(nan5, "nan6")
-    # s7: the integer result, saturated (0 for NaN); for fp16 the exponent E (the value is
+    a6, neg6, nan6, tz6 = p.reg(a5, "a6"), p.reg(neg5, "neg6"), p.reg(nan5, "nan6"), \
+        p.reg(tz5, "tz6")
+    # s7: whether the integer result saturates (past 127 or 32767, or 128 or 32768 below
+    # zero: OR trees over the high bits), its magnitude; for fp16 the exponent E (the value is
     # below 2**(E + 1)) and the bits k the magnitude is shifted right by (left for k < 0) to
     # leave the 11 significant bits (or fewer, for a denormal: its unit is 2**-24)
-    kind6 = cfg[6].kind
-    limit = Mux(kind6 == _INT8, 127, 32767)
-    mag = Mux(t6 > limit + neg6, limit + neg6, t6)[:16]
-    int7 = p.reg(Mux(nan6, 0, Mux(neg6, -mag, mag)[:16]), "int", 16)
+    int8_6 = cfg[6].kind == _INT8
+    over8 = Mux(neg6, t6[8:].any() | (t6[7] & t6[:7].any()), t6[7:].any())
+    over16 = Mux(neg6, t6[16:].any() | (t6[15] & t6[:15].any()), t6[15:].any())
+    over7 = p.reg(Mux(int8_6, over8, over16), "over")
+    mag7 = p.reg(t6[:16], "mag", 16)
     shift = cfg[6].shift
     k_norm = top6 - 10
     k_sub = shift - 24
     E7 = p.reg(top6 - shift, "E", signed(8))
     k7 = p.reg(Mux(k_norm.as_signed() > k_sub.as_signed(), k_norm, k_sub), "k", signed(8))
-    a7, neg7, nz7 = p.reg(a6, "a7"), p.reg(neg6, "neg7"), p.reg(nz6, "nz7")
-    # s8: the significant bits with a guard bit below (q), and whether any bit below the guard
-    # is set (sticky). An fp16 result comes from an integer source, whose magnitude is below
-    # 2**32: k is at most 21
+    a7, neg7, nz7, nan7, tz7 = (p.reg(a6, "a7"), p.reg(neg6, "neg7"), p.reg(nz6, "nz7"),
+                                p.reg(nan6, "nan7"), p.reg(tz6, "tz7"))
+    # s8: the integer result (0 for NaN); for fp16 the significant bits with a guard bit below
+    # (q), whether any bit below the guard is set (sticky: the magnitude is the product's, an
+    # fp16 result coming from an integer source), the exponent field (0 for a denormal) and
+    # whether the exponent is past fp16's. k is at most 21 (the magnitude is below 2**32)
+    limit = Mux(cfg[7].kind == _INT8, 127, 32767)
+    int8 = p.reg(Mux(nan7, 0, Mux(over7, Mux(neg7, -limit - 1, limit),
+                                  Mux(neg7, -mag7, mag7)))[:16], "int", 16)
     right = (Cat(Const(0, 1), a7) >> k7.as_unsigned()[:5])[:12]
     left = (Cat(Const(0, 1), a7[:11]) << (-k7).as_unsigned()[:4])[:12]
     q8 = p.reg(Mux(k7 > 0, right, left), "q", 12)
-    below = ~(Const(0xFFFFFFFF, 32) << (k7 - 1).as_unsigned()[:5])[:32]
-    round_sticky8 = p.reg((k7 > 1) & (a7[:32] & below).any(), "round_sticky")
-    E8, neg8, nz8 = p.reg(E7, "E8"), p.reg(neg7, "neg8"), p.reg(nz7, "nz8")
-    int8 = p.reg(int7, "int8")
-    # s9: round to nearest, ties to even; the exponent field (0 for a denormal) plus the
-    # significand with its leading one, whose carry moves the exponent on; saturate at 65504
-    mant = q8[1:] + (q8[0] & (round_sticky8 | q8[1]))
-    field = Mux(E8 > -14, E8 + 14, 0)[:6]
-    enc = (Cat(Const(0, 10), field) + mant)[:16]
-    sat = (E8 > 15) | (enc >= 0x7C00)
-    fp = Mux(nz8, Cat(Mux(sat, 0x7BFF, enc)[:15], neg8), 0)
-    return p.reg(Mux(cfg[8].kind == _FP16, fp, int8), "out", 16)
+    round_sticky8 = p.reg((k7 > 1) & (tz7 < k7 - 1), "round_sticky")
+    field8 = p.reg(Mux(E7 > -14, E7 + 14, 0)[:6], "field", 6)
+    sat_e8 = p.reg(E7 > 15, "sat_e")
+    neg8, nz8 = p.reg(neg7, "neg8"), p.reg(nz7, "nz8")
+    # s9: round to nearest, ties to even
+    mant9 = p.reg(q8[1:] + (q8[0] & (round_sticky8 | q8[1])), "mant", 12)
+    field9, sat_e9, neg9, nz9 = (p.reg(field8, "field9"), p.reg(sat_e8, "sat_e9"),
+                                 p.reg(neg8, "neg9"), p.reg(nz8, "nz9"))
+    int9 = p.reg(int8, "int9")
+    # s10: the exponent field plus the significand with its leading one, whose carry moves the
+    # exponent on; saturate at 65504
+    enc = (Cat(Const(0, 10), field9) + mant9)[:16]
+    sat = sat_e9 | (enc >= 0x7C00)
+    fp = Mux(nz9, Cat(Mux(sat, 0x7BFF, enc)[:15], neg9), 0)
+    return p.reg(Mux(cfg[9].kind == _FP16, fp, int9), "out", 16)
 
 
 class ElementConverter(wiring.Component):
@@ -286,13 +315,15 @@ class ElementConverter(wiring.Component):
         # of their words in a stage of their own
         w0 = [p.reg(piece.data.word_select(i, 32), f"w{i}", 32) for i in range(H // 2)]
         entry = data.StructLayout({"offset": 16, "scale": 16, "shift": 5, "kind": 2, "fp": 1,
-                                   "q": 32, "field": 1, "signed": 1, "bit": 5, "width": 5})
+                                   "q": 32, "tzs": 4, "field": 1, "signed": 1, "bit": 5,
+                                   "mask": 16, "msb": 5})
         cfg0 = Signal(entry, name="s0_cfg", reset_less=True)
         m.d.sync += [cfg0.offset.eq(Mux(plain, 0, cfg.offset)),
                      cfg0.scale.eq(Mux(plain, 1, cfg.scale)),
                      cfg0.shift.eq(Mux(plain, 0, cfg.shift)), cfg0.kind.eq(kind),
                      cfg0.fp.eq(how.fp), cfg0.field.eq(how.field), cfg0.signed.eq(how.signed),
-                     cfg0.bit.eq(cfg.bit), cfg0.width.eq(cfg.width)]
+                     cfg0.bit.eq(cfg.bit), cfg0.mask.eq(~(Const(0xFFFF, 16) << cfg.width)[:16]),
+                     cfg0.msb.eq(cfg.bit + cfg.width - 1)]
         side = data.StructLayout({"addr": aw, "strb": BB, "last": 1, "hi": 1, "kind": 2,
                                   "field": 1})
         side0 = Signal(side, name="s0_side", reset_less=True)
@@ -302,30 +333,29 @@ class ElementConverter(wiring.Component):
                      side0.kind.eq(kind), side0.field.eq(how.field)]
 
         # -- the lanes ------------------------------------------------------------------------
-        # the entry's conversion beside it, stage by stage; an fp16 source's offset x scale,
-        # which its lanes subtract at stage 4, from one multiplier at stage 1 (0 otherwise:
-        # an integer's offset goes before its product)
+        # the entry's conversion beside it, stage by stage: the scale's trailing zeros, and an
+        # fp16 source's offset x scale, which its lanes subtract, from one multiplier (0
+        # otherwise: an integer's offset goes before its product)
         q = _Pipe(m, "cfg_")
         cfgs = [cfg0]
         for s in range(1, LANE_STAGES + 1):
             nxt = Signal(entry, name=f"cfg_s{s}", reset_less=True)
             m.d.sync += nxt.eq(cfgs[-1])
+            if s == 1:
+                m.d.sync += nxt.tzs.eq(_trailing_one(cfgs[0].scale)[1])
             if s == 2:
                 m.d.sync += nxt.q.eq(Mux(cfgs[1].fp, cfgs[1].offset.as_signed() *
                                          cfgs[1].scale.as_signed(), 0))
             cfgs.append(nxt)
-        # stage 1: a bit field's value (its mask from the width, shared by the lanes), else
-        # the element as it came
+        # stage 1: a bit field's value (its mask and its top bit's place worked out from the
+        # width as the entry took it), else the element as it came
         c0 = cfgs[0]
-        mask = Signal(16)
-        m.d.comb += mask.eq(~(Const(0xFFFF, 16) << c0.width)[:16])
-        top = (Const(1, 16) << (c0.width - 1).as_unsigned()[:4])[:16]
         x1 = []
         for i, x in enumerate(x0):
             if i < H // 2:
-                f = (w0[i] >> c0.bit)[:16] & mask
-                neg = c0.signed & (f & top).any()
-                x = Mux(c0.field, Cat(f | Mux(neg, ~mask, 0), neg), x)
+                f = (w0[i] >> c0.bit)[:16] & c0.mask
+                neg = c0.signed & w0[i].bit_select(c0.msb, 1)
+                x = Mux(c0.field, Cat(f | Mux(neg, ~c0.mask, 0), neg), x)
             x1.append(p.reg(x, f"x{i}_1", signed(17)))
         outs = [_lane(m, f"lane{i}", x, cfgs[1:]) for i, x in enumerate(x1)]
         side_out = q.delay(side0, "side", LANE_STAGES + 1)
