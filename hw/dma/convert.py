@@ -12,9 +12,11 @@ back end, turns each virtual piece into real ones:
 - *widening* (1-byte source, 2-byte destination): a virtual beat holds twice the elements a
   real beat holds, so it becomes up to two real pieces, one per half that has strobes, one a
   cycle: the write side runs a beat a cycle while the mid end reads at half rate;
-- *same size* (2 to 2): a piece becomes a piece;
-- *narrowing* (2 to 1): a virtual beat becomes half a real beat; the back end's write combiner
-  joins the halves, so the read side runs a beat a cycle and the write side at half rate.
+- *same size* (2 to 2): a piece becomes a piece; 1 to 1: each half of the piece with strobes
+  goes through the lanes in a cycle of its own, so both sides run at half rate;
+- *narrowing* (2 to 1, or a bit field of a 4-byte word to 2): a virtual beat becomes half a
+  real beat; the back end's write combiner joins the halves, so the read side runs a beat a
+  cycle and the write side at half rate.
 
 Every piece passes through the same pipeline of ``data_width / 16`` lanes, one element each (a
 plain copy's piece as sixteen-bit words converted int16 -> int16 unchanged), so pieces leave
@@ -247,12 +249,18 @@ class ElementConverter(wiring.Component):
         BB = W // 8
         LB = (BB - 1).bit_length()
         H = BB // 2                                   # lanes: elements of 2 bytes in a beat
-        jobs = m.submodules.jobs = SyncFIFOBuffered(width=len(self.job.payload.as_value()),
-                                                   depth=self.jobs)
-        m.d.comb += [jobs.w_data.eq(self.job.payload), jobs.w_en.eq(self.job.valid),
-                     self.job.ready.eq(jobs.w_rdy)]
-        cfg = conversion_layout()(jobs.r_data)
-        how = decode_conversion(m, cfg.code)
+        # each job's conversion is queued decoded (the flags of decode_conversion), so the
+        # decisions at the entry start from the queue's registers
+        flags = ("wide", "signed", "fp", "field", "widen", "narrow", "bytes", "up")
+        queued = data.StructLayout({"cfg": conversion_layout(), "kind": 2,
+                                    **{f: 1 for f in flags}})
+        jobs = m.submodules.jobs = SyncFIFOBuffered(width=queued.size, depth=self.jobs)
+        decoded = decode_conversion(m, self.job.payload.code)
+        m.d.comb += [jobs.w_data.eq(Cat(self.job.payload, decoded.kind,
+                                        *(getattr(decoded, f) for f in flags))),
+                     jobs.w_en.eq(self.job.valid), self.job.ready.eq(jobs.w_rdy)]
+        how = queued(jobs.r_data)
+        cfg = how.cfg
         widen, halves = how.widen, how.widen | how.bytes
         # a plain copy goes through the lanes too, as int16 -> int16 with offset 0, scale 1 and
         # shift 0: every 16-bit pattern comes out as it went in, and no copy of the data rides
@@ -276,15 +284,6 @@ class ElementConverter(wiring.Component):
         with m.If(enter):
             m.d.sync += half.eq(both)
 
-        # the lanes' inputs: a 1-byte source's elements from the half that leaves, a 2-byte
-        # source's from the whole beat; sign- or zero-extended
-        xs = []
-        for i in range(H):
-            byte = Mux(h, piece.data.word_select(H + i, 8), piece.data.word_select(i, 8))
-            word = piece.data.word_select(i, 16)
-            ext8 = Cat(byte, Mux(src_signed, byte[7].replicate(9), 0))
-            ext16 = Cat(word, Mux(src_signed, word[15], 0))
-            xs.append(Mux(wide, ext16, ext8))
         # the real piece's address and strobes
         addr = Signal(aw)
         strb = Signal(BB)
@@ -310,18 +309,19 @@ class ElementConverter(wiring.Component):
         p = _Pipe(m, "s0_")
         valid0 = Signal(name="s0_valid")
         m.d.sync += valid0.eq(enter)
-        x0 = [p.reg(x, f"x{i}", signed(17)) for i, x in enumerate(xs)]
-        # a bit field's words (a 4-byte source: half as many elements as lanes), picked out
-        # of their words in a stage of their own
-        w0 = [p.reg(piece.data.word_select(i, 32), f"w{i}", 32) for i in range(H // 2)]
+        # the beat and the half that leaves; the lanes' inputs are picked out of them in a
+        # stage of their own
+        data0 = p.reg(piece.data, "data", W)
+        h0 = p.reg(h, "h")
         entry = data.StructLayout({"offset": 16, "scale": 16, "shift": 5, "kind": 2, "fp": 1,
-                                   "q": 32, "tzs": 4, "field": 1, "signed": 1, "bit": 5,
-                                   "mask": 16, "msb": 5})
+                                   "q": 32, "tzs": 4, "wide": 1, "field": 1, "signed": 1,
+                                   "bit": 5, "mask": 16, "msb": 5})
         cfg0 = Signal(entry, name="s0_cfg", reset_less=True)
         m.d.sync += [cfg0.offset.eq(Mux(plain, 0, cfg.offset)),
                      cfg0.scale.eq(Mux(plain, 1, cfg.scale)),
                      cfg0.shift.eq(Mux(plain, 0, cfg.shift)), cfg0.kind.eq(kind),
-                     cfg0.fp.eq(how.fp), cfg0.field.eq(how.field), cfg0.signed.eq(how.signed),
+                     cfg0.fp.eq(how.fp), cfg0.field.eq(how.field), cfg0.signed.eq(src_signed),
+                     cfg0.wide.eq(wide),
                      cfg0.bit.eq(cfg.bit), cfg0.mask.eq(~(Const(0xFFFF, 16) << cfg.width)[:16]),
                      cfg0.msb.eq(cfg.bit + cfg.width - 1)]
         side = data.StructLayout({"addr": aw, "strb": BB, "last": 1, "hi": 1, "kind": 2,
@@ -347,14 +347,21 @@ class ElementConverter(wiring.Component):
                 m.d.sync += nxt.q.eq(Mux(cfgs[1].fp, cfgs[1].offset.as_signed() *
                                          cfgs[1].scale.as_signed(), 0))
             cfgs.append(nxt)
-        # stage 1: a bit field's value (its mask and its top bit's place worked out from the
-        # width as the entry took it), else the element as it came
+        # stage 1: each lane's element, sign- or zero-extended: a 1-byte source's from the half
+        # that leaves, a 2-byte source's from the whole beat, a bit field's value from its
+        # 32-bit word (a 4-byte source: half as many elements as lanes; its mask and its top
+        # bit's place worked out from the width as the entry took it)
         c0 = cfgs[0]
         x1 = []
-        for i, x in enumerate(x0):
+        for i in range(H):
+            byte = Mux(h0, data0.word_select(H + i, 8), data0.word_select(i, 8))
+            word = data0.word_select(i, 16)
+            x = Mux(c0.wide, Cat(word, c0.signed & word[15]),
+                    Cat(byte, Mux(c0.signed, byte[7].replicate(9), 0)))
             if i < H // 2:
-                f = (w0[i] >> c0.bit)[:16] & c0.mask
-                neg = c0.signed & w0[i].bit_select(c0.msb, 1)
+                w = data0.word_select(i, 32)
+                f = (w >> c0.bit)[:16] & c0.mask
+                neg = c0.signed & w.bit_select(c0.msb, 1)
                 x = Mux(c0.field, Cat(f | Mux(neg, ~c0.mask, 0), neg), x)
             x1.append(p.reg(x, f"x{i}_1", signed(17)))
         outs = [_lane(m, f"lane{i}", x, cfgs[1:]) for i, x in enumerate(x1)]
