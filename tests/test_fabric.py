@@ -5,6 +5,7 @@ behaviour is simulated in the ``-ecp5`` cocotb cases, against sim/models/ecp5.v.
 import random
 import re
 
+import numpy as np
 import pytest
 from amaranth import Elaboratable, Module, Signal, signed
 from amaranth.back import rtlil
@@ -172,3 +173,32 @@ def test_ecp5_registered_copy_takes_its_enable_on_the_flip_flops(enabled):
     text = rtlil.convert(m, ports=[dut.v, dut.en])
     cemux = re.findall(r'parameter \\CEMUX "(\w+)"', text)
     assert cemux == ["CE" if enabled else "1"] * 5, cemux
+
+
+@pytest.mark.parametrize("width", [1, 5, 18, 32, 35, 38])
+@pytest.mark.parametrize("highest", [True, False])
+def test_first_one_tree(width, highest):
+    """hw.bits.first_one against int.bit_length (the highest set bit) and the count of
+    trailing zeros (the lowest), at the widths the LUT unit and the DMA's conversion lanes use
+    and odd ones: padding to a power of two must not move the answer."""
+    from atomcube.hw.bits import first_one
+
+    m = Module()
+    v, any_, pos = Signal(width), Signal(), Signal(8)
+    found, where = first_one(v, highest=highest)
+    m.d.comb += [any_.eq(found), pos.eq(where)]
+    rng = np.random.default_rng(width)
+    values = [0, 1, (1 << width) - 1] + [1 << b for b in range(width)] + \
+        [int(rng.integers(0, 1 << min(n, 62))) << max(0, n - 62)
+         for n in rng.integers(1, width + 1, 300)]
+
+    async def bench(ctx):
+        for x in values:
+            ctx.set(v, x)
+            want = max(x.bit_length() - 1, 0) if highest else \
+                ((x & -x).bit_length() - 1 if x else 0)
+            assert (ctx.get(any_), ctx.get(pos)) == (int(x != 0), want), hex(x)
+
+    sim = Simulator(Checked(m))
+    sim.add_testbench(bench)
+    sim.run()

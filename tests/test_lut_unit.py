@@ -63,32 +63,6 @@ def test_serial_datapath_in_verilog():
     assert len(re.findall(r"\$signed\((\w+)\) \* ", pipelined)) == 2 * 2 * 4
 
 
-@pytest.mark.parametrize("width", [5, 32, 38])
-def test_leading_one_tree(width):
-    """The pipeline's leading-one tree against int.bit_length, at the SDP and CDP input widths
-    and an odd small one (padding to a power of two must not move the answer)."""
-    from amaranth import Module, Signal
-
-    from atomcube.hw.lut.pipeline import _leading_one
-
-    m = Module()
-    v, e = Signal(width), Signal(8)
-    m.d.comb += e.eq(_leading_one(v))
-    rng = np.random.default_rng(width)
-    values = [0, 1, (1 << width) - 1] + [1 << b for b in range(width)] + \
-        [int(rng.integers(0, 1 << min(n, 62))) << max(0, n - 62)
-         for n in rng.integers(1, width + 1, 300)]
-
-    async def bench(ctx):
-        for x in values:
-            ctx.set(v, x)
-            assert ctx.get(e) == max(x.bit_length() - 1, 0), hex(x)
-
-    sim = Simulator(Checked(m))
-    sim.add_testbench(bench)
-    sim.run()
-
-
 @pytest.mark.parametrize("flavor, lanes, serial", [("sdp", 2, False), ("cdp", 4, False),
                                                    ("sdp", 2, True)])
 def test_counters_are_complete_when_done_rises(flavor, lanes, serial):

@@ -36,6 +36,7 @@ from amaranth.lib.wiring import In, Out
 
 from atomcube.model.dma.descriptor import CONVERSIONS, FIELDS
 
+from ..bits import first_one
 from .tile import piece_layout
 
 __all__ = ["ElementConverter", "conversion_layout", "decode_conversion", "CONVERT_STAGES"]
@@ -80,17 +81,6 @@ def decode_conversion(m, code):
                            up=narrow | field, elog=Mux(field, 2, wide))
 
 
-def _leading_one(bits):
-    """(any bit set, index of the highest set bit) of ``bits`` (a power-of-two width), as a
-    tree of halves: log2 levels of multiplexers, not a chain of priorities."""
-    if len(bits) == 1:
-        return bits[0], Const(0, 0)
-    half = len(bits) // 2
-    lo_any, lo_idx = _leading_one(bits[:half])
-    hi_any, hi_idx = _leading_one(bits[half:])
-    return lo_any | hi_any, Mux(hi_any, Cat(hi_idx, Const(1, 1)), Cat(lo_idx, Const(0, 1)))
-
-
 class _Pipe:
     """Registers without reset, one stage each: the pipeline moves every cycle."""
 
@@ -107,17 +97,6 @@ class _Pipe:
         for s in range(stages):
             value = self.reg(value, f"{name}_d{s}")
         return value
-
-
-def _trailing_one(bits):
-    """(any bit set, index of the lowest set bit) of ``bits`` (a power-of-two width): the
-    count of trailing zeros, as a tree of halves."""
-    if len(bits) == 1:
-        return bits[0], Const(0, 0)
-    half = len(bits) // 2
-    lo_any, lo_idx = _trailing_one(bits[:half])
-    hi_any, hi_idx = _trailing_one(bits[half:])
-    return lo_any | hi_any, Mux(lo_any, Cat(lo_idx, Const(0, 1)), Cat(hi_idx, Const(1, 1)))
 
 
 #: the lane's registers from its element to its result: the result is registered at stage 10
@@ -152,7 +131,7 @@ def _lane(m, name, x, cfg):
     nan1 = p.reg(fp0 & (exp == 31) & (frac != 0), "nan")
     # s2: the product (an 18 x 16 multiplier), and its trailing zeros
     v2 = p.reg(d1 * cfg[1].scale.as_signed(), "v", signed(34))
-    d_nz, d_tz = _trailing_one(Cat(d1.as_unsigned(), Const(0, 32 - 18)))
+    d_nz, d_tz = first_one(d1.as_unsigned(), highest=False)
     tz2 = p.reg(d_tz + cfg[1].tzs, "tz", 6)
     nz2 = p.reg(d_nz & (cfg[1].scale != 0), "nz")
     e2, nan2 = p.reg(e1, "e2"), p.reg(nan1, "nan2")
@@ -170,7 +149,7 @@ def _lane(m, name, x, cfg):
     a5 = p.reg(Mux(D4 < 0, -D4 - sticky4, D4)[:35], "a5", 35)
     nan5, tz5 = p.reg(nan4, "nan5"), p.reg(tz4, "tz5")
     # s6: the highest set bit, and the integer result's magnitude (truncated toward zero)
-    nz, top = _leading_one(Cat(a5, Const(0, 64 - 35)))
+    nz, top = first_one(a5)
     top6 = p.reg(top, "top", 6)
     nz6 = p.reg(nz, "nz6")
     t6 = p.reg(a5 >> cfg[5].shift, "t", 35)
@@ -342,7 +321,7 @@ class ElementConverter(wiring.Component):
             nxt = Signal(entry, name=f"cfg_s{s}", reset_less=True)
             m.d.sync += nxt.eq(cfgs[-1])
             if s == 1:
-                m.d.sync += nxt.tzs.eq(_trailing_one(cfgs[0].scale)[1])
+                m.d.sync += nxt.tzs.eq(first_one(cfgs[0].scale, highest=False)[1])
             if s == 2:
                 m.d.sync += nxt.q.eq(Mux(cfgs[1].fp, cfgs[1].offset.as_signed() *
                                          cfgs[1].scale.as_signed(), 0))

@@ -21,6 +21,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..bits import first_one
 from ..fabric import global_buffer, registered_copy, registered_product
 from .arith import (
     FRAC_BITS,
@@ -187,7 +188,7 @@ class LutPipeline(PipelineBase):
 
         # P2: leading one (exponential index), linear index, mantissa
         e = Signal(range(W), name=f"e_{name}")       # position of d's leading one
-        m.d.comb += e.eq(_leading_one(d1))
+        m.d.comb += e.eq(first_one(d1)[1])
         sel_neg, sel_pos, neg = c["sel_neg"], c["sel_pos"], c["shl"]
         no_frac, ref_under = c["no_frac"], c["ref_under"]
 
@@ -338,24 +339,3 @@ class LutPipeline(PipelineBase):
         out9 = reg(Mux(state9 == HIT, hit9, oor), "out12", signed(OW))
         state9 = reg(state9, "st12", 2)
         return out9, state9
-
-
-
-def _leading_one(v):
-    """The position of ``v``'s highest set bit (0 when ``v`` is 0), as a tree: each level
-    chooses between the two halves' positions by whether the upper half has a bit set, so its
-    depth grows with log2 of the width (a chain of one test per bit grows with the width)."""
-    n = len(v)
-    width = 1 << (n - 1).bit_length()
-    v = Cat(v, Const(0, width - n)) if width > n else v
-
-    def tree(x, w):
-        if w == 1:
-            return x[0], None
-        any_hi, pos_hi = tree(x[w // 2:], w // 2)
-        any_lo, pos_lo = tree(x[:w // 2], w // 2)
-        pos = any_hi if pos_hi is None else Cat(Mux(any_hi, pos_hi, pos_lo), any_hi)
-        return any_hi | any_lo, pos
-
-    return tree(v, width)[1]
-
