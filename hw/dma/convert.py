@@ -37,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 from atomcube.model.dma.descriptor import CONVERSIONS, FIELDS
 
 from ..bits import first_one
+from ..bus.fifo import SkidBuffer
 from .tile import piece_layout
 
 __all__ = ["ElementConverter", "conversion_layout", "decode_conversion", "CONVERT_STAGES"]
@@ -202,10 +203,10 @@ class ElementConverter(wiring.Component):
     """Ports: ``job`` (each job's conversion, :func:`conversion_layout`, as the mid end takes
     its descriptor), ``i`` (the mid end's pieces: addresses of ``addr_width + 1`` bits, the
     virtual destination), ``o`` (the real destination's pieces), ``written_bytes`` (bytes a
-    cycle's output writes, for the job's counter), ``busy`` (a piece is in the pipeline or the
-    output queue). Parameters: ``data_width``, ``addr_width``,
-    ``jobs`` (conversions queued: at least the jobs whose pieces can be between the mid end's
-    take and this stage's output), ``depth`` (the output queue's pieces)."""
+    cycle's output writes, for the job's counter), ``busy`` (a piece is in the stage).
+    Parameters: ``data_width``, ``addr_width``, ``jobs`` (conversions queued: at least the jobs
+    whose pieces can be between the mid end's take and this stage's output), ``depth`` (the
+    output queue's pieces)."""
 
     def __init__(self, *, data_width=64, addr_width=32, jobs=16, depth=16):
         if depth < CONVERT_STAGES + 2:
@@ -249,7 +250,12 @@ class ElementConverter(wiring.Component):
         kind = Mux(plain, _INT16, how.kind)
 
         # -- entry: the piece, or one half of it, into stage 0 --------------------------------
-        piece = self.i.payload
+        # the pieces come through a register slice of the stage's own: the decision to take
+        # one reaches the job queue's and the slice's registers, which the placer can then put
+        # by the lanes, not by the mid end that sends the pieces
+        near = m.submodules.entry = SkidBuffer(self.i.payload.shape())
+        wiring.connect(m, wiring.flipped(self.i), near.i)
+        piece = near.o.payload
         # a 1-byte source's piece holds twice the lanes' elements: each half with strobes goes
         # through them in a cycle of its own
         half = Signal()                               # the piece's low half has left
@@ -257,9 +263,9 @@ class ElementConverter(wiring.Component):
         both = halves & ~half & lo_any & hi_any       # two halves: this is the first
         h = Mux(halves, half | ~lo_any, 0)            # the half that leaves now
         used = Signal(range(self.depth + 1))          # pieces in the pipeline and the queue
-        enter = self.i.valid & jobs.r_rdy & (used < self.depth)
+        enter = near.o.valid & jobs.r_rdy & (used < self.depth)
         take = enter & ~both
-        m.d.comb += [self.i.ready.eq(take), jobs.r_en.eq(take & piece.last)]
+        m.d.comb += [near.o.ready.eq(take), jobs.r_en.eq(take & piece.last)]
         with m.If(enter):
             m.d.sync += half.eq(both)
 
@@ -368,7 +374,7 @@ class ElementConverter(wiring.Component):
                      queue.r_en.eq(self.o.ready)]
         leave = self.o.valid & self.o.ready
         m.d.sync += used.eq(used + enter - leave)
-        m.d.comb += self.busy.eq(used != 0)
+        m.d.comb += self.busy.eq((used != 0) | (near.level != 0))
         # the bytes written, a cycle after the piece leaves
         ones = Signal(range(BB + 1))
         m.d.comb += ones.eq(sum(self.o.payload.strb[b] for b in range(BB)))
