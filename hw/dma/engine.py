@@ -21,6 +21,11 @@ Mid end (:class:`~hw.dma.midend.MidEnd`): the descriptor's shape picks the path.
 Each path asks for source beats in runs (a request per run of consecutive beats) and hands
 back pieces of destination beats (address, data, byte strobes).
 
+Conversion stage (:class:`~hw.dma.convert.ElementConverter`, with ``convert=True``): between
+the mid end and the back end, it converts each element of the pieces of a descriptor that
+changes the element type; the mid end moves such a descriptor as a copy of source-sized
+elements into a virtual destination (see that module).
+
 Back end (:class:`~hw.dma.backend.BackEnd`): the runs are taken apart a beat a cycle and the
 *read planner* merges the beats into INCR bursts (at most ``max_burst`` beats, never across 4
 KiB) and issues a burst only when the read FIFO has room for it, so several reads are in flight
@@ -69,7 +74,9 @@ class DmaEngine(wiring.Component):
     path moves their descriptors on the element path, an element per cycle, for less area
     (docs/area.md); ``chains``, whether the engine runs chains from memory (without them it has
     no descriptor fetch, ``hwinfo.chains`` reads 0 and ``ctrl.start_chain`` ends the job with
-    ``NO_CHAIN``).
+    ``NO_CHAIN``); ``convert``, whether to build the element conversion stage
+    (:class:`~hw.dma.convert.ElementConverter`: without it ``hwinfo.convert`` reads 0 and a
+    descriptor that converts ends the job with ``CONVERT``).
 
     Ports: ``s_axil`` (registers), ``m_axi`` (memory, full AXI4 signal set), ``irq``."""
 
