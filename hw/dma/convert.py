@@ -30,6 +30,7 @@ every piece already in the pipeline (``used``), so the stage's one enable is its
 from types import SimpleNamespace
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Assert
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -206,9 +207,10 @@ class ElementConverter(wiring.Component):
     cycle's output writes, for the job's counter), ``busy`` (a piece is in the stage).
     Parameters: ``data_width``, ``addr_width``, ``jobs`` (conversions queued: at least the jobs
     whose pieces can be between the mid end's take and this stage's output), ``depth`` (the
-    output queue's pieces)."""
+    pieces the pipeline and the output queue hold together: a piece's credit comes back about
+    sixteen cycles after it enters, so 24 keep a piece a cycle going)."""
 
-    def __init__(self, *, data_width=64, addr_width=32, jobs=16, depth=16):
+    def __init__(self, *, data_width=64, addr_width=32, jobs=16, depth=24):
         if depth < CONVERT_STAGES + 2:
             raise ValueError(f"depth must be at least {CONVERT_STAGES + 2}, not {depth}")
         self.data_width = data_width
@@ -250,53 +252,70 @@ class ElementConverter(wiring.Component):
         kind = Mux(plain, _INT16, how.kind)
 
         # -- entry: the piece, or one half of it, into stage 0 --------------------------------
-        # the pieces come through a register slice of the stage's own: the decision to take
-        # one reaches the job queue's and the slice's registers, which the placer can then put
-        # by the lanes, not by the mid end that sends the pieces
-        near = m.submodules.entry = SkidBuffer(self.i.payload.shape())
+        # The pieces come through a register slice of the stage's own, whose ready is a
+        # register worked out a cycle ahead (its ``ready_ahead``): no decision made in the cycle
+        # reaches the slice's wide entry, and every register of stage 0 loads each cycle from
+        # multiplexers whose selects are registers. A 1-byte source's piece holds twice the
+        # lanes' elements: when both its halves have strobes the low half enters as the piece is
+        # taken and the high half in the next cycle, from the piece kept here (``held``), the
+        # slice not ready meanwhile. A job's conversion leaves its queue a cycle after its last
+        # piece enters, from a register, and the slice is not ready in that cycle either (one
+        # cycle a job), so the next piece meets its own job's conversion.
+        near = m.submodules.entry = SkidBuffer(self.i.payload.shape(), ready_ahead=True)
         wiring.connect(m, wiring.flipped(self.i), near.i)
         piece = near.o.payload
-        # a 1-byte source's piece holds twice the lanes' elements: each half with strobes goes
-        # through them in a cycle of its own
-        half = Signal()                               # the piece's low half has left
-        lo_any, hi_any = piece.strb[:H].any(), piece.strb[H:].any()
-        both = halves & ~half & lo_any & hi_any       # two halves: this is the first
-        h = Mux(halves, half | ~lo_any, 0)            # the half that leaves now
+        ready = Signal()                              # the slice's ready, a register
+        second = Signal()                             # the high half of ``held`` enters now
+        pop = Signal()                                # the job's last piece entered
+        held = Signal.like(piece, name="held", reset_less=True)
         used = Signal(range(self.depth + 1))          # pieces in the pipeline and the queue
-        enter = near.o.valid & jobs.r_rdy & (used < self.depth)
-        take = enter & ~both
-        m.d.comb += [near.o.ready.eq(take), jobs.r_en.eq(take & piece.last)]
-        with m.If(enter):
-            m.d.sync += half.eq(both)
+        take = near.o.valid & ready
+        lo_any, hi_any = piece.strb[:H].any(), piece.strb[H:].any()
+        both = halves & lo_any & hi_any               # two halves: the low one enters now
+        enter = take | second
+        cur = Signal.like(piece, name="cur")          # the piece that enters now
+        h = Signal()                                  # ... and the half of it
+        m.d.comb += [cur.eq(Mux(second, held, piece)),
+                     h.eq(second | (halves & ~lo_any))]
+        last = Mux(second, held.last, piece.last & ~both)
+        leave = Signal()
+        used_next = used + enter - leave
+        ready_next = ~(take & both) & ~(enter & last) & (used_next < self.depth - 1)
+        m.d.sync += [used.eq(used_next), second.eq(take & both), pop.eq(enter & last),
+                     ready.eq(ready_next), held.eq(Mux(second, held, piece))]
+        m.d.comb += [near.o.ready.eq(ready), near.ahead.o_ready.eq(ready_next),
+                     jobs.r_en.eq(pop)]
+        if getattr(platform, "checks", False):
+            # a job is queued as the mid end takes its descriptor, long before its pieces
+            m.d.comb += Assert(~take | jobs.r_rdy, "a piece without its job's conversion")
 
         # the real piece's address and strobes
         addr = Signal(aw)
         strb = Signal(BB)
         with m.If(widen):
-            m.d.comb += [addr.eq(Cat(Const(0, LB), h, piece.addr[LB:])),
-                         strb.eq(Cat(*(Cat(b, b) for b in Mux(h, piece.strb[H:],
-                                                                piece.strb[:H]))))]
+            m.d.comb += [addr.eq(Cat(Const(0, LB), h, cur.addr[LB:])),
+                         strb.eq(Cat(*(Cat(b, b) for b in Mux(h, cur.strb[H:],
+                                                                cur.strb[:H]))))]
         with m.Elif(how.up):
             # half a real beat: a 2-byte element's first strobe for a byte, a word's for two
             # bytes
-            taken = Mux(how.field, Cat(*(Cat(b, b) for b in piece.strb[0::4])),
-                        piece.strb[0::2])
-            m.d.comb += [addr.eq(Cat(Const(0, LB), piece.addr[LB + 1:])),
-                         strb.eq(Mux(piece.addr[LB], Cat(Const(0, H), taken),
+            taken = Mux(how.field, Cat(*(Cat(b, b) for b in cur.strb[0::4])), cur.strb[0::2])
+            m.d.comb += [addr.eq(Cat(Const(0, LB), cur.addr[LB + 1:])),
+                         strb.eq(Mux(cur.addr[LB], Cat(Const(0, H), taken),
                                      Cat(taken, Const(0, H))))]
         with m.Elif(how.bytes):
-            m.d.comb += [addr.eq(piece.addr),
-                         strb.eq(Mux(h, Cat(Const(0, H), piece.strb[H:]),
-                                     Cat(piece.strb[:H], Const(0, H))))]
+            m.d.comb += [addr.eq(cur.addr),
+                         strb.eq(Mux(h, Cat(Const(0, H), cur.strb[H:]),
+                                     Cat(cur.strb[:H], Const(0, H))))]
         with m.Else():
-            m.d.comb += [addr.eq(piece.addr), strb.eq(piece.strb)]
+            m.d.comb += [addr.eq(cur.addr), strb.eq(cur.strb)]
 
         p = _Pipe(m, "s0_")
         valid0 = Signal(name="s0_valid")
         m.d.sync += valid0.eq(enter)
         # the beat and the half that leaves; the lanes' inputs are picked out of them in a
         # stage of their own
-        data0 = p.reg(piece.data, "data", W)
+        data0 = p.reg(cur.data, "data", W)
         h0 = p.reg(h, "h")
         entry = data.StructLayout({"offset": 16, "scale": 16, "shift": 5, "kind": 2, "fp": 1,
                                    "q": 32, "tzs": 4, "wide": 1, "field": 1, "signed": 1,
@@ -313,8 +332,8 @@ class ElementConverter(wiring.Component):
                                   "field": 1})
         side0 = Signal(side, name="s0_side", reset_less=True)
         m.d.sync += [side0.addr.eq(addr), side0.strb.eq(strb),
-                     side0.last.eq(piece.last & ~both),
-                     side0.hi.eq(Mux(how.bytes, h, piece.addr[LB])),
+                     side0.last.eq(last),
+                     side0.hi.eq(Mux(how.bytes, h, cur.addr[LB])),
                      side0.kind.eq(kind), side0.field.eq(how.field)]
 
         # -- the lanes ------------------------------------------------------------------------
@@ -372,8 +391,7 @@ class ElementConverter(wiring.Component):
         m.d.comb += [queue.w_data.eq(out_piece), queue.w_en.eq(out_piece_valid),
                      self.o.valid.eq(queue.r_rdy), self.o.payload.eq(queue.r_data),
                      queue.r_en.eq(self.o.ready)]
-        leave = self.o.valid & self.o.ready
-        m.d.sync += used.eq(used + enter - leave)
+        m.d.comb += leave.eq(self.o.valid & self.o.ready)
         m.d.comb += self.busy.eq((used != 0) | (near.level != 0))
         # the bytes written, a cycle after the piece leaves
         ones = Signal(range(BB + 1))
