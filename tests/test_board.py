@@ -245,10 +245,10 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # ... its checked dimension's number, each of its 3 bits in a copy per field selected
     want += [f"k_chk{b}_f{k}_ff" for b in range(3) for k in range(4)]
     # ... and its descriptor's registers, each with a copy of the bank's load and of its
-    # beat's (29 registers: the addresses, padding, element size, flags and 5 x 4 dimension
-    # fields)
-    assert sum(n.startswith("desc_bank") for n in names) == 29, names
-    assert sum(n.startswith("desc_beat") for n in names) == 29, names
+    # beat's (30 registers: the addresses, padding, element size, flags, the conversion's code
+    # and 5 x 4 dimension fields; an engine without the conversion stage holds no more of it)
+    assert sum(n.startswith("desc_bank") for n in names) == 30, names
+    assert sum(n.startswith("desc_beat") for n in names) == 30, names
     want += [n for n in names if re.fullmatch(r"desc_(bank\d+|beat\d+_\d+)_ff", n)]
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
     # ... its take of a request: the ready, the stage-1 loads (five groups) and each path's

@@ -36,6 +36,8 @@ _FIXED_FIELDS = {"src": (0, 64), "dst": (64, 64), "nxt": (128, 64), "pad": (192,
                  "cvt_code": (288, 5), "cvt_shift": (296, 5), "cvt_bit": (304, 5),
                  "cvt_width": (312, 5), "cvt_offset": (960, 16), "cvt_scale": (976, 16)}
 _DIM_FIELDS = ("ext", "val", "sst", "dstr")
+#: the conversion's fields besides its code: held only by an engine that converts
+_CONVERSION_VALUES = ("cvt_shift", "cvt_bit", "cvt_width", "cvt_offset", "cvt_scale")
 
 
 class DescriptorStore(wiring.Component):
@@ -50,11 +52,14 @@ class DescriptorStore(wiring.Component):
       them had an error response).
 
     Parameters: ``data_width``, ``chains`` (without it there is no fetch: ``fetch``, ``beat``,
-    ``fetched`` and ``fetch_err`` are left out)."""
+    ``fetched`` and ``fetch_err`` are left out), ``convert`` (whether the engine converts:
+    without it only the conversion's code is held, which the checks refuse unless it is 0, and
+    the other conversion fields read 0)."""
 
-    def __init__(self, *, data_width=64, chains=True):
+    def __init__(self, *, data_width=64, chains=True, convert=True):
         self.data_width = data_width
         self.chains = chains
+        self.convert = convert
         super().__init__({
             "fields": Out(descriptor_layout()), "eb": Out(4),
             "bank_desc": In(descriptor_layout()), "load_bank": In(1),
@@ -69,7 +74,8 @@ class DescriptorStore(wiring.Component):
         # each register with its place in the memory form (bit offset, width), its value from the
         # bank and how its value is made from its bits
         layout = [(getattr(f, name), lo, width, getattr(bank, name), None)
-                  for name, (lo, width) in _FIXED_FIELDS.items()]
+                  for name, (lo, width) in _FIXED_FIELDS.items()
+                  if self.convert or name not in _CONVERSION_VALUES]
         layout.append((self.eb, *_FIXED_FIELDS["elog"], Const(1, 4) << bank.elog,
                        lambda c: Const(1, 4) << c))
         layout += [(getattr(f, name)[k], 320 + 128 * k + 32 * i, 32, getattr(bank, name)[k], None)

@@ -64,7 +64,7 @@ class FrontEnd(wiring.Component):
         self.convert = convert
         self.regmap = DMA
         self._bank = RegisterBank(DMA, addr_width=8, mirror=bank_mirror)
-        self._store = DescriptorStore(data_width=data_width, chains=chains)
+        self._store = DescriptorStore(data_width=data_width, chains=chains, convert=convert)
         self._checker = DescriptorChecker(addr_width=addr_width)
         aw = addr_width
         super().__init__({
