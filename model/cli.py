@@ -1193,8 +1193,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "readable listing beside it (.txt). Firmware loads the "
                                    ".bin at --chain and starts the chain.")
     p.add_argument("--format", choices=DMA_FORMATS, required=True,
-                   help="the layout: nhwc (dense), nvdla-feature, sophgo (local memory image "
-                        "of every NPU), dmp, nvdla-weights (direct convolution)")
+                   help="the layout: nhwc (dense), nvdla-feature, nvdla-pixel (a pixel image "
+                        "to its channels: with --unpack), sophgo (local memory image of every "
+                        "NPU), dmp, nvdla-weights (direct convolution)")
     p.add_argument("--shape", required=True, metavar="N,C,H,W",
                    help="the tensor's shape (K,C,R,S for nvdla-weights)")
     p.add_argument("--dense", type=_u32, required=True, help="address of the dense tensor")
