@@ -25,6 +25,7 @@ from atomcube.model.dma.compile import (
     dmp,
     emit,
     nvdla_feature,
+    nvdla_pixel,
     nvdla_weights,
     sophgo_local,
 )
@@ -32,6 +33,7 @@ from atomcube.model.dma.descriptor import TYPES, Conversion, Program
 from atomcube.model.dma.executor import execute
 from atomcube.model.dmp.layout import DmpLayout
 from atomcube.model.nvdla.feature import FeatureFormat
+from atomcube.model.nvdla.pixel import PixelImage
 from atomcube.model.nvdla.weights import WeightSpec
 from atomcube.model.sophgo.local import LocalMemory, LocalTensor
 
@@ -89,11 +91,17 @@ def conversions(hw):
 
 def converting(rng, t8, fmt, hw):
     """The rows of an engine with the conversion stage: a layout and a precision in one pass,
-    widening (the write side busier) and narrowing (the read side busier)."""
+    widening (the write side busier) and narrowing (the read side busier); then two shapes
+    whose path limits them: a 3-channel image (3-element rows on the tile path) and a pixel
+    image with a mean per channel (a descriptor per channel, on the element path)."""
     raw8 = t8.view(np.uint8).ravel()
-    u8 = rng.integers(0, 256, (1, 3, 2 * hw, 2 * hw)).astype(np.uint8)      # a 3-channel image
-    lay = DmpLayout(u8.shape)
     t16 = rng.integers(-4000, 4000, t8.shape).astype(np.int16)
+    lay = DmpLayout(t8.shape)
+    y16 = rng.standard_normal(t8.shape).astype(np.float16)
+    image = rng.integers(0, 256, (1, 3, 2 * hw, 2 * hw)).astype(np.uint8)
+    rgb = DmpLayout(image.shape)
+    pix = PixelImage("T_A8B8G8R8", 2 * hw, hw)
+    samples = rng.integers(0, 256, pix.shape)
 
     def copy(source, destination):
         cvt = Conversion.between(source, destination, shift=3 if destination == "int8" else 0)
@@ -110,15 +118,23 @@ def converting(rng, t8, fmt, hw):
         ("copy int8 -> fp16", copy("int8", "fp16"), raw8, False, False),
         ("copy int16 -> int8", copy("int16", "int8"), t16.view(np.uint8).ravel(), False,
          False),
-        ("NCHW uint8 -> DMP DWHC fp16", lambda s, d: dmp(lay, s, d, dense_type="uint8",
-                                                         offset=128, shift=7),
-         u8.ravel(), False, False),
+        ("NCHW int8 -> DMP DWHC fp16", lambda s, d: dmp(lay, s, d, dense_type="int8",
+                                                        shift=4), raw8, False, False),
+        ("DMP DWHC fp16 -> NCHW int8", lambda s, d: dmp(lay, s, d, unpack=True,
+                                                        dense_type="int8", scale=16),
+         lay.pack(y16).view(np.uint8).ravel(), True, False),
         ("NCHW int16 -> NVDLA int8", lambda s, d: nvdla_feature(fmt, s, d, dense_type="int16",
                                                                 shift=5),
          t16.view(np.uint8).ravel(), False, False),
         ("NVDLA int8 -> NCHW fp16", lambda s, d: nvdla_feature(fmt, s, d, unpack=True,
                                                                dense_type="fp16", shift=4),
          fmt.pack(t8), True, False),
+        ("3-channel uint8 -> DMP fp16", lambda s, d: dmp(rgb, s, d, dense_type="uint8",
+                                                         offset=128, shift=7),
+         image.ravel(), False, False),
+        ("T_A8B8G8R8 -> int8 planes", lambda s, d: nvdla_pixel(pix, d, s, "int8",
+                                                               (124, 117, 104, 0)),
+         pix.pack(samples), True, False),
     ]
 
 
