@@ -127,14 +127,22 @@ def conversion(dense_type: str | None, image_type: str, image_bytes: int, unpack
     if dense_type not in TYPES:
         raise FormatError("dense_type", f"one of {', '.join(TYPES)}, not {dense_type!r}")
     pair = (image_type, dense_type) if unpack else (dense_type, image_type)
+    return _checked(*pair, offset, scale, shift), np.dtype(TYPES[dense_type]).itemsize
+
+
+def _checked(source: str, destination: str, offset: int, scale: int, shift: int,
+             what: str = "", **field) -> Conversion:
+    """The conversion from ``source`` to ``destination``, checked: a pair the engine does not
+    convert is refused naming ``dense_type`` (``what`` before the rule), a field out of range
+    naming the field."""
     try:
-        cvt = Conversion.between(*pair, offset, scale, shift)
+        cvt = Conversion.between(source, destination, offset, scale, shift, **field)
     except FormatError as e:
-        raise FormatError("dense_type", e.rule) from None
-    problem = cvt.problem(np.dtype(TYPES[pair[0]]).itemsize)
+        raise FormatError("dense_type", what + e.rule) from None
+    problem = cvt.problem(np.dtype(TYPES[source]).itemsize)
     if problem is not None:
         raise FormatError(*problem)
-    return cvt, np.dtype(TYPES[dense_type]).itemsize
+    return cvt
 
 
 def _bits(value, dtype) -> int:
@@ -296,14 +304,8 @@ def nvdla_pixel(img: PixelImage, image: int, dense: int, dense_type: str, offset
                                             f"unchanged: offset 0, scale 1, shift 0")
             convert = NO_CONVERSION
         else:
-            try:
-                convert = Conversion.between(source, dense_type, means[c], scale, shift,
-                                             **field)
-            except FormatError as e:
-                raise FormatError("dense_type", f"{fmt.name}: {e.rule}") from None
-            problem = convert.problem(size)
-            if problem is not None:
-                raise FormatError(*problem)
+            convert = _checked(source, dense_type, means[c], scale, shift, f"{fmt.name}: ",
+                               **field)
         src = (image + img.plane_offsets[p] + img.plane_x_offset(p) * bpp
                + (0 if field else bit // 8))
         emit(prog, src, dense + c * H * W * ed, size,
