@@ -18,6 +18,7 @@ from atomcube.model.dma.compile import (
     dmp,
     emit,
     nvdla_feature,
+    nvdla_pixel,
     nvdla_weights,
     sophgo_local,
 )
@@ -41,6 +42,9 @@ from atomcube.model.dma.executor import execute
 from atomcube.model.dmp.layout import DmpLayout
 from atomcube.model.errors import FormatError
 from atomcube.model.nvdla.feature import FeatureFormat
+from atomcube.model.nvdla.pixel import FORMATS as PIXEL_FORMATS
+from atomcube.model.nvdla.pixel import PixelImage
+from atomcube.model.nvdla.precision import convert
 from atomcube.model.nvdla.weights import WeightSpec
 from atomcube.model.sophgo.local import LocalMemory, LocalTensor
 
@@ -595,3 +599,38 @@ def test_one_pass_programs(unpack):
         assert (mem[:y.size].view(np.int8).reshape(shape) == q).all()
         with pytest.raises(FormatError, match="dense_type: the DMA does not convert fp16"):
             dmp(DmpLayout(shape), 0, 0x8000, unpack=True, dense_type="uint8")
+
+
+@pytest.mark.parametrize("name", sorted(PIXEL_FORMATS))
+def test_nvdla_pixel_program(name):
+    """Every pixel format at an X offset, to int16 (and int8 where the samples allow), with a
+    mean per channel: the executor on nvdla_pixel's program gives the model's decoded samples,
+    converted; the 10:10:10:2 formats' bit fields are refused for int8, naming dense_type."""
+    fmt = PIXEL_FORMATS[name]
+    rng = np.random.default_rng(len(name))
+    img = PixelImage(name, 13, 5, x_offset=min(3, fmt.x_offset_max))
+    if fmt.kind == "float":
+        samples = rng.standard_normal(img.shape).astype(np.float16)
+    else:
+        samples = np.stack([rng.integers(*((-(1 << (w - 1)), 1 << (w - 1)) if fmt.kind == "int"
+                                           else (0, 1 << w)), img.shape[1:])
+                            for _, _, w in fmt.fields])
+    raw = img.pack(samples)
+    decoded = img.unpack(raw)
+    means = [int(rng.integers(-100, 100)) for _ in fmt.fields]
+    for dense_type in ("int16", "int8"):
+        if dense_type == "int8" and any(w not in (8, 16) for _, _, w in fmt.fields):
+            with pytest.raises(FormatError, match="dense_type: .* does not convert"):
+                nvdla_pixel(img, 0x100, 0x10000, dense_type, means, 3, 2)
+            continue
+        prog = nvdla_pixel(img, 0x100, 0x10000, dense_type, means, 3, 2)
+        mem = run_program(prog, raw, 0x100, 0x10000, 0x20000)
+        if fmt.kind == "float":
+            want = np.stack([Conversion.between("fp16", dense_type, m, 3, 2).apply(
+                d.view(np.uint8).reshape(*d.shape, 2)) for d, m in zip(decoded, means,
+                                                                        strict=True)])
+            want = want.view(TYPES[dense_type])[..., 0]
+        else:
+            want = convert(decoded, np.array(means)[:, None, None], 3 / 4, dense_type)
+        got = mem[0x10000:0x10000 + want.nbytes].view(want.dtype).reshape(want.shape)
+        assert (got == want).all(), dense_type
