@@ -245,20 +245,23 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     # ... its checked dimension's number, each of its 3 bits in a copy per field selected
     want += [f"k_chk{b}_f{k}_ff" for b in range(3) for k in range(4)]
     # ... and its descriptor's registers, each with a copy of the bank's load and of its
-    # beat's (30 registers: the addresses, padding, element size, flags, the conversion's code
-    # and 5 x 4 dimension fields; an engine without the conversion stage holds no more of it)
-    assert sum(n.startswith("desc_bank") for n in names) == 30, names
-    assert sum(n.startswith("desc_beat") for n in names) == 30, names
+    # beat's (35 registers: the addresses, padding, element size, flags, the conversion's six
+    # fields and 5 x 4 dimension fields; an engine without the conversion stage holds only the
+    # conversion's code, 30)
+    assert b.soc.dma_convert
+    assert sum(n.startswith("desc_bank") for n in names) == 35, names
+    assert sum(n.startswith("desc_beat") for n in names) == 35, names
     want += [n for n in names if re.fullmatch(r"desc_(bank\d+|beat\d+_\d+)_ff", n)]
     want += [f"dim{k}_used{c}_ff" for k in range(5) for c in range(4)]   # the DMA mid end's
     # ... its take of a request: the ready, the stage-1 loads (five groups) and each path's
     # copy's load
     want += [f"take{k}_ff" for k in range(1 + 5 + 3)]
     # ... and each of its three paths' copy of the descriptor's addresses, element size and
-    # pad value (32 + 32 + 2 + 64 bits)
+    # pad value (32 + 32 + 2 + 64 bits, and one more bit for each address: with the conversion
+    # stage the mid end works one address bit wider, for the widened destination)
     aw = b.soc.dma_addr_width
     assert aw == 32
-    want += [f"desc_{t}{b}_c0_ff" for t in "ert" for b in range(2 * aw + 2 + 64)]
+    want += [f"desc_{t}{b}_c0_ff" for t in "ert" for b in range(2 * (aw + 1) + 2 + 64)]
     # ... and its tile slots' dimension selects, each bit in a copy per field
     want += [f"{n}{b}_f{k}_ff" for n in ("col", "o1", "o2") for b in range(3) for k in range(4)]
     # the DMA row path's write-slice ready: one copy for the handshakes, one per share of the
@@ -305,11 +308,12 @@ def test_ecp5_board_puts_resets_and_wide_enables_on_global_buffers():
     want += [f"out_empty{k}_ff" for k in range(atoms)]
     # the segment queue's load is a register worked out a cycle ahead, one copy per share of
     # its head; X's likewise, one copy (into the global network), and the segment register's
-    # in front of the segment counter, one copy (timing.counter_ready_ahead)
+    # in front of the segment counter, one copy (timing.counter_ready_ahead); and the DMA
+    # conversion stage's entry slice, likewise one copy
     loads = sorted(n for n in names if n.startswith("load_c"))
-    assert len(loads) >= 3 + 2, loads
-    assert loads == sorted([f"load_c{k}_ff" for k in range(len(loads) - 2)]
-                           + ["load_c0_ff"] * 2), loads
+    assert len(loads) >= 3 + 3, loads
+    assert loads == sorted([f"load_c{k}_ff" for k in range(len(loads) - 3)]
+                           + ["load_c0_ff"] * 3), loads
     want += loads
     # the on-chip memory's read and write word addresses (13 bits for 64 KiB of 8-byte
     # words), a copy for each byte lane's block RAM array

@@ -60,6 +60,9 @@ class SocConfig:
     # ULX3S's 64 KiB with 4,800 LUT4 fewer, but the smaller engine does not make the SoC route
     # faster, so the default is the full 32
     dma_addr_width: int = 32
+    # the DMA engine's element conversion stage (hw.dma.convert): one-pass layout and precision
+    # conversions, such as a uint8 image into DMP's fp16 input, for about 6,500 LUT4
+    dma_convert: bool = True
     clk_hz: int = 25_000_000
     baud: int = 115_200
     ram_stalls: int = 0           # testbenches only: AxiRam's LFSR seed for random stalls
@@ -135,7 +138,8 @@ class Soc(wiring.Component):
         if c.dma:
             dma = m.submodules.dma = DmaEngine(data_width=c.data_width,
                                                addr_width=c.dma_addr_width,
-                                               bank_mirror=c.bank_mirror)
+                                               bank_mirror=c.bank_mirror,
+                                               convert=c.dma_convert)
             connect_members(m, dec.dma, dma.s_axil)
             managers.append(dma.m_axi)
             irqs["dma"] = dma.irq

@@ -294,10 +294,13 @@ def sigmoid_config(flavor: str = "sdp"):
 
 def check(board: Board, seed: int = 0, progress=lambda what: None) -> list[JobResult]:
     """One job per block the SoC has, each on random data from ``seed``, each compared with the
-    model: NCHW int8 to NVDLA feature data, a half-sparse int8 weight image decompressed, the
-    sigmoid on 256 samples. Memory is laid out for 64 KiB."""
-    from ..dma.compile import nvdla_feature
+    model: NCHW int8 to NVDLA feature data (and, when the DMA engine has the conversion stage,
+    a uint8 image into DMP's fp16 input in the same pass), a half-sparse int8 weight image
+    decompressed, the sigmoid on 256 samples. Memory is laid out for 64 KiB."""
+    from ..dma.compile import dmp, nvdla_feature
+    from ..dmp.layout import DmpLayout
     from ..nvdla.feature import FeatureFormat
+    from ..nvdla.precision import convert
     from ..nvdla.weights import WeightSpec, compress
 
     rng = np.random.default_rng(seed)
@@ -313,6 +316,15 @@ def check(board: Board, seed: int = 0, progress=lambda what: None) -> list[JobRe
         board.write_bytes(0x4000, bytes(len(want)))
         results.append(board.convert(nvdla_feature(fmt, 0x0000, 0x4000), 0x0000, t.tobytes(),
                                      0x4000, want, 0xF000, "NCHW -> NVDLA feature, int8"))
+        if board.dma.hwinfo.read().convert:
+            progress("layout and precision: NCHW uint8 (1, 3, 6, 7) -> DMP fp16, mean 128, / 128")
+            lay = DmpLayout((1, 3, 6, 7))
+            x = rng.integers(0, 256, lay.shape).astype(np.uint8)
+            want = lay.pack(convert(x, 128, 1 / 128, "fp16")).tobytes()
+            board.write_bytes(0x4000, bytes(len(want)))
+            results.append(board.convert(dmp(lay, 0x0000, 0x4000, dense_type="uint8", offset=128,
+                                             shift=7), 0x0000, x.tobytes(), 0x4000, want,
+                                         0xF000, "NCHW uint8 -> DMP fp16, one pass"))
     if "sparse" in board.blocks:
         progress("decompress: int8 weights (40, 24, 1, 3), half zeros")
         spec = WeightSpec("dc", "int8", (40, 24, 1, 3))
