@@ -24,7 +24,8 @@
 #   make area      ECP5 cells (LUT4, FF, LUT RAM, block RAM, multipliers) by component of
 #                  each block, from Yosys with the hierarchy kept (BLOCK=name)
 #   make bitstream a board's bitstream: the SoC on its pins (BOARD=ulx3s|icebreaker,
-#                  BLOCKS=lut to build with only some blocks; MAPPER=abc|abc9,
+#                  BLOCKS=lut to build with only some blocks, convert among them for the
+#                  DMA's conversion stage (BLOCKS=dma,sparse,lut: without it); MAPPER=abc|abc9,
 #                  ROUTER=router1|router2 override the board's own choices; TRIES=n: how
 #                  many placements to try when routing or placing fails, 3;
 #                  PNR_SEED=n: the first placement's nextpnr seed, 0 for nextpnr's own;

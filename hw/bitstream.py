@@ -8,7 +8,8 @@ report and ``atomcube_<board>.bit`` (ECP5) or ``.bin`` (iCE40). Load a ULX3S wit
 ``openFPGALoader -b ulx3s build/bitstream/ulx3s/atomcube_ulx3s.bit`` and an iCEBreaker with
 ``iceprog build/bitstream/icebreaker/atomcube_icebreaker.bin`` (neither tool is installed here).
 ``--blocks lut`` (or ``dma,sparse``, ``none``) builds the board with only those blocks, for a
-quicker build or a smaller part.
+quicker build or a smaller part; ``convert`` among them keeps the DMA engine's element
+conversion stage, which the ULX3S's own configuration has (``dma,sparse,lut`` leaves it out).
 """
 
 from __future__ import annotations
@@ -505,6 +506,8 @@ def build(board_name: str, outdir: Path | None = None, log=print, mapper: str | 
     t0 = time.monotonic()
     commit = _commit()                  # before the build: the source it is made from
     blocks = [k for k in ("dma", "sparse", "lut") if getattr(b.soc, k)]
+    if b.soc.dma and b.soc.dma_convert:
+        blocks.insert(1, "convert")
     log(f"[1/4] {b.name}: Verilog of the board top (blocks: {', '.join(blocks) or 'none'}; "
         f"{b.soc.mem_bytes // 1024} KiB memory)")
     (out / f"{top}.v").write_text(verilog.convert(BoardTop(b), name=top,
@@ -652,8 +655,9 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--board", choices=sorted(BOARDS), default="ulx3s")
     ap.add_argument("--blocks", metavar="LIST",
-                    help="comma-separated blocks to include (dma, sparse, lut; 'none' for the "
-                         "bridge alone) instead of the board's own configuration")
+                    help="comma-separated blocks to include (dma, sparse, lut, and convert for "
+                         "the DMA engine's conversion stage; 'none' for the bridge alone) "
+                         "instead of the board's own configuration")
     ap.add_argument("--mapper", choices=MAPPERS,
                     help="Yosys's LUT mapper (default: the board's own: abc for ulx3s, abc9 for "
                          "icebreaker): abc9, or the classic abc (ECP5 boards "
@@ -726,10 +730,14 @@ def main(argv=None) -> int:
     changes = {}
     if args.blocks is not None:
         chosen = set() if args.blocks == "none" else set(args.blocks.split(","))
-        unknown = chosen - {"dma", "sparse", "lut"}
+        unknown = chosen - {"dma", "sparse", "lut", "convert"}
         if unknown:
-            ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut)")
+            ap.error(f"--blocks: unknown block {', '.join(sorted(unknown))} (dma, sparse, lut, "
+                     f"convert)")
+        if "convert" in chosen and "dma" not in chosen:
+            ap.error("--blocks: convert is the DMA engine's conversion stage: give dma with it")
         changes = {b: b in chosen for b in ("dma", "sparse", "lut")}
+        changes["dma_convert"] = "convert" in chosen
     try:
         result, path = build(args.board, outdir=args.out, mapper=args.mapper, router=args.router,
                              tries=args.tries, seed=args.seed, sweep=args.sweep,

@@ -755,3 +755,21 @@ def test_out_builds_in_another_folder(monkeypatch, tmp_path):
     assert main_passes(monkeypatch, make_bitstream_argv([]))["outdir"] is None
     seen = main_passes(monkeypatch, make_bitstream_argv(["OUT=elsewhere/b"]))
     assert seen["outdir"] == Path("elsewhere/b")
+
+
+def test_blocks_choose_the_socs_parts(monkeypatch):
+    """``--blocks`` (``make bitstream BLOCKS=...``): the SoC's blocks, and ``convert`` for the DMA
+    engine's conversion stage, which the ULX3S's own configuration has; convert without dma,
+    or an unknown name, is a usage error."""
+    from atomcube.hw.top.board import BOARDS
+
+    assert BOARDS["ulx3s"].soc.dma_convert
+    assert main_passes(monkeypatch, ["--blocks", "dma,sparse,lut"]) == {
+        **main_passes(monkeypatch, []), "dma": True, "sparse": True, "lut": True,
+        "dma_convert": False}
+    seen = main_passes(monkeypatch, ["--blocks", "dma,convert"])
+    assert (seen["dma"], seen["dma_convert"], seen["sparse"], seen["lut"]) == (True, True, False,
+                                                                              False)
+    for bad in ("convert,lut", "dma,fft"):
+        with pytest.raises(SystemExit):
+            bitstream.main(["--blocks", bad])
